@@ -1,0 +1,25 @@
+//go:build !amd64 || !gc || purego
+
+package aesni
+
+func init() { selectFromEnv() }
+
+func autoPick(int) Impl { return Generic }
+
+func expandKey(c *Cipher, k1, k2 []byte) { expandKeyGeneric(c, k1, k2) }
+
+func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
+	xtsGeneric(c, dst, src, tweak, false)
+}
+
+func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
+	xtsGeneric(c, dst, src, tweak, true)
+}
+
+func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
+	sectorsGeneric(c, dst, src, unit, sector, step, false)
+}
+
+func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
+	sectorsGeneric(c, dst, src, unit, sector, step, true)
+}
