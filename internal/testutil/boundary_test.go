@@ -1,6 +1,12 @@
 package testutil
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"unsafe"
+)
 
 func TestGuardedBuffers(t *testing.T) {
 	for _, n := range []int{1, 16, 4095, 4096, 4097, 12345} {
@@ -12,6 +18,29 @@ func TestGuardedBuffers(t *testing.T) {
 		for i := range end {
 			end[i] = byte(i)
 			start[i] = byte(i)
+		}
+	}
+}
+
+// TestGuardedBuffersFault proves the guards are there: touching one byte past
+// either end kills a child process with a memory fault.
+func TestGuardedBuffersFault(t *testing.T) {
+	if which := os.Getenv("TESTUTIL_FAULT"); which != "" {
+		end, start := GuardedBuffers(t, 100)
+		if which == "end" {
+			end = end[:cap(end)]
+			_ = *(*byte)(unsafe.Add(unsafe.Pointer(&end[len(end)-1]), 1))
+		} else {
+			_ = *(*byte)(unsafe.Add(unsafe.Pointer(&start[0]), -1))
+		}
+		os.Exit(0) // not reached when the guard works
+	}
+	for _, which := range []string{"end", "start"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGuardedBuffersFault$")
+		cmd.Env = append(os.Environ(), "TESTUTIL_FAULT="+which)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "fault") {
+			t.Errorf("%s: reading past the buffer did not fault (err %v):\n%s", which, err, out)
 		}
 	}
 }
