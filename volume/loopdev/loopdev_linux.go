@@ -1,0 +1,126 @@
+//go:build linux
+
+package loopdev
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+const controlPath = "/dev/loop-control"
+
+// attachTries bounds the retries when another program configures the free
+// device we were handed between LOOP_CTL_GET_FREE and LOOP_CONFIGURE.
+const attachTries = 8
+
+// Attach attaches file to a free loop device and returns it. The device
+// stays attached while the returned Device is open, and after Close for as
+// long as anything else (a mount, a device-mapper table) holds it.
+func Attach(file string, opts Options) (*Device, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	mode := os.O_RDWR
+	if opts.ReadOnly {
+		mode = os.O_RDONLY
+	}
+	backing, err := os.OpenFile(file, mode, 0)
+	if err != nil {
+		return nil, fmt.Errorf("loopdev: %w", err)
+	}
+	// The kernel takes its own reference to the file in LOOP_CONFIGURE.
+	defer backing.Close()
+
+	ctl, err := os.OpenFile(controlPath, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("loopdev: loop devices are not available: %s missing (is the loop module loaded?): %w", controlPath, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loopdev: %w", err)
+	}
+	defer ctl.Close()
+
+	cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Size: opts.BlockSize}
+	cfg.Info.Offset = opts.Offset
+	cfg.Info.Sizelimit = opts.SizeLimit
+	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+	if opts.ReadOnly {
+		cfg.Info.Flags |= unix.LO_FLAGS_READ_ONLY
+	}
+	if opts.DirectIO {
+		cfg.Info.Flags |= unix.LO_FLAGS_DIRECT_IO
+	}
+	// lo_file_name is informational (LOOP_GET_STATUS64 shows it); the
+	// kernel keeps at most 63 bytes of it.
+	if abs, err := filepath.Abs(file); err == nil {
+		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], abs)
+	}
+
+	for range attachTries {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, fmt.Errorf("loopdev: find a free loop device: %w", err)
+		}
+		path := fmt.Sprintf("/dev/loop%d", n)
+		dev, err := os.OpenFile(path, mode, 0)
+		if err != nil {
+			return nil, fmt.Errorf("loopdev: %w", err)
+		}
+		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+		if err == nil {
+			d := &Device{Path: path, Number: n, f: dev}
+			var st unix.Stat_t
+			if err := unix.Fstat(int(dev.Fd()), &st); err != nil {
+				d.Detach()
+				return nil, fmt.Errorf("loopdev: stat %s: %w", path, err)
+			}
+			d.Major, d.Minor = unix.Major(st.Rdev), unix.Minor(st.Rdev)
+			return d, nil
+		}
+		dev.Close()
+		switch {
+		case errors.Is(err, unix.EBUSY):
+			continue // taken by someone else meanwhile: ask for another
+		case errors.Is(err, unix.ENOTTY):
+			return nil, fmt.Errorf("loopdev: configure %s: %w (LOOP_CONFIGURE needs Linux 5.8 or later)", path, err)
+		}
+		return nil, fmt.Errorf("loopdev: configure %s: %w", path, err)
+	}
+	return nil, fmt.Errorf("loopdev: no free loop device after %d tries: other programs keep taking them", attachTries)
+}
+
+// Close releases our handle on the device. The kernel detaches it as soon as
+// nothing else holds it open, which is at once if nothing does.
+func (d *Device) Close() error {
+	if d.f == nil {
+		return nil
+	}
+	err := d.f.Close()
+	d.f = nil
+	return err
+}
+
+// Detach detaches the file from the device and releases our handle. If a
+// mount or a device-mapper table still holds the device, the kernel
+// completes the detach when they let go.
+func (d *Device) Detach() error {
+	if d.f == nil {
+		return nil
+	}
+	err := unix.IoctlSetInt(int(d.f.Fd()), unix.LOOP_CLR_FD, 0)
+	if errors.Is(err, unix.ENXIO) {
+		err = nil // already detached
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loopdev: detach %s: %w", d.Path, err)
+	}
+	return nil
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package loopdev
+
+// Attach returns ErrUnsupported: loop devices exist only on Linux.
+func Attach(file string, opts Options) (*Device, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return nil, ErrUnsupported
+}
+
+// Close does nothing: no Device is ever attached here.
+func (d *Device) Close() error { return nil }
+
+// Detach does nothing: no Device is ever attached here.
+func (d *Device) Detach() error { return nil }
