@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xtsctl/xtsctl/internal/safefile"
+)
+
+// startAndSignal starts xtsctl on a large sparse input, waits until its
+// temporary output exists, sends sig, and returns the exit error and the
+// directory contents. The input is large enough (1 GiB) that xtsctl cannot
+// finish before the signal arrives.
+func startAndSignal(t *testing.T, sig syscall.Signal) (dir, stderr string, err error) {
+	t.Helper()
+	dir = t.TempDir()
+	in := filepath.Join(dir, "in.img")
+	if err := os.Truncate(createEmpty(t, in), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "k")
+	os.WriteFile(key, []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!?"), 0o600)
+	var errBuf strings.Builder
+	cmd := exec.Command("xtsctl", "encrypt", "--type", "plain", "--key-file", key, in, filepath.Join(dir, "out.img"))
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !hasTemp(t, dir) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("xtsctl never created its temporary output")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cmd.Process.Signal(sig)
+	err = cmd.Wait()
+	return dir, errBuf.String(), err
+}
+
+func createEmpty(t *testing.T, path string) string {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return path
+}
+
+func hasTemp(t *testing.T, dir string) bool {
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), safefile.TempPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInterruptLeavesNoOutput: Ctrl-C (SIGINT) and SIGTERM stop xtsctl with
+// exit code 130, no file named OUT, and no temporary file either.
+func TestInterruptLeavesNoOutput(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		dir, stderr, err := startAndSignal(t, sig)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%v: xtsctl finished before the signal (err %v)", sig, err)
+		}
+		if ee.ExitCode() != exitInterrupted {
+			t.Errorf("%v: exit code %d, want %d; stderr: %s", sig, ee.ExitCode(), exitInterrupted, stderr)
+		}
+		if !strings.Contains(stderr, "interrupted;") || !strings.Contains(stderr, "out.img was not written") {
+			t.Errorf("%v: stderr %q does not say the output was not written", sig, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out.img")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: out.img exists after interruption", sig)
+		}
+		if hasTemp(t, dir) {
+			t.Errorf("%v: temporary file left behind", sig)
+		}
+	}
+}
+
+// TestKillLeavesNoOutput: SIGKILL cannot be caught; still, nothing named
+// OUT exists afterwards (only the hidden temporary file may remain).
+func TestKillLeavesNoOutput(t *testing.T) {
+	dir, _, err := startAndSignal(t, syscall.SIGKILL)
+	if err == nil {
+		t.Fatal("xtsctl finished before SIGKILL")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.img")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("out.img exists after SIGKILL")
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/xts"
+)
+
+// plainFlags are the options of cryptsetup's plain mode that xtsctl
+// supports, with cryptsetup's names and units.
+type plainFlags struct {
+	keyFile      string
+	sectorSize   int
+	largeSectors bool
+	offset       uint64
+	skip         uint64
+}
+
+// plainOnly lists the flags that make sense only with --type plain.
+var plainOnly = []string{"key-file", "iv-large-sectors", "offset", "skip"}
+
+func (pf *plainFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)")
+	fs.IntVar(&pf.sectorSize, "sector-size", 512, "sector (XTS data unit) size: 512, 1024, 2048 or 4096")
+	fs.BoolVar(&pf.largeSectors, "iv-large-sectors", false, "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)")
+	fs.Uint64Var(&pf.offset, "offset", 0, "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)")
+	fs.Uint64Var(&pf.skip, "skip", 0, "plain: IV offset added to every tweak, in 512-byte units (cryptsetup --skip)")
+}
+
+// params validates the flags and returns the plain-mode layout.
+func (pf *plainFlags) params() (volume.Plain, error) {
+	if pf.keyFile == "" {
+		return volume.Plain{}, usageError(fmt.Errorf("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+	}
+	p := volume.Plain{
+		Sector: sector.Params{Size: pf.sectorSize, IVOffset: pf.skip},
+		Offset: pf.offset,
+	}
+	if pf.largeSectors {
+		p.Sector.IVMode = sector.Plain64LargeSectors
+	}
+	if err := p.Check(); err != nil {
+		return volume.Plain{}, usageError(err)
+	}
+	return p, nil
+}
+
+// rejectFlags fails if any of names was given on the command line; used to
+// refuse options that the chosen --type ignores instead of ignoring them.
+func rejectFlags(cmd *cobra.Command, typ string, names []string) error {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return usageError(fmt.Errorf("--%s does not apply to --type %s", n, typ))
+		}
+	}
+	return nil
+}
+
+// plainCodec reads the key file and returns the codec; the caller calls wipe.
+func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, keyBits int, wipe func(), err error) {
+	key, err := readKeyFile(a, pf.keyFile)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	defer clear(key)
+	c, err := xts.NewCipher(key)
+	if err != nil {
+		return nil, 0, nil, withCode(exitKey, err)
+	}
+	codec, err = sector.NewCodec(c, p.Sector)
+	if err != nil {
+		c.Wipe()
+		return nil, 0, nil, usageError(err)
+	}
+	return codec, 8 * len(key), c.Wipe, nil
+}
+
+func describePlain(p volume.Plain, keyBits int) string {
+	s := fmt.Sprintf("aes-xts-plain64, %d-bit key, %d-byte sectors", keyBits, p.Sector.Size)
+	if p.Sector.IVMode == sector.Plain64LargeSectors {
+		s += ", iv_large_sectors"
+	}
+	if p.Sector.IVOffset != 0 {
+		s += fmt.Sprintf(", skip %d", p.Sector.IVOffset)
+	}
+	if p.Offset != 0 {
+		s += fmt.Sprintf(", offset %d", p.Offset)
+	}
+	return s
+}
+
+func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
+	p, err := pf.params()
+	if err != nil {
+		return err
+	}
+	in, err := openInput(inPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if in.size%int64(p.Sector.Size) != 0 {
+		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, p.Sector.Size),
+			fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
+	}
+	codec, keyBits, wipe, err := plainCodec(a, pf, p)
+	if err != nil {
+		return err
+	}
+	defer wipe()
+	out, err := createOutput(outPath, in, force)
+	if err != nil {
+		return err
+	}
+	update, done := newProgress(a, "encrypting", in.size)
+	err = volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
+	done()
+	if err := finish(out, err); err != nil {
+		return err
+	}
+	a.infof("encrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(in.size), in.size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	return nil
+}
+
+func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
+	p, err := pf.params()
+	if err != nil {
+		return err
+	}
+	in, err := openInput(inPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	size := in.size - p.OffsetBytes()
+	switch {
+	case size <= 0:
+		return withCode(exitInput, fmt.Errorf("input %s is %d bytes: nothing after the offset of %d bytes", inPath, in.size, p.OffsetBytes()))
+	case size%int64(p.Sector.Size) != 0:
+		return withCode(exitInput, fmt.Errorf("input %s holds %d bytes after the offset, not a whole number of %d-byte sectors", inPath, size, p.Sector.Size))
+	}
+	codec, keyBits, wipe, err := plainCodec(a, pf, p)
+	if err != nil {
+		return err
+	}
+	defer wipe()
+	if _, err := in.Seek(p.OffsetBytes(), io.SeekStart); err != nil {
+		return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
+	}
+	out, err := createOutput(outPath, in, force)
+	if err != nil {
+		return err
+	}
+	update, done := newProgress(a, "decrypting", size)
+	err = volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
+	done()
+	if err := finish(out, err); err != nil {
+		return err
+	}
+	a.infof("decrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(size), size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	return nil
+}
+
+func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }

@@ -1,0 +1,72 @@
+package main
+
+// All user-facing output goes through this file. The rules (from age's tui):
+// everything that is not the command's result goes to stderr, prefixed
+// "xtsctl: ", lowercase, with no final period; errors are one line, followed
+// by "hint:" lines when there is something the user can do. Results (device
+// paths, digests, JSON) go to stdout. Secrets never pass through here.
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+)
+
+type ui struct {
+	stdout, stderr io.Writer
+	quiet          bool // --quiet: only errors and warnings
+}
+
+func (u *ui) errorf(format string, args ...any) {
+	fmt.Fprintf(u.stderr, "xtsctl: error: "+format+"\n", args...)
+}
+
+func (u *ui) warningf(format string, args ...any) {
+	fmt.Fprintf(u.stderr, "xtsctl: warning: "+format+"\n", args...)
+}
+
+func (u *ui) hintf(format string, args ...any) {
+	fmt.Fprintf(u.stderr, "xtsctl: hint: "+format+"\n", args...)
+}
+
+// infof reports what was done; --quiet silences it.
+func (u *ui) infof(format string, args ...any) {
+	if !u.quiet {
+		fmt.Fprintf(u.stderr, "xtsctl: "+format+"\n", args...)
+	}
+}
+
+// resultf prints the command's result on stdout.
+func (u *ui) resultf(format string, args ...any) {
+	fmt.Fprintf(u.stdout, format+"\n", args...)
+}
+
+// stderrIsTerminal reports whether progress bars and prompts make sense.
+func (u *ui) stderrIsTerminal() bool {
+	f, ok := u.stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// reportError prints err and its hints.
+func (u *ui) reportError(err error) {
+	u.errorf("%v", err)
+	for _, h := range hintsOf(err) {
+		u.hintf("%s", h)
+	}
+}
+
+// humanBytes formats n as a size with binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
