@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# install-deps.sh: install what the tests need beyond Go, on Debian 12.
+# Installs only what is missing; needs root for apt-get (without root it
+# only says what is missing). Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# command -> Debian package
+declare -A need=(
+  [mkfs.ext4]=e2fsprogs  # test images, mount tests
+  [debugfs]=e2fsprogs
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  if [ "$(id -u)" = 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "install-deps: missing Debian packages: ${missing[*]} (run as root to install)" >&2
+  fi
+fi
+
+# Go tools, pinned.
+gobin=$(go env GOPATH)/bin
+if [ ! -x "$gobin/staticcheck" ] || ! "$gobin/staticcheck" -version 2>/dev/null | grep -q '0.8.2'; then
+  echo "install-deps: installing staticcheck v0.8.2"
+  (cd / && GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@v0.8.2)
+fi

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# test.bash: the whole test suite, as CI runs it (.ci/run calls this).
+# Installs missing test dependencies first (scripts/install-deps.sh), then:
+# formatting, vet (also for arm64 and purego), staticcheck, module checks,
+# the tests, the tests again under -tags purego, with the race detector on
+# the concurrent packages, and with the wide CPU features masked off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo /root/go)/bin"
+
+exec 9>/tmp/xtsctl-test.lock
+flock 9 # two runs at once would fight over loop devices and mounts
+
+step() { printf '\n== %s\n' "$*"; }
+
+step install test dependencies
+scripts/install-deps.sh
+
+step gofmt
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
+
+step go vet
+go vet ./...
+GOARCH=arm64 go vet ./...
+go vet -tags purego ./...
+
+step staticcheck
+staticcheck ./...
+
+step go mod verify
+go mod verify
+
+step go test
+go test -count=1 ./...
+
+step go test -tags purego
+go test -count=1 -tags purego ./...
+
+step go test -race
+go test -count=1 -race ./sector ./volume/... ./internal/...
+
+step CPU features masked
+GODEBUG=cpu.avx512f=off go test -count=1 ./aesni ./xts
+GODEBUG=cpu.avx2=off,cpu.avx512f=off go test -count=1 ./aesni ./xts
+GODEBUG=cpu.aes=off go test -count=1 ./aesni ./xts
+
+step leftovers
+if grep -q xtsctl /proc/mounts; then echo "leftover xtsctl mounts:"; grep xtsctl /proc/mounts; exit 1; fi
+
+echo
+echo "all tests passed"
