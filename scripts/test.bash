@@ -45,6 +45,9 @@ GODEBUG=cpu.avx512f=off go test -count=1 ./aesni ./xts
 GODEBUG=cpu.avx2=off,cpu.avx512f=off go test -count=1 ./aesni ./xts
 GODEBUG=cpu.aes=off go test -count=1 ./aesni ./xts
 
+step fuzz targets, briefly
+scripts/fuzz.sh 5s
+
 step leftovers
 if grep -q xtsctl /proc/mounts; then echo "leftover xtsctl mounts:"; grep xtsctl /proc/mounts; exit 1; fi
 

@@ -169,6 +169,23 @@ func (s *Codec) run(dst, src []byte, first uint64, decrypt bool) {
 }
 
 func (s *Codec) chunk(dst, src []byte, first uint64, decrypt bool) {
+	if s.p.IVMode == Plain64LargeSectors {
+		// The kernel shifts the wrapped 64-bit count of 512-byte units, so
+		// tweaks go up by one per sector only until that count wraps: split
+		// the run there (only reachable with an iv_offset near 2^64).
+		u := s.p.unitsPerSector()
+		count := s.p.IVOffset + first*u
+		if beforeWrap := (^uint64(0)-count)/u + 1; beforeWrap < uint64(len(src)/s.p.Size) {
+			cut := int(beforeWrap) * s.p.Size
+			s.convert(dst[:cut], src[:cut], first, decrypt)
+			s.convert(dst[cut:], src[cut:], first+beforeWrap, decrypt)
+			return
+		}
+	}
+	s.convert(dst, src, first, decrypt)
+}
+
+func (s *Codec) convert(dst, src []byte, first uint64, decrypt bool) {
 	if decrypt {
 		s.c.DecryptSectors(dst, src, s.p.Size, s.p.Tweak(first), s.p.TweakStep())
 	} else {

@@ -37,8 +37,9 @@ func TestTweak(t *testing.T) {
 		// as the kernel's shift does: (3 + 8n) >> 3.
 		{Params{Size: 4096, IVOffset: 3, IVMode: Plain64LargeSectors}, []uint64{0, 1, 2}},
 		{Params{Size: 512, IVMode: Plain64LargeSectors, IVOffset: 5}, []uint64{5, 6, 7}},
-		// 64-bit wrap-around.
+		// 64-bit wrap-around: the kernel shifts the wrapped count.
 		{Params{Size: 512, IVOffset: ^uint64(0)}, []uint64{^uint64(0), 0, 1}},
+		{Params{Size: 4096, IVMode: Plain64LargeSectors, IVOffset: ^uint64(0)}, []uint64{1<<61 - 1, 0, 1}},
 	} {
 		for n, want := range tc.want {
 			if got := tc.p.Tweak(uint64(n)); got != want {
