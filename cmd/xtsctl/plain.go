@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
@@ -67,7 +68,7 @@ func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, ke
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	defer clear(key)
+	defer secret.Wipe(key)
 	c, err := xts.NewCipher(key)
 	if err != nil {
 		return nil, 0, nil, withCode(exitKey, err)

@@ -7,12 +7,16 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
+
+	"github.com/xtsctl/xtsctl/internal/secret"
 )
 
 // readKeyFile reads a raw XTS key (cryptsetup plain mode --key-file: the
 // file's bytes are the key, no hashing). It must hold exactly 32 or 64
 // bytes, and its two halves must differ. The caller wipes the key.
 func readKeyFile(a *app, path string) ([]byte, error) {
+	protectSecrets(a)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, withCode(exitKey, fmt.Errorf("key file %s does not exist", path))
@@ -31,12 +35,12 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 	buf := make([]byte, 65) // one more than the largest key, to detect long files
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		clear(buf)
+		secret.Wipe(buf)
 		return nil, withCode(exitKey, fmt.Errorf("cannot read key file %s: %w", path, err))
 	}
 	key := buf[:n]
 	if n != 32 && n != 64 {
-		clear(buf)
+		secret.Wipe(buf)
 		size := fmt.Sprintf("%d bytes", n)
 		if n == 65 {
 			size = "more than 64 bytes"
@@ -45,11 +49,24 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 			"make one with: head -c 64 /dev/urandom > KEYFILE")
 	}
 	if bytes.Equal(key[:n/2], key[n/2:]) {
-		clear(buf)
+		secret.Wipe(buf)
 		return nil, withCode(exitKey, fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path))
 	}
 	return key, nil
 }
+
+// protectSecrets locks memory and disables core dumps before any secret is
+// read (see internal/secret); where memory cannot be locked it warns once.
+func protectSecrets(a *app) {
+	if err := secret.Protect(); err != nil {
+		memoryWarning.Do(func() {
+			a.warningf("%v", err)
+			a.hintf("run as root, or raise the locked-memory limit (ulimit -l)")
+		})
+	}
+}
+
+var memoryWarning sync.Once
 
 // warnIfExposed warns when a file holding secrets can be read by other users.
 func warnIfExposed(a *app, what, path string, fi fs.FileInfo) {
