@@ -24,19 +24,11 @@ func BenchmarkSum512(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("impl=%v/size=%d", i, n), func(b *testing.B) {
 				defer useImpl(i)()
-				b.SetBytes(int64(n))
-				b.ReportAllocs()
-				for b.Loop() {
-					Sum512(data)
-				}
+				measureCPU(b, n, func() { Sum512(data) })
 			})
 		}
 		b.Run(fmt.Sprintf("impl=xcrypto/size=%d", n), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				xblake2b.Sum512(data)
-			}
+			measureCPU(b, n, func() { xblake2b.Sum512(data) })
 		})
 	}
 }
@@ -56,18 +48,12 @@ func BenchmarkSectorTags(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("impl=%v/tag=%d", i, tagSize), func(b *testing.B) {
 				defer useImpl(i)()
-				b.SetBytes(int64(len(data)))
-				b.ReportAllocs()
-				for b.Loop() {
-					SumSectors(tags, tagSize, key, 1000, data, sectorSize)
-				}
+				measureCPU(b, len(data), func() { SumSectors(tags, tagSize, key, 1000, data, sectorSize) })
 			})
 		}
 		b.Run(fmt.Sprintf("impl=xcrypto/tag=%d", tagSize), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
 			var num [8]byte
-			for b.Loop() {
+			measureCPU(b, len(data), func() {
 				for s := range count {
 					h, _ := xblake2b.New(tagSize, key)
 					binary.LittleEndian.PutUint64(num[:], 1000+uint64(s))
@@ -75,7 +61,7 @@ func BenchmarkSectorTags(b *testing.B) {
 					h.Write(data[s*sectorSize : (s+1)*sectorSize])
 					h.Sum(tags[:0])
 				}
-			}
+			})
 		})
 	}
 }

@@ -571,7 +571,7 @@ func TestZeroAllocs(t *testing.T) {
 // registered, so a dispatch bug cannot silently leave a path untested.
 func TestAvailable(t *testing.T) {
 	for i := range numImpls {
-		if want := cpuSupports(i); available[i] != want {
+		if want := cpuSupports(t, i); available[i] != want {
 			t.Errorf("%v: available = %v, but the CPU (under GODEBUG) says %v", i, available[i], want)
 		}
 	}

@@ -1,0 +1,610 @@
+// Command _asm generates blake2b_amd64.s: the BLAKE2b compression function
+// for AVX2 and AVX-512, and the multi-lane kernels that hash 4 or 8
+// messages side by side. Run it with `go generate` in this directory.
+//
+// Every kernel mirrors compressGeneric in ../blake2b_generic.go: the same
+// G, the same rounds, the same message schedule (sigma), with the vector
+// layout being the only difference.
+//
+// Unlike x/crypto's generators this one does not import the package it
+// generates for: the signatures are spelled out below with plain types. An
+// import would tie this module's go.mod to the whole xtsctl module graph, and
+// it would need updating every time the root go.mod changes. go vet's
+// asmdecl check still compares the .s with the Go declarations.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+//go:generate go run . -out ../blake2b_amd64.s -pkg blake2b
+
+// sigma is RFC 7693's message schedule, one row per round (rounds 10 and 11
+// repeat rounds 0 and 1), as in blake2b_generic.go.
+var sigma = [12][16]int{
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+	{11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+	{7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+	{9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+	{2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+	{12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+	{13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+	{6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+	{10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+}
+
+var iv = [8]uint64{
+	0x6a09e667f3bcc908, 0xbb67ae8584caa73b, 0x3c6ef372fe94f82b, 0xa54ff53a5f1d36f1,
+	0x510e527fade682d1, 0x9b05688c2b3e6c1f, 0x1f83d9abfb41bd6b, 0x5be0cd19137e2179,
+}
+
+var (
+	xs = []VecPhysical{X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10, X11, X12, X13, X14, X15,
+		X16, X17, X18, X19, X20, X21, X22, X23, X24, X25, X26, X27, X28, X29, X30, X31}
+	ys = []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15,
+		Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23, Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31}
+	zs = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+)
+
+// Read-only tables.
+var (
+	ivMem     Mem // the 8 IV words
+	rot24Mask Mem // VPSHUFB control rotating each qword right by 24 bits
+	rot16Mask Mem // ... by 16 bits
+	rowSched  Mem // compress AVX-512: per round, 4 groups of 8 message indices (bytes)
+	laneSched Mem // lane kernels, rolled: per round, 16 message indices times 8 (bytes)
+)
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+	tables()
+
+	compress("compressAVX2", false, false)
+	compress("compressAVX2Rolled", false, true)
+	compress("compressAVX512", true, false)
+	compress("compressAVX512Rolled", true, true)
+	lanes("hashLanes4AVX2", 4, false, false)
+	lanes("hashLanes4AVX2Rolled", 4, false, true)
+	lanes("hashLanes4AVX512", 4, true, false)
+	lanes("hashLanes8AVX512", 8, true, false)
+	lanes("hashLanes8AVX512Rolled", 8, true, true)
+
+	Generate()
+}
+
+func tables() {
+	ivMem = GLOBL("iv", RODATA|NOPTR)
+	for i, w := range iv {
+		DATA(8*i, U64(w))
+	}
+
+	// Byte i of a rotated qword is byte (i+n/8) mod 8 of the input.
+	mask := func(name string, bytes int) Mem {
+		m := GLOBL(name, RODATA|NOPTR)
+		for i := range 32 {
+			DATA(i, U8(i&^7|(i+bytes)&7))
+		}
+		return m
+	}
+	rot24Mask = mask("rot24", 3)
+	rot16Mask = mask("rot16", 2)
+
+	// The row-parallel compress holds v0..v3 in one register, v4..v7 in the
+	// next, and so on. Per round it gathers 4 message vectors: the x and y
+	// inputs of the 4 column G's, then of the 4 diagonal G's, in the lane
+	// order diagonalize leaves the rows in (see compress).
+	rowSched = GLOBL("rowSched", RODATA|NOPTR)
+	for r, s := range sigma {
+		groups := [4][4]int{
+			{s[0], s[2], s[4], s[6]},
+			{s[1], s[3], s[5], s[7]},
+			{s[14], s[8], s[10], s[12]},
+			{s[15], s[9], s[11], s[13]},
+		}
+		for g, idx := range groups {
+			for k, m := range idx {
+				DATA(32*r+8*g+k, U8(m))
+			}
+			for k := 4; k < 8; k++ { // unused upper lanes
+				DATA(32*r+8*g+k, U8(0))
+			}
+		}
+	}
+
+	// The rolled lane kernels index the transposed message with
+	// (SP)(reg*scale); the table holds 8*index so one byte covers 0..120.
+	laneSched = GLOBL("laneSched", RODATA|NOPTR)
+	for r, s := range sigma {
+		for i, m := range s {
+			DATA(16*r+i, U8(8*m))
+		}
+	}
+}
+
+// schedule hands out the operands that depend on the round: unrolled code
+// has them as constants, rolled code reads them from a table through a
+// pointer register that advances once per round.
+type schedule struct {
+	rolled bool
+	round  int      // unrolled: the round being emitted
+	ptr    Register // rolled: current row of the table
+	tmp    []Register
+	next   int
+}
+
+func (s *schedule) gpr() Register {
+	r := s.tmp[s.next%len(s.tmp)]
+	s.next++
+	return r
+}
+
+// rounds emits the 12 rounds: unrolled, 12 copies of body; rolled, a loop
+// around one copy, the schedule pointer stepping by stride bytes.
+func rounds(s *schedule, table Mem, stride int, body func()) {
+	if !s.rolled {
+		for r := range sigma {
+			Commentf("Round %d", r)
+			s.round = r
+			body()
+		}
+		return
+	}
+	counter := GP64()
+	LEAQ(table, s.ptr)
+	MOVQ(U32(len(sigma)), counter)
+	label := fmt.Sprintf("rounds%d", labelSeq)
+	labelSeq++
+	Label(label)
+	body()
+	ADDQ(U32(stride), s.ptr)
+	DECQ(counter)
+	JNZ(LabelRef(label))
+}
+
+var labelSeq int
+
+// rotate emits x = x >>> n (a right rotation of each qword) with
+// VPRORQ, or with AVX2 shuffles; rot63 via shift and add needs tmp.
+func rotate(x Register, n int, avx512 bool, tmp Register) {
+	if avx512 {
+		VPRORQ(U8(n), x, x)
+		return
+	}
+	switch n {
+	case 32:
+		VPSHUFD(U8(0xb1), x, x)
+	case 24:
+		VPSHUFB(rot24Mask, x, x)
+	case 16:
+		VPSHUFB(rot16Mask, x, x)
+	case 63:
+		VPSRLQ(U8(63), x, tmp)
+		VPADDQ(x, x, x)
+		VPOR(tmp, x, x)
+	}
+}
+
+// compress emits func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte),
+// the row-parallel compression function: each ymm register holds one row
+// of the 4x4 state, so one instruction does a step of 4 G's.
+func compress(name string, avx512, rolled bool) {
+	TEXT(name, NOSPLIT, "func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)")
+	requires := "AVX, AVX2"
+	if avx512 {
+		requires = "AVX, AVX2, AVX512F, AVX512VL"
+	}
+	Doc(fmt.Sprintf("%s hashes len(blocks)/128 whole blocks into h, adding 128 to the", name),
+		"128-bit counter c before each and using flag as f0. Requires "+requires+".")
+	Comment(
+		"Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);",
+		"Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the",
+		"round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).",
+		"Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c",
+		"and d rotate across lanes while b stays, keeping the permutes off b's chain).",
+	)
+	a, b, c, d := Y0, Y1, Y2, Y3
+	hLo, hHi, ivLo, ivHi, tf := Y4, Y5, Y6, Y7, Y8
+	msg := []VecPhysical{Y10, Y11, Y12, Y13}
+	tmp := Y14
+
+	hp := Load(Param("h"), GP64())
+	cp := Load(Param("c"), GP64())
+	flag := Load(Param("flag"), GP64())
+	base := Load(Param("blocks").Base(), GP64())
+	n := Load(Param("blocks").Len(), GP64())
+	SHRQ(U8(7), n)
+	JZ(LabelRef(name + "_done"))
+
+	t0, t1 := GP64(), GP64()
+	MOVQ(Mem{Base: cp}, t0)
+	MOVQ(Mem{Base: cp, Disp: 8}, t1)
+	VMOVDQU(Mem{Base: hp}, hLo)
+	VMOVDQU(Mem{Base: hp, Disp: 32}, hHi)
+	VMOVDQU(ivMem, ivLo)
+	VMOVDQU(ivMem.Offset(32), ivHi)
+	VMOVQ(flag, X9)
+
+	sched := &schedule{rolled: rolled, ptr: GP64()}
+	if !avx512 {
+		sched.tmp = []Register{GP64(), GP64(), GP64(), GP64()}
+	}
+
+	Label(name + "_loop")
+	ADDQ(U32(128), t0)
+	ADCQ(U32(0), t1)
+	VMOVQ(t0, X8)
+	VPINSRQ(U8(1), t1, X8, X8)
+	VINSERTI128(U8(1), X9, tf, tf)
+	VMOVDQA(hLo, a)
+	VMOVDQA(hHi, b)
+	VMOVDQA(ivLo, c)
+	VPXOR(tf, ivHi, d)
+	if avx512 {
+		VMOVDQU64(Mem{Base: base}, Z16)
+		VMOVDQU64(Mem{Base: base, Disp: 64}, Z17)
+	}
+
+	// loadMsg fills msg[g] with message words for group g of the round.
+	loadMsg := func(g int) {
+		if avx512 {
+			src := rowSched.Offset(32*sched.round + 8*g)
+			if rolled {
+				src = Mem{Base: sched.ptr, Disp: 8 * g}
+			}
+			VPMOVZXBQ(src, msg[g].AsZ())
+			VPERMI2Q(Z17, Z16, msg[g].AsZ())
+			return
+		}
+		// AVX2: two qwords into each half, then join the halves.
+		var idx [4]int
+		s := sigma[sched.round]
+		switch g {
+		case 0:
+			idx = [4]int{0, 2, 4, 6}
+		case 1:
+			idx = [4]int{1, 3, 5, 7}
+		case 2:
+			idx = [4]int{14, 8, 10, 12}
+		case 3:
+			idx = [4]int{15, 9, 11, 13}
+		}
+		word := func(k int) Mem {
+			if !rolled {
+				return Mem{Base: base, Disp: 8 * s[idx[k]]}
+			}
+			r := sched.gpr()
+			MOVBQZX(Mem{Base: sched.ptr, Disp: idx[k]}, r)
+			return Mem{Base: base, Index: r, Scale: 1}
+		}
+		lo, hi := msg[g].AsX(), X15
+		VMOVQ(word(0), lo)
+		VPINSRQ(U8(1), word(1), lo, lo)
+		VMOVQ(word(2), hi)
+		VPINSRQ(U8(1), word(3), hi, hi)
+		VINSERTI128(U8(1), hi, msg[g], msg[g])
+	}
+
+	half := func(m VecPhysical, r1, r2 int) {
+		VPADDQ(m, a, a)
+		VPADDQ(b, a, a)
+		VPXOR(a, d, d)
+		rotate(d, r1, avx512, tmp)
+		VPADDQ(d, c, c)
+		VPXOR(c, b, b)
+		rotate(b, r2, avx512, tmp)
+	}
+	table, stride := rowSched, 32
+	if !avx512 {
+		table, stride = laneSched, 16 // byte offsets of the words: 8*index
+	}
+	rounds(sched, table, stride, func() {
+		for g := range 4 {
+			loadMsg(g)
+		}
+		half(msg[0], 32, 24)
+		half(msg[1], 16, 63)
+		Comment("Diagonalize: lane k of b is v(4+k); bring a, c, d to match.")
+		VPERMQ(U8(0x93), a, a)
+		VPERMQ(U8(0x39), c, c)
+		VPERMQ(U8(0x4e), d, d)
+		half(msg[2], 32, 24)
+		half(msg[3], 16, 63)
+		VPERMQ(U8(0x39), a, a)
+		VPERMQ(U8(0x93), c, c)
+		VPERMQ(U8(0x4e), d, d)
+	})
+
+	Comment("h ^= v[0..7] ^ v[8..15]")
+	if avx512 {
+		VPTERNLOGQ(U8(0x96), c, a, hLo)
+		VPTERNLOGQ(U8(0x96), d, b, hHi)
+	} else {
+		VPXOR(c, a, a)
+		VPXOR(a, hLo, hLo)
+		VPXOR(d, b, b)
+		VPXOR(b, hHi, hHi)
+	}
+	ADDQ(U32(128), base)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+
+	VMOVDQU(hLo, Mem{Base: hp})
+	VMOVDQU(hHi, Mem{Base: hp, Disp: 32})
+	MOVQ(t0, Mem{Base: cp})
+	MOVQ(t1, Mem{Base: cp, Disp: 8})
+	VZEROUPPER()
+	Label(name + "_done")
+	RET()
+}
+
+// lanes emits func(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64):
+// width messages hashed side by side, one per 64-bit lane of a ymm (width
+// 4) or zmm (width 8) register. The state is transposed: register k holds
+// word k of every lane, so the G steps are the scalar code, vectorised
+// across messages, with no diagonal permutes.
+func lanes(name string, width int, avx512, rolled bool) {
+	vecBytes := 8 * width
+	TEXT(name, 0, "func(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)")
+	requires := "AVX, AVX2"
+	if avx512 {
+		requires = "AVX, AVX2, AVX512F, AVX512VL"
+	}
+	Doc(fmt.Sprintf("%s hashes blocks blocks of %d messages at once. Block b of lane j", name, width),
+		"is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag",
+		"(callers pass a non-zero flag only with one block). h[k][j] is word k of lane",
+		fmt.Sprintf("j's chaining value; only lanes 0..%d are read and written.", width-1),
+		"Requires "+requires+".")
+
+	vec := func(i int) VecPhysical {
+		if width == 8 {
+			return zs[i]
+		}
+		return ys[i]
+	}
+	v := make([]VecPhysical, 16)
+	for i := range v {
+		v[i] = vec(i)
+	}
+	rn := map[int]string{4: "Y", 8: "Z"}[width]
+	Comment(
+		fmt.Sprintf("Registers: v0..v15 in %s0..%s15, register k holding word k of every lane.", rn, rn),
+		"Per iteration: transpose one block of each lane onto the stack (message word m",
+		fmt.Sprintf("of every lane at msg+%d*m), 12 rounds of 8 G's done 4 at a time with the", vecBytes),
+		"message as memory operands, then the feed-forward into h.",
+	)
+	// AVX-512 keeps h in registers 16..23 across blocks and constants in
+	// 24..26; AVX2 has only 16 registers, all taken by v, so it works on h
+	// in memory and spills c0 to rotate by 63.
+	var hreg []VecPhysical
+	var ivT4, ivF6, tvec VecPhysical
+	if avx512 {
+		for k := range 8 {
+			hreg = append(hreg, vec(16+k))
+		}
+		ivT4, ivF6, tvec = vec(24), vec(25), vec(26)
+		Comment(fmt.Sprintf("%s16..%s23 = h; %s24 = IV[4]; %s25 = IV[6]^flag; %s26 = t.", rn, rn, rn, rn, rn))
+	} else {
+		Comment("h stays in memory; rotating by 63 borrows c0's register (spilled).")
+	}
+
+	local := AllocLocal(16*vecBytes + 64)
+	msgArea := local
+	tSlot := local.Offset(16 * vecBytes)
+	flagSlot := tSlot.Offset(8)
+	spillSlot := tSlot.Offset(32)
+
+	hp := Load(Param("h"), GP64())
+	pp := Load(Param("ptr"), GP64())
+	n := Load(Param("blocks"), GP64())
+	t := Load(Param("t"), GP64())
+	flag := Load(Param("flag"), GP64())
+	off := GP64()
+	XORQ(off, off)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+
+	hRow := func(k int) Mem { return Mem{Base: hp, Disp: 64 * k} }
+	xor := func(a, b, dst Op) {
+		if avx512 {
+			VPXORQ(a, b, dst)
+		} else {
+			VPXOR(a, b, dst)
+		}
+	}
+	if avx512 {
+		for k := range 8 {
+			if width == 8 {
+				VMOVDQU64(hRow(k), hreg[k])
+			} else {
+				VMOVDQU64(hRow(k), hreg[k])
+			}
+		}
+		VPBROADCASTQ(flag, ivF6)
+		VPXORQ_BCST(ivMem.Offset(48), ivF6, ivF6)
+		VPBROADCASTQ(ivMem.Offset(32), ivT4)
+	} else {
+		MOVQ(flag, flagSlot)
+	}
+
+	Label(name + "_loop")
+	Comment("Transpose this block of every lane into msg.")
+	p0, p1 := GP64(), GP64()
+	laneAddr := func(j, disp int) Mem {
+		p := p0
+		if j%2 == 1 {
+			p = p1
+		}
+		MOVQ(Mem{Base: pp, Disp: 8 * j}, p)
+		return Mem{Base: p, Index: off, Scale: 1, Disp: disp}
+	}
+	if width == 8 {
+		for q := range 2 { // words 8q..8q+7
+			for j := range 8 {
+				VMOVDQU64(laneAddr(j, 64*q), v[j])
+			}
+			transpose8(v[0:8], v[8:16])
+			for k := range 8 {
+				VMOVDQU64(v[8+k], msgArea.Offset(vecBytes*(8*q+k)))
+			}
+		}
+	} else {
+		for q := range 4 { // words 4q..4q+3
+			for j := range 4 {
+				VMOVDQU(laneAddr(j, 32*q), v[j])
+			}
+			transpose4(v[0:4], v[4:8])
+			for k := range 4 {
+				VMOVDQU(v[k], msgArea.Offset(vecBytes*(4*q+k)))
+			}
+		}
+	}
+
+	Comment("v[0..7] = h; v[8..15] = IV ^ (0, 0, 0, 0, t, 0, flag, 0)")
+	if avx512 {
+		VPBROADCASTQ(t, tvec)
+		VPXORQ(tvec, ivT4, v[12])
+		VMOVDQA64(ivF6, v[14])
+		for k := range 8 {
+			VMOVDQA64(hreg[k], v[k])
+		}
+	} else {
+		MOVQ(t, tSlot)
+		VPBROADCASTQ(tSlot, v[13])
+		VPBROADCASTQ(ivMem.Offset(32), v[12])
+		VPXOR(v[13], v[12], v[12])
+		VPBROADCASTQ(flagSlot, v[15])
+		VPBROADCASTQ(ivMem.Offset(48), v[14])
+		VPXOR(v[15], v[14], v[14])
+		for k := range 8 {
+			VMOVDQU(hRow(k), v[k])
+		}
+	}
+	for _, k := range []int{8, 9, 10, 11, 13, 15} {
+		VPBROADCASTQ(ivMem.Offset(8*(k-8)), v[k])
+	}
+
+	sched := &schedule{rolled: rolled, ptr: GP64()}
+	if rolled {
+		sched.tmp = []Register{GP64(), GP64(), GP64(), GP64()}
+	}
+	msgOp := func(i int) Mem {
+		if !rolled {
+			return msgArea.Offset(vecBytes * sigma[sched.round][i])
+		}
+		r := sched.gpr()
+		MOVBQZX(Mem{Base: sched.ptr, Disp: i}, r)
+		return msgArea.Idx(r, uint8(width))
+	}
+	// step does the x or y half of 4 independent G's, interleaved.
+	step := func(gs [4][4]int, first int, r1, r2 int) {
+		for i, g := range gs {
+			VPADDQ(msgOp(first+2*i), v[g[0]], v[g[0]])
+		}
+		for _, g := range gs {
+			VPADDQ(v[g[1]], v[g[0]], v[g[0]])
+		}
+		for _, g := range gs {
+			xor(v[g[0]], v[g[3]], v[g[3]])
+		}
+		for _, g := range gs {
+			rotate(v[g[3]], r1, avx512, nil)
+		}
+		for _, g := range gs {
+			VPADDQ(v[g[3]], v[g[2]], v[g[2]])
+		}
+		for _, g := range gs {
+			xor(v[g[2]], v[g[1]], v[g[1]])
+		}
+		if avx512 || r2 != 63 {
+			for _, g := range gs {
+				rotate(v[g[1]], r2, avx512, nil)
+			}
+			return
+		}
+		tmp := v[gs[0][2]]
+		VMOVDQU(tmp, spillSlot)
+		for _, g := range gs {
+			rotate(v[g[1]], 63, false, tmp)
+		}
+		VMOVDQU(spillSlot, tmp)
+	}
+	columns := [4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}
+	diagonals := [4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}}
+	rounds(sched, laneSched, 16, func() {
+		step(columns, 0, 32, 24)
+		step(columns, 1, 16, 63)
+		step(diagonals, 8, 32, 24)
+		step(diagonals, 9, 16, 63)
+	})
+
+	Comment("h ^= v[0..7] ^ v[8..15]")
+	for k := range 8 {
+		if avx512 {
+			VPTERNLOGQ(U8(0x96), v[k+8], v[k], hreg[k])
+		} else {
+			VPXOR(v[k+8], v[k], v[k])
+			VPXOR(hRow(k), v[k], v[k])
+			VMOVDQU(v[k], hRow(k))
+		}
+	}
+	ADDQ(U32(128), t)
+	ADDQ(U32(128), off)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+
+	if avx512 {
+		for k := range 8 {
+			VMOVDQU64(hreg[k], hRow(k))
+		}
+	}
+	VZEROUPPER()
+	Label(name + "_done")
+	RET()
+}
+
+// transpose8 transposes the 8x8 qword matrix in rows (row j = the 8 words
+// of lane j) into cols (register k = word k of every lane); rows is
+// clobbered.
+func transpose8(rows, cols []VecPhysical) {
+	// Lane pairs (2i, 2i+1), within each 128-bit chunk: cols[2i] holds
+	// their even words (w0 w0 | w2 w2 | w4 w4 | w6 w6), cols[2i+1] the odd.
+	for i := range 4 {
+		VPUNPCKLQDQ(rows[2*i+1], rows[2*i], cols[2*i])
+		VPUNPCKHQDQ(rows[2*i+1], rows[2*i], cols[2*i+1])
+	}
+	// Lanes 0..3 (half 0) and 4..7 (half 4): chunks 0,2 of two pairs give
+	// words (w, w+4), chunks 1,3 give (w+2, w+6).
+	for _, half := range []int{0, 4} {
+		for w := range 2 {
+			x, y := cols[half+w], cols[half+2+w]
+			VSHUFI64X2(U8(0x88), y, x, rows[half+w])
+			VSHUFI64X2(U8(0xdd), y, x, rows[half+2+w])
+		}
+	}
+	// rows[k] (lanes 0..3) and rows[4+k] (lanes 4..7) hold words k and k+4.
+	for k := range 4 {
+		VSHUFI64X2(U8(0x88), rows[4+k], rows[k], cols[k])
+		VSHUFI64X2(U8(0xdd), rows[4+k], rows[k], cols[k+4])
+	}
+}
+
+// transpose4 transposes the 4x4 qword matrix in rows (row j = 4 words of
+// lane j) in place, using tmp.
+func transpose4(rows, tmp []VecPhysical) {
+	VPUNPCKLQDQ(rows[1], rows[0], tmp[0])         // a0 b0 a2 b2
+	VPUNPCKHQDQ(rows[1], rows[0], tmp[1])         // a1 b1 a3 b3
+	VPUNPCKLQDQ(rows[3], rows[2], tmp[2])         // c0 d0 c2 d2
+	VPUNPCKHQDQ(rows[3], rows[2], tmp[3])         // c1 d1 c3 d3
+	VPERM2I128(U8(0x20), tmp[2], tmp[0], rows[0]) // a0 b0 c0 d0
+	VPERM2I128(U8(0x20), tmp[3], tmp[1], rows[1]) // a1 b1 c1 d1
+	VPERM2I128(U8(0x31), tmp[2], tmp[0], rows[2]) // a2 b2 c2 d2
+	VPERM2I128(U8(0x31), tmp[3], tmp[1], rows[3]) // a3 b3 c3 d3
+}
