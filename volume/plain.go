@@ -43,7 +43,7 @@ func (p Plain) Check() error {
 // ciphertext of every sector.
 func EncryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) error {
 	if err := writeZeros(w, p.OffsetBytes()); err != nil {
-		return fmt.Errorf("cannot write output: %w", err)
+		return &WriteError{err}
 	}
 	return Stream(ctx, w, r, size, p.Sector.Size, func(buf []byte, first uint64) error {
 		codec.Encrypt(buf, buf, first)

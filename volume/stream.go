@@ -5,8 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync"
 )
+
+// ReadError reports that the input could not be read, or ended early.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// WriteError reports that the output could not be written (for example a
+// full disk).
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string {
+	// The output is usually a temporary file whose name means nothing to
+	// the user: report the cause without it.
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		return "cannot write output: " + pe.Err.Error()
+	}
+	return "cannot write output: " + e.Err.Error()
+}
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // Transform works on one chunk of whole sectors in place; first is the
 // number of the chunk's first sector, counted from the start of the data.
@@ -69,7 +91,7 @@ func Stream(ctx context.Context, w io.Writer, r io.Reader, size int64, sectorSiz
 				} else {
 					err = fmt.Errorf("cannot read input: %w", err)
 				}
-				cancel(err)
+				cancel(&ReadError{err})
 				return
 			}
 			select {
@@ -102,7 +124,7 @@ func Stream(ctx context.Context, w io.Writer, r io.Reader, size int64, sectorSiz
 			break
 		}
 		if _, err := w.Write(j.buf); err != nil {
-			cancel(fmt.Errorf("cannot write output: %w", err))
+			cancel(&WriteError{err})
 			break
 		}
 		done += int64(len(j.buf))

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/xtsctl/xtsctl/internal/safefile"
+	"github.com/xtsctl/xtsctl/volume"
 )
 
 // input is an opened input image and its size.
@@ -84,6 +85,14 @@ func finish(out *safefile.File, err error) error {
 		out.Abort()
 		if errors.Is(err, context.Canceled) {
 			return withCode(exitInterrupted, fmt.Errorf("interrupted; %s was not written", out.FinalName()))
+		}
+		var re *volume.ReadError
+		var we *volume.WriteError
+		switch {
+		case errors.As(err, &re):
+			return withCode(exitInput, err)
+		case errors.As(err, &we):
+			return withCode(exitOutput, fmt.Errorf("%w; %s was not written", err, out.FinalName()))
 		}
 		return err
 	}
