@@ -6,6 +6,10 @@ func init() { selectFromEnv() }
 
 func autoPick(int) Impl { return Generic }
 
+func dispatchTable() []DispatchRange { return []DispatchRange{{16, Generic}} }
+
+const preferYMM = false
+
 func expandKey(c *Cipher, k1, k2 []byte) { expandKeyGeneric(c, k1, k2) }
 
 func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {

@@ -99,3 +99,20 @@ func selectFromEnv() {
 		EnvError = fmt.Errorf("%s ignored: %w", EnvVar, err)
 	}
 }
+
+// DispatchRange is one row of the automatic choice: data units of at least
+// MinLen bytes (and shorter than the next row's MinLen) use Impl.
+type DispatchRange struct {
+	MinLen int
+	Impl   Impl
+}
+
+// DispatchTable reports the automatic choice on this machine, shortest
+// lengths first, for tools such as `xtsctl bench`. It ignores Select and
+// XTSCTL_XTS_IMPL.
+func DispatchTable() []DispatchRange { return dispatchTable() }
+
+// PrefersYMM reports whether this CPU is one where the 256-bit VAES kernel
+// is chosen over the 512-bit one although both could run (Intel cores that
+// lower their clock under 512-bit instructions).
+func PrefersYMM() bool { return preferYMM }

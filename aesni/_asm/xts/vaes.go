@@ -1,0 +1,574 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// flavor is a VAES register width: ymm (2 blocks a register, VEX only, 16
+// registers, for CPUs without AVX-512) or zmm (4 blocks, EVEX, 32
+// registers, round keys held in registers).
+type flavor struct {
+	name  string
+	lanes int
+	zmm   bool
+}
+
+var (
+	ymm = flavor{name: "VAES256", lanes: 2}
+	zmm = flavor{name: "VAES512", lanes: 4, zmm: true}
+)
+
+var (
+	xregs = []VecPhysical{X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10, X11, X12, X13, X14, X15,
+		X16, X17, X18, X19, X20, X21, X22, X23, X24, X25, X26, X27, X28, X29, X30, X31}
+	yregs = []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+	zregs = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+)
+
+// vk holds one VAES kernel's register roles.
+type vk struct {
+	f   flavor
+	dec bool
+
+	ks, tk, rounds, dst, src, blocks, kend, kend2, tail GPPhysical
+
+	V, T []VecPhysical // four data vectors and their tweak vectors
+	tw   VecPhysical   // lane 0: the data unit's encrypted tweak
+	tmp  []VecPhysical // scratch (three or four)
+	kt   VecPhysical   // ymm: the broadcast round key of the current round
+	poly VecPhysical   // 0x87 in the low qword of every lane
+}
+
+func newVK(f flavor, dec bool) *vk {
+	c := &vk{f: f, dec: dec,
+		ks: RAX, tk: RBX, rounds: R12, dst: RDI, src: RSI, blocks: RDX,
+		kend: R9, kend2: R10, tail: R11}
+	if f.zmm {
+		c.V, c.T = zregs[0:4], zregs[4:8]
+		c.tmp = zregs[8:12]
+		c.tw = Z12
+		c.poly = Z31
+	} else {
+		c.V, c.T = yregs[0:4], yregs[4:8]
+		c.kt = Y8
+		c.poly = Y9
+		c.tw = Y10
+		c.tmp = []VecPhysical{Y13, Y14, Y15}
+	}
+	return c
+}
+
+// ISA lists for the raw instructions, for the "Requires:" line.
+func (c *vk) vecAES() []string {
+	if c.f.zmm {
+		return []string{"AVX512F", "VAES"}
+	}
+	return []string{"AVX", "VAES"}
+}
+
+func (c *vk) xmmAES() []string {
+	if c.f.zmm {
+		return []string{"AVX512VL", "VAES"} // EVEX: the round keys are in X16-X30
+	}
+	return []string{"AES", "AVX"}
+}
+
+func (c *vk) vecCLMUL() []string {
+	if c.f.zmm {
+		return []string{"AVX512F", "VPCLMULQDQ"}
+	}
+	return []string{"AVX", "VPCLMULQDQ"}
+}
+
+func (c *vk) xmmCLMUL() []string {
+	if c.f.zmm {
+		return []string{"AVX512VL", "VPCLMULQDQ"} // EVEX: the constant is in X31
+	}
+	return []string{"AVX", "PCLMULQDQ"}
+}
+
+func (c *vk) op(last bool) string {
+	switch {
+	case c.dec && last:
+		return "VAESDECLAST"
+	case c.dec:
+		return "VAESDEC"
+	case last:
+		return "VAESENCLAST"
+	}
+	return "VAESENC"
+}
+
+func (c *vk) polyX() VecPhysical { return xregs[c.poly.PhysicalIndex()] }
+
+func asX(v VecPhysical) VecPhysical { return xregs[v.PhysicalIndex()] }
+
+// middle emits AES rounds 1..13 of the virtual layout (1..4 skipped for
+// AES-128) on vs; key(j) yields round key j's operand, emitting any load.
+func (c *vk) middle(vs []VecPhysical, op string, key func(int) Op, isa []string) {
+	skip := newLabel("aes128_")
+	CMPQ(c.rounds, Imm(10))
+	JE(LabelRef(skip))
+	for j := 1; j <= 4; j++ {
+		k := key(j)
+		for _, v := range vs {
+			raw(isa, op, k, v, v)
+		}
+	}
+	Label(skip)
+	for j := 5; j <= 13; j++ {
+		k := key(j)
+		for _, v := range vs {
+			raw(isa, op, k, v, v)
+		}
+	}
+}
+
+// vkey returns key1's round key j broadcast to every lane.
+func (c *vk) vkey(j int) Op {
+	if c.f.zmm {
+		return zregs[16+j]
+	}
+	VBROADCASTI128(keyMem(c.ks, c.kend, j), c.kt)
+	return c.kt
+}
+
+// xkey returns key1's round key j as an xmm operand.
+func (c *vk) xkey(j int) Op {
+	if c.f.zmm {
+		return xregs[16+j]
+	}
+	return keyMem(c.ks, c.kend, j)
+}
+
+func (c *vk) xor(a, b Op, dst VecPhysical) {
+	if c.f.zmm {
+		VPXORD(a, b, dst)
+	} else {
+		VPXOR(a, b, dst)
+	}
+}
+
+// xor3 sets dst ^= b ^ cc.
+func (c *vk) xor3(dst, b, cc VecPhysical) {
+	if c.f.zmm {
+		VPTERNLOGD(Imm(0x96), cc, b, dst)
+	} else {
+		VPXOR(b, dst, dst)
+		VPXOR(cc, dst, dst)
+	}
+}
+
+func (c *vk) mov(src, dst VecPhysical) {
+	if c.f.zmm {
+		VMOVDQA64(src, dst)
+	} else {
+		VMOVDQA(src, dst)
+	}
+}
+
+// xexVec runs XEX on the data vectors vs with tweak vectors ts: whitening
+// with the tweak and round key 0 together, the rounds, and a last round
+// whose key has the tweak folded in (AESENCLAST's final XOR then applies
+// both), so the tweak costs nothing after the last round.
+func (c *vk) xexVec(vs, ts []VecPhysical) {
+	k0 := c.vkey(0)
+	for i, v := range vs {
+		if c.f.zmm {
+			VPTERNLOGD(Imm(0x96), k0, ts[i], v)
+		} else {
+			VPXOR(ts[i], v, v)
+			VPXOR(k0, v, v)
+		}
+	}
+	c.middle(vs, c.op(false), c.vkey, c.vecAES())
+	kl := c.vkey(14)
+	for i, v := range vs {
+		s := c.tmp[i%len(c.tmp)]
+		c.xor(kl, ts[i], s)
+		raw(c.vecAES(), c.op(true), s, v, v)
+	}
+}
+
+// xex1 runs XEX on one block x (xmm) with tweak tw, key1's schedule.
+func (c *vk) xex1(x, tw, scratch VecPhysical) {
+	if c.f.zmm {
+		VPTERNLOGD(Imm(0x96), X16, tw, x)
+	} else {
+		VPXOR(keyMem(c.ks, c.kend, 0), x, x)
+		VPXOR(tw, x, x)
+	}
+	c.middle([]VecPhysical{x}, c.op(false), c.xkey, c.xmmAES())
+	if c.f.zmm {
+		VPXORD(X30, tw, scratch)
+	} else {
+		VPXOR(keyMem(c.ks, c.kend, 14), tw, scratch)
+	}
+	raw(c.xmmAES(), c.op(true), scratch, x, x)
+}
+
+// encryptTweak sets x = E_K2(*p), one xmm AES chain with key2's round keys
+// as memory operands.
+func (c *vk) encryptTweak(x VecPhysical, p GPPhysical) {
+	isa := []string{"AES", "AVX"}
+	VMOVDQU(Mem{Base: p}, x)
+	VPXOR(keyMem(c.tk, c.kend2, 0), x, x)
+	c.middle([]VecPhysical{x}, "VAESENC", func(j int) Op { return keyMem(c.tk, c.kend2, j) }, isa)
+	raw(isa, "VAESENCLAST", keyMem(c.tk, c.kend2, 14), x, x)
+}
+
+// mulXBits sets dst = src * x^k in every 128-bit lane (0 < k < 64): both
+// halves shift left by k, the k bits leaving the low half enter the high
+// half, and the k bits leaving the top are reduced by a carry-less
+// multiplication with 0x87.
+func (c *vk) mulXBits(dst, src VecPhysical, k int, b, cc VecPhysical, clmulISA []string, poly VecPhysical) {
+	VPSRLQ(Imm(uint64(64-k)), src, b)
+	VPSLLQ(Imm(uint64(k)), src, dst)
+	raw(clmulISA, "VPCLMULQDQ", Imm(0x01), poly, b, cc)
+	VPSLLDQ(Imm(8), b, b)
+	c.xor3(dst, b, cc)
+}
+
+// mulXBytes sets t = t * x^(8*kb) in every lane: a byte shift, with the
+// kb top bytes reduced by one carry-less multiplication with 0x87.
+func (c *vk) mulXBytes(t VecPhysical, kb int, tmp VecPhysical) {
+	VPSRLDQ(Imm(uint64(16-kb)), t, tmp)
+	raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), c.poly, tmp, tmp)
+	VPSLLDQ(Imm(uint64(kb)), t, t)
+	c.xor(tmp, t, t)
+}
+
+// loadKeys broadcasts key1's round keys into Z16-Z30 (zmm) and the
+// reduction constant into every lane of poly.
+func (c *vk) loadKeys() {
+	if c.f.zmm {
+		for j := 0; j <= 14; j++ {
+			VBROADCASTI32X4(keyMem(c.ks, c.kend, j), zregs[16+j])
+		}
+		VBROADCASTI32X4(gfPoly, c.poly)
+	} else {
+		VBROADCASTI128(gfPoly, c.poly)
+	}
+}
+
+// bulk encrypts or decrypts DX whole blocks from SI to DI, advancing SI and
+// DI past them, with block i's tweak T*x^i where T is lane 0 of c.tw.
+// maskReady says K1 already holds the byte mask of the final partial
+// vector (zmm), as the multi-sector kernel computes it once.
+func (c *vk) bulk(maskReady bool) {
+	L := c.f.lanes
+	a, b, cc := c.tmp[0], c.tmp[1], c.tmp[2]
+	Comment(fmt.Sprintf("Tweak vectors: T0's lanes are T*x^0..T*x^%d, T1..T3 = T0*x^%d, x^%d, x^%d.", L-1, L, 2*L, 3*L))
+	if c.f.zmm {
+		VSHUFI64X2(Imm(0), c.tw, c.tw, a)
+	} else {
+		VPERMQ(Imm(0x44), c.tw, a)
+	}
+	VPSRLVQ(laneShiftR, a, b)
+	VPSLLVQ(laneShiftL, a, c.T[0])
+	raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x01), c.poly, b, cc)
+	VPSLLDQ(Imm(8), b, b)
+	c.xor3(c.T[0], b, cc)
+	for k := 1; k < 4; k++ {
+		c.mulXBits(c.T[k], c.T[0], k*L, b, cc, c.vecCLMUL(), c.poly)
+	}
+
+	main, vec, part, done := newLabel("main"), newLabel("vec"), newLabel("partial"), newLabel("bulkDone")
+	Comment(fmt.Sprintf("Main loop, per iteration: %d blocks in four vectors; whitening with", 4*L),
+		"tweak and key 0 in one XOR, the rounds over all four, the last round",
+		fmt.Sprintf("with key^tweak; then every tweak vector times x^%d (a byte shift and", 4*L),
+		"one carry-less multiplication per vector).")
+	Label(main)
+	CMPQ(c.blocks, imm(4*L))
+	JB(LabelRef(vec))
+	for i, v := range c.V {
+		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
+	}
+	c.xexVec(c.V, c.T)
+	for i, v := range c.V {
+		c.store(v, Mem{Base: c.dst, Disp: 16 * L * i})
+	}
+	for i, t := range c.T {
+		c.mulXBytes(t, 4*L/8, c.tmp[i%len(c.tmp)])
+	}
+	ADDQ(imm(64*L), c.src)
+	ADDQ(imm(64*L), c.dst)
+	SUBQ(imm(4*L), c.blocks)
+	JMP(LabelRef(main))
+
+	Comment("Whole vectors left (at most three): T0, then the next tweak vector.")
+	Label(vec)
+	CMPQ(c.blocks, Imm(uint64(L)))
+	JB(LabelRef(part))
+	c.load(Mem{Base: c.src}, c.V[0])
+	c.xexVec(c.V[:1], c.T[:1])
+	c.store(c.V[0], Mem{Base: c.dst})
+	c.mov(c.T[1], c.T[0])
+	c.mov(c.T[2], c.T[1])
+	c.mov(c.T[3], c.T[2])
+	ADDQ(imm(16*L), c.src)
+	ADDQ(imm(16*L), c.dst)
+	SUBQ(Imm(uint64(L)), c.blocks)
+	JMP(LabelRef(vec))
+
+	Label(part)
+	TESTQ(c.blocks, c.blocks)
+	JZ(LabelRef(done))
+	if c.f.zmm {
+		Comment("1-3 blocks: a vector under a byte mask; masked-off bytes are",
+			"neither read nor written, so nothing past the data unit is touched.")
+		if !maskReady {
+			LEAQ(tailMask, R13)
+			KMOVQ(Mem{Base: R13, Index: c.blocks, Scale: 8}, K1)
+		}
+		VMOVDQU8_Z(Mem{Base: c.src}, K1, c.V[0])
+		c.xexVec(c.V[:1], c.T[:1])
+		VMOVDQU8(c.V[0], K1, Mem{Base: c.dst})
+	} else {
+		Comment("One block left: xmm, with T0's low lane.")
+		VMOVDQU(Mem{Base: c.src}, X0)
+		c.xex1(X0, X4, asX(c.tmp[0]))
+		VMOVDQU(X0, Mem{Base: c.dst})
+	}
+	SHLQ(Imm(4), c.blocks)
+	ADDQ(c.blocks, c.src)
+	ADDQ(c.blocks, c.dst)
+	Label(done)
+}
+
+func (c *vk) load(m Mem, v VecPhysical) {
+	if c.f.zmm {
+		VMOVDQU64(m, v)
+	} else {
+		VMOVDQU(m, v)
+	}
+}
+
+func (c *vk) store(v VecPhysical, m Mem) {
+	if c.f.zmm {
+		VMOVDQU64(v, m)
+	} else {
+		VMOVDQU(v, m)
+	}
+}
+
+// vaesKernel emits xts{Enc,Dec}VAES{256,512}: one data unit.
+func vaesKernel(f flavor, dec bool) {
+	c := newVK(f, dec)
+	TEXT(fmt.Sprintf("xts%s%s", dirName(dec), f.name), NOSPLIT, unitSig)
+	regs := []string{"Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the",
+		"0x87 constant, Y10 T, Y13-Y15 scratch."}
+	if f.zmm {
+		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30",
+			"key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant."}
+	}
+	Comment(fmt.Sprintf("XTS-AES %s of one data unit with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
+		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address",
+		"of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.")
+	Comment(regs...)
+	Comment("Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so",
+		"that its two dependent AES chains overlap the bulk; then the bulk.")
+	Load(Param("ks"), c.ks)
+	Load(Param("tk"), c.tk)
+	Load(Param("rounds"), c.rounds)
+	Load(Param("dst"), c.dst)
+	Load(Param("src"), c.src)
+	Load(Param("n"), c.blocks)
+	Load(Param("tweak"), R8)
+	MOVQ(c.rounds, c.kend)
+	SHLQ(Imm(4), c.kend)
+	MOVQ(c.kend, c.kend2)
+	ADDQ(c.ks, c.kend)
+	ADDQ(c.tk, c.kend2)
+
+	c.encryptTweak(asX(c.tw), R8)
+	c.loadKeys()
+
+	MOVQ(c.blocks, c.tail)
+	ANDQ(Imm(15), c.tail)
+	SHRQ(Imm(4), c.blocks)
+	bulk := newLabel("bulk")
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(bulk))
+	DECQ(c.blocks)
+	c.steal()
+	Label(bulk)
+	c.bulk(false)
+	VZEROUPPER()
+	RET()
+}
+
+// steal does the ciphertext stealing over whole block m = DX (the last) and
+// the R11 tail bytes after it, before the bulk touches blocks 0..m-1.
+func (c *vk) steal() {
+	poly := c.polyX()
+	tw := asX(c.tw)
+	Comment("Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a",
+		"qword move plus one carry-less multiplication, then one step of",
+		"x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),",
+		"X2 = the last 16 bytes of src shifted so the tail starts at byte 0",
+		"(VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first",
+		"tail bytes end the buffer, stored at dst+n-16 before block m's final",
+		"store overwrites the rest; X0 = blend(X2, X0) is XEXed again.")
+	VMOVDQA(tw, X1)
+	MOVQ(c.blocks, R13)
+	l64, rest := newLabel("x64_"), newLabel("xrest")
+	Label(l64)
+	CMPQ(R13, Imm(64))
+	JB(LabelRef(rest))
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X1, X2)
+	VPSLLDQ(Imm(8), X1, X1)
+	VPXOR(X2, X1, X1)
+	SUBQ(Imm(64), R13)
+	JMP(LabelRef(l64))
+	Label(rest)
+	VMOVQ(R13, X2)
+	MOVQ(U32(64), R14)
+	SUBQ(R13, R14)
+	VMOVQ(R14, X3)
+	VPSRLQ(X3, X1, X6)
+	VPSLLQ(X2, X1, X1)
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X6, X7)
+	VPSLLDQ(Imm(8), X6, X6)
+	c.xor3(X1, X6, X7)
+	c.mulXBits(X3, X1, 1, X6, X7, c.xmmCLMUL(), poly)
+	first, second := X1, X3
+	if c.dec {
+		first, second = X3, X1
+	}
+	MOVQ(c.blocks, R13)
+	SHLQ(Imm(4), R13)
+	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
+	c.xex1(X0, first, X4)
+	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
+	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
+	LEAQ(ctsShuffle, R8)
+	MOVQ(U32(32), R10)
+	SUBQ(c.tail, R10)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X5)
+	VPSHUFB(X5, X2, X2)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X6)
+	VPSHUFB(X6, X0, X7)
+	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
+	VMOVDQU(X7, Mem{Base: R14, Index: c.tail, Scale: 1})
+	VPBLENDVB(X5, X0, X2, X0)
+	c.xex1(X0, second, X4)
+	VMOVDQU(X0, Mem{Base: c.dst, Index: R13, Scale: 1})
+	_ = tw
+}
+
+// vaesSectors emits xts{Enc,Dec}Sectors{VAES256,VAES512}: consecutive data
+// units of one size (a multiple of 16), plain64 tweaks sector + i*step.
+func vaesSectors(f flavor, dec bool) {
+	c := newVK(f, dec)
+	L := f.lanes
+	TEXT(fmt.Sprintf("xts%sSectors%s", dirName(dec), f.name), NOSPLIT, sectorsSig)
+	var twNext, ivec, ktw VecPhysical
+	if f.zmm {
+		twNext, ivec, ktw = Z13, Z14, Z15
+	} else {
+		twNext, ivec, ktw = Y11, Y12, Y8
+	}
+	c.kend2 = RCX
+	Comment(fmt.Sprintf("XTS-AES %s of n/unit data units with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
+		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of",
+		"their last round keys, DI dst, SI src, R8 blocks left in the batch, R10",
+		"blocks per unit, DX blocks left in the unit, R13 the next group's first",
+		"sector number, R14 step, R11 units left in the current group.",
+		fmt.Sprintf("The tweaks of %d units at a time are encrypted with key2 in one vector", L),
+		"chain (lane j: sector number j of the group), one group ahead, so that",
+		"chain runs while the previous group's data is being processed.")
+	if f.zmm {
+		Comment("Z12 the current group's encrypted tweaks (rotated so lane 0 is the",
+			"current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a",
+			"key2 round key; the rest as in xtsEncVAES512, K1 the tail mask.")
+	} else {
+		Comment("Y10 the current group's encrypted tweaks (lane 0 the current unit's),",
+			"Y11 the next group's, Y12 its sector numbers, Y8 also key2's round keys;",
+			"the rest as in xtsEncVAES256.")
+	}
+	Load(Param("ks"), c.ks)
+	Load(Param("tk"), c.tk)
+	Load(Param("rounds"), c.rounds)
+	Load(Param("dst"), c.dst)
+	Load(Param("src"), c.src)
+	Load(Param("n"), R8)
+	Load(Param("unit"), R10)
+	Load(Param("sector"), R13)
+	Load(Param("step"), R14)
+	MOVQ(c.rounds, c.kend)
+	SHLQ(Imm(4), c.kend)
+	MOVQ(c.kend, c.kend2)
+	ADDQ(c.ks, c.kend)
+	ADDQ(c.tk, c.kend2)
+	c.loadKeys()
+	SHRQ(Imm(4), R8)
+	SHRQ(Imm(4), R10)
+	if f.zmm {
+		MOVQ(R10, RDX)
+		ANDQ(Imm(3), RDX)
+		LEAQ(tailMask, R11)
+		KMOVQ(Mem{Base: R11, Index: RDX, Scale: 8}, K1)
+	}
+
+	groupTweaks := func() {
+		Comment("Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.")
+		VMOVQ(R13, asX(ivec))
+		if f.zmm {
+			LEAQ(Mem{Base: R13, Index: R14, Scale: 1}, RDX)
+			VMOVQ(RDX, X15)
+			VINSERTI32X4(Imm(1), X15, Z14, Z14)
+			LEAQ(Mem{Base: R13, Index: R14, Scale: 2}, RDX)
+			VMOVQ(RDX, X15)
+			VINSERTI32X4(Imm(2), X15, Z14, Z14)
+			ADDQ(R14, RDX)
+			VMOVQ(RDX, X15)
+			VINSERTI32X4(Imm(3), X15, Z14, Z14)
+			LEAQ(Mem{Base: R13, Index: R14, Scale: 4}, R13)
+		} else {
+			LEAQ(Mem{Base: R13, Index: R14, Scale: 1}, RDX)
+			VMOVQ(RDX, X8)
+			VINSERTI128(Imm(1), X8, Y12, Y12)
+			LEAQ(Mem{Base: R13, Index: R14, Scale: 2}, R13)
+		}
+		key := func(j int) Op {
+			if f.zmm {
+				VBROADCASTI32X4(keyMem(c.tk, c.kend2, j), ktw)
+			} else {
+				VBROADCASTI128(keyMem(c.tk, c.kend2, j), ktw)
+			}
+			return ktw
+		}
+		c.xor(key(0), ivec, ivec)
+		c.middle([]VecPhysical{ivec}, "VAESENC", key, c.vecAES())
+		raw(c.vecAES(), "VAESENCLAST", key(14), ivec, twNext)
+	}
+
+	groupTweaks()
+	group, sector, done := newLabel("group"), newLabel("unit"), newLabel("done")
+	Label(group)
+	c.mov(twNext, c.tw)
+	groupTweaks()
+	MOVQ(U32(uint32(L)), R11)
+	Label(sector)
+	MOVQ(R10, c.blocks)
+	c.bulk(true)
+	if f.zmm {
+		VALIGNQ(Imm(2), c.tw, c.tw, c.tw)
+	} else {
+		VPERMQ(Imm(0x4e), c.tw, c.tw)
+	}
+	SUBQ(R10, R8)
+	JZ(LabelRef(done))
+	DECQ(R11)
+	JNZ(LabelRef(sector))
+	JMP(LabelRef(group))
+	Label(done)
+	VZEROUPPER()
+	RET()
+}

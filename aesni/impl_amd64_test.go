@@ -1,0 +1,205 @@
+//go:build amd64 && gc && !purego
+
+package aesni
+
+import (
+	"bytes"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestExpandKeyAsmMatchesGeneric(t *testing.T) {
+	if !useAESNI {
+		t.Skip("no AES-NI")
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	for i := 0; i < 2000; i++ {
+		for _, keyLen := range []int{16, 32} {
+			key := randBytes(r, keyLen)
+			rounds := 6 + keyLen/4
+			var want, got, wantDec, gotDec schedule
+			expandEncGeneric(&want, key)
+			if keyLen == 16 {
+				expandKey128Asm((*[16]byte)(key), &got)
+			} else {
+				expandKey256Asm((*[32]byte)(key), &got)
+			}
+			if got != want {
+				t.Fatalf("key %x: asm schedule\n%x, want\n%x", key, got, want)
+			}
+			invertScheduleGeneric(&wantDec, &want, rounds)
+			invertScheduleAsm(&gotDec, &got, rounds)
+			if gotDec != wantDec {
+				t.Fatalf("key %x: asm decryption schedule differs", key)
+			}
+		}
+	}
+}
+
+// cpuinfoFlags reads the first "flags" line of /proc/cpuinfo: what the CPU
+// and kernel advertise, found independently of our CPUID probe.
+func cpuinfoFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Skipf("cannot read CPU flags: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
+			flags := make(map[string]bool)
+			for _, f := range strings.Fields(val) {
+				flags[f] = true
+			}
+			return flags
+		}
+	}
+	t.Skip("no flags line in /proc/cpuinfo")
+	return nil
+}
+
+// godebugOff lists the x/sys/cpu features GODEBUG turns off ("cpu.avx2=off").
+func godebugOff() map[string]bool {
+	off := make(map[string]bool)
+	for _, kv := range strings.Split(os.Getenv("GODEBUG"), ",") {
+		if name, ok := strings.CutPrefix(kv, "cpu."); ok {
+			if f, v, _ := strings.Cut(name, "="); v == "off" {
+				off[f] = true
+			}
+		}
+	}
+	return off
+}
+
+// TestAllImplementations fails if the CPU advertises what a kernel needs
+// but that kernel is not available (a silent fallback), or the reverse;
+// then it runs a known answer (IEEE 1619 Annex B vector 1) through every
+// kernel and the generic base.
+func TestAllImplementations(t *testing.T) {
+	flags := cpuinfoFlags(t)
+	off := godebugOff()
+	has := func(cpuinfo []string, godebug ...string) bool {
+		for _, f := range cpuinfo {
+			if !flags[f] {
+				return false
+			}
+		}
+		for _, f := range append(godebug, "all") {
+			if off[f] {
+				return false
+			}
+		}
+		return true
+	}
+	aesni := has([]string{"aes", "ssse3"}, "aes", "ssse3")
+	want := map[Impl]bool{
+		Generic: true,
+		AESNI1:  aesni,
+		AESNI4:  aesni,
+		AESNI8:  aesni,
+		VAES256: aesni && has([]string{"pclmulqdq", "avx", "avx2", "vaes", "vpclmulqdq"},
+			"pclmulqdq", "avx", "avx2"),
+		VAES512: aesni && has([]string{"pclmulqdq", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "vaes", "vpclmulqdq"},
+			"pclmulqdq", "avx", "avx2", "avx512", "avx512f", "avx512bw", "avx512vl", "avx512vaes", "avx512vpclmulqdq"),
+	}
+	for _, impl := range Impls() {
+		if want[impl] != Available(impl) {
+			t.Errorf("%v: CPU flags say available=%v, dispatch says %v", impl, want[impl], Available(impl))
+		}
+	}
+
+	// IEEE 1619-2007 Annex B, vector 1: zero keys, tweak 0, 32 zero bytes.
+	wantCT, _ := hex.DecodeString("917cf69ebd68b2ec9b9fe9a3eadda692cd43d2f59598ed858c02c2652fbf922e")
+	var c Cipher
+	if err := c.Init(make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	for _, impl := range Impls() {
+		name := impl.String()
+		if impl == Generic {
+			name = "Base"
+		}
+		t.Run(name, func(t *testing.T) {
+			if !Available(impl) {
+				t.Skipf("%v not available on this CPU", impl)
+			}
+			use(t, impl)
+			var tw [16]byte
+			got := make([]byte, 32)
+			c.Encrypt(got, make([]byte, 32), &tw)
+			if !bytes.Equal(got, wantCT) {
+				t.Fatalf("vector 1 = %x, want %x", got, wantCT)
+			}
+		})
+	}
+}
+
+// TestGODEBUGMasks reruns this test binary with features masked by GODEBUG
+// and with XTSCTL_XTS_IMPL set, and checks what the child can use.
+func TestGODEBUGMasks(t *testing.T) {
+	if os.Getenv("XTSCTL_AESNI_CHILD") != "" {
+		var names []string
+		for _, i := range Impls() {
+			if Available(i) {
+				names = append(names, i.String())
+			}
+		}
+		errText := "nil"
+		if EnvError != nil {
+			errText = "set"
+		}
+		os.Stdout.WriteString("available=" + strings.Join(names, ",") + " pick4096=" + Pick(4096).String() + " envErr=" + errText + "\n")
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	child := func(env ...string) string {
+		t.Helper()
+		cmd := exec.Command(exe, "-test.run=^TestGODEBUGMasks$", "-test.count=1")
+		cmd.Env = append(os.Environ(), append([]string{"XTSCTL_AESNI_CHILD=1"}, env...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child %v: %v", env, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "available=") {
+				return line
+			}
+		}
+		t.Fatalf("child %v printed no result:\n%s", env, out)
+		return ""
+	}
+	contains := func(line, impl string) bool {
+		avail, _, _ := strings.Cut(strings.TrimPrefix(line, "available="), " ")
+		for _, n := range strings.Split(avail, ",") {
+			if n == impl {
+				return true
+			}
+		}
+		return false
+	}
+	if got := child("GODEBUG=cpu.avx512f=off"); contains(got, "vaes512") {
+		t.Errorf("GODEBUG=cpu.avx512f=off: %s", got)
+	} else if useVAES256 && !contains(got, "vaes256") {
+		t.Errorf("GODEBUG=cpu.avx512f=off lost the ymm kernel: %s", got)
+	}
+	if got := child("GODEBUG=cpu.avx2=off"); contains(got, "vaes512") || contains(got, "vaes256") {
+		t.Errorf("GODEBUG=cpu.avx2=off: %s", got)
+	}
+	if got := child("GODEBUG=cpu.aes=off"); got != "available=generic pick4096=generic envErr=nil" {
+		t.Errorf("GODEBUG=cpu.aes=off: %s", got)
+	}
+	if useAESNI {
+		if got := child("XTSCTL_XTS_IMPL=aesni1"); !strings.Contains(got, "pick4096=aesni1 envErr=nil") {
+			t.Errorf("XTSCTL_XTS_IMPL=aesni1: %s", got)
+		}
+	}
+	if got := child("XTSCTL_XTS_IMPL=nonsense"); !strings.Contains(got, "envErr=set") {
+		t.Errorf("XTSCTL_XTS_IMPL=nonsense: %s", got)
+	}
+}
