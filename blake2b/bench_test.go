@@ -19,11 +19,11 @@ func BenchmarkSum512(b *testing.B) {
 	for _, n := range benchSizes {
 		data := make([]byte, n)
 		for i := range numImpls {
-			if !available[i] {
+			if !compressAvailable[i] {
 				continue
 			}
 			b.Run(fmt.Sprintf("impl=%v/size=%d", i, n), func(b *testing.B) {
-				defer useImpl(i)()
+				defer useImpls(i, lanesWith)()
 				measureCPU(b, n, func() { Sum512(data) })
 			})
 		}
@@ -43,11 +43,11 @@ func BenchmarkSectorTags(b *testing.B) {
 	for _, tagSize := range []int{16, 32} {
 		tags := make([]byte, count*tagSize)
 		for i := range numImpls {
-			if !available[i] {
+			if !lanesAvailable[i] {
 				continue
 			}
 			b.Run(fmt.Sprintf("impl=%v/tag=%d", i, tagSize), func(b *testing.B) {
-				defer useImpl(i)()
+				defer useImpls(compressWith, i)()
 				measureCPU(b, len(data), func() { SumSectors(tags, tagSize, key, 1000, data, sectorSize) })
 			})
 		}

@@ -22,6 +22,7 @@ func compressKernels() []struct {
 		ok   bool
 		f    compressFunc
 	}{
+		{"compressScalar", true, compressScalar},
 		{"compressAVX2", hasAVX2, compressAVX2},
 		{"compressAVX2Rolled", hasAVX2, compressAVX2Rolled},
 		{"compressAVX512", hasAVX512, compressAVX512},
@@ -122,6 +123,28 @@ func TestLanesKernels(t *testing.T) {
 					t.Fatalf("iteration %d (%d blocks): lanes differ\n got %x\nwant %x", iter, n, h, want)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkCompressKernels times each compression function directly on
+// 64 KiB, next to compressGeneric and the rolled variants (for the
+// rolled-vs-unrolled study in BENCHMARKS.md).
+func BenchmarkCompressKernels(b *testing.B) {
+	data := make([]byte, 64<<10)
+	all := append(compressKernels(), struct {
+		name string
+		ok   bool
+		f    compressFunc
+	}{"compressGeneric", true, compressGeneric})
+	for _, k := range all {
+		if !k.ok {
+			continue
+		}
+		b.Run(k.name, func(b *testing.B) {
+			var h [8]uint64
+			var c [2]uint64
+			measureCPU(b, len(data), func() { k.f(&h, &c, 0, data) })
 		})
 	}
 }

@@ -10,22 +10,50 @@ import (
 	"hash"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	xblake2b "golang.org/x/crypto/blake2b"
 )
 
-// forEachImpl runs f once per implementation available on this CPU, with
-// that implementation forced.
+// implConfig is one choice of compression function and lane kernels.
+type implConfig struct{ compress, lanes implID }
+
+func (c implConfig) String() string {
+	return "compress=" + c.compress.String() + "/lanes=" + c.lanes.String()
+}
+
+// implConfigs lists the configurations to test: every compression function
+// with the default lane kernels, and every lane kernel with the default
+// compression function (lone messages in a batch go through compress), on
+// this CPU or not (unavailable ones are skipped).
+func implConfigs() []implConfig {
+	var cs []implConfig
+	for i := range numImpls {
+		cs = append(cs, implConfig{i, lanesWith})
+	}
+	for i := range numImpls {
+		if i == implScalar {
+			continue // not a lane kernel
+		}
+		if c := (implConfig{compressWith, i}); !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// forEachImpl runs f once per configuration available on this CPU, with
+// that configuration forced.
 func forEachImpl(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	for i := range numImpls {
-		t.Run(i.String(), func(t *testing.T) {
-			if !available[i] {
-				t.Skipf("%v is not available on this CPU", i)
+	for _, c := range implConfigs() {
+		t.Run(c.String(), func(t *testing.T) {
+			if !compressAvailable[c.compress] || !lanesAvailable[c.lanes] {
+				t.Skipf("%v is not available on this CPU", c)
 			}
-			defer useImpl(i)()
+			defer useImpls(c.compress, c.lanes)()
 			f(t)
 		})
 	}
@@ -246,7 +274,7 @@ func pattern(n int, seed uint64) []byte {
 
 // reference hashes data with the generic implementation forced.
 func reference(size int, key, data []byte) []byte {
-	defer useImpl(implGeneric)()
+	defer useImpls(implGeneric, implGeneric)()
 	h, err := New(size, key)
 	if err != nil {
 		panic(err)
@@ -571,9 +599,12 @@ func TestZeroAllocs(t *testing.T) {
 // registered, so a dispatch bug cannot silently leave a path untested.
 func TestAvailable(t *testing.T) {
 	for i := range numImpls {
-		if want := cpuSupports(t, i); available[i] != want {
-			t.Errorf("%v: available = %v, but the CPU (under GODEBUG) says %v", i, available[i], want)
+		if want := cpuSupports(t, i, false); compressAvailable[i] != want {
+			t.Errorf("compress %v: available = %v, but the CPU (under GODEBUG) says %v", i, compressAvailable[i], want)
+		}
+		if want := cpuSupports(t, i, true); lanesAvailable[i] != want {
+			t.Errorf("lanes %v: available = %v, but the CPU (under GODEBUG) says %v", i, lanesAvailable[i], want)
 		}
 	}
-	t.Logf("active implementation: %v", active)
+	t.Logf("dispatch: compress=%v lanes=%v", compressWith, lanesWith)
 }

@@ -11,11 +11,12 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// cpuSupports reports whether implementation i should be registered here.
+// cpuSupports reports whether implementation i of the lane kernels (lanes)
+// or of the compression function should be registered here.
 // Without GODEBUG cpu options it reads the kernel's view (/proc/cpuinfo),
 // independent of x/sys/cpu; with them it falls back to x/sys/cpu, which
 // applies the options.
-func cpuSupports(t *testing.T, i implID) bool {
+func cpuSupports(t *testing.T, i implID, lanes bool) bool {
 	var has func(string) bool
 	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil && !strings.Contains(os.Getenv("GODEBUG"), "cpu.") {
 		_, rest, _ := strings.Cut(string(info), "\nflags")
@@ -31,6 +32,8 @@ func cpuSupports(t *testing.T, i implID) bool {
 		has = func(f string) bool { return x[f] }
 	}
 	switch i {
+	case implScalar:
+		return !lanes
 	case implAVX2:
 		return has("avx") && has("avx2")
 	case implAVX512:

@@ -6,4 +6,4 @@ import "testing"
 
 // cpuSupports reports whether implementation i can run here: without
 // assembly, only generic.
-func cpuSupports(_ *testing.T, i implID) bool { return i == implGeneric }
+func cpuSupports(_ *testing.T, i implID, lanes bool) bool { return i == implGeneric }

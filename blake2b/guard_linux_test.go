@@ -40,12 +40,12 @@ func TestGuardPages(t *testing.T) {
 					tEnd, tStart := testutil.GuardedBuffers(t, count*tagSize)
 					want := make([]byte, count*tagSize)
 					func() {
-						defer useImpl(implGeneric)()
+						defer useImpls(implGeneric, implGeneric)()
 						SumSectors(want, tagSize, key[:32], 77, src, sectorSize)
 					}()
 					wantMany := make([]byte, count*tagSize)
 					func() {
-						defer useImpl(implGeneric)()
+						defer useImpls(implGeneric, implGeneric)()
 						SumMany(wantMany, tagSize, key[:32], src, sectorSize)
 					}()
 					for _, d := range [][]byte{dEnd, dStart} {

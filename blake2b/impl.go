@@ -1,35 +1,40 @@
 package blake2b
 
-// implID names one implementation of the compression function and of the
-// multi-lane kernels. Exactly one is active; the platform's init picks the
-// fastest available, and tests force each in turn (useImpl).
+// implID names one implementation of a kernel. There are two kernels, each
+// with its own choice: the compression function (Sum*, New, and lone
+// messages of a batch) and the multi-lane kernels (SumSectors, SumMany). The
+// platform's init picks the fastest available of each; tests and benchmarks
+// force each in turn (useImpls).
 type implID uint8
 
 const (
 	implGeneric implID = iota // pure Go (blake2b_generic.go)
-	implAVX2                  // compress: AVX2; lanes: 4 in ymm
-	implAVX512                // compress: AVX-512VL (VPRORQ); lanes: 8 in zmm, 4 in ymm for tails
+	implScalar                // compress: amd64 general-purpose registers
+	implAVX2                  // compress: rows in ymm; lanes: 4 in ymm
+	implAVX512                // compress: rows in ymm, VPRORQ; lanes: 8 in zmm, tails of 2..4 in ymm
 	numImpls
 )
 
-var implNames = [numImpls]string{"generic", "avx2", "avx512"}
+var implNames = [numImpls]string{"generic", "scalar", "avx2", "avx512"}
 
 func (i implID) String() string { return implNames[i] }
 
-// available is filled in by the platform's init; generic always runs.
-var available = [numImpls]bool{implGeneric: true}
+// The platform's init fills these in; generic always runs.
+var (
+	compressAvailable = [numImpls]bool{implGeneric: true}
+	lanesAvailable    = [numImpls]bool{implGeneric: true}
+	compressWith      = implGeneric // used by compress
+	lanesWith         = implGeneric // used by hashLanes and laneWidth
+)
 
-// active is the implementation every call uses.
-var active = implGeneric
-
-// useImpl makes i the active implementation and returns a function that
-// restores the previous one. For tests and benchmarks only; not safe while
-// other goroutines hash.
-func useImpl(i implID) (restore func()) {
-	if !available[i] {
-		panic("blake2b: implementation " + i.String() + " is not available")
+// useImpls makes c the compression function and l the lane kernels, and
+// returns a function restoring the previous choice. For tests and
+// benchmarks only; not safe while other goroutines hash.
+func useImpls(c, l implID) (restore func()) {
+	if !compressAvailable[c] || !lanesAvailable[l] {
+		panic("blake2b: implementation " + c.String() + "/" + l.String() + " is not available")
 	}
-	prev := active
-	active = i
-	return func() { active = prev }
+	pc, pl := compressWith, lanesWith
+	compressWith, lanesWith = c, l
+	return func() { compressWith, lanesWith = pc, pl }
 }

@@ -67,6 +67,7 @@ func main() {
 	ConstraintExpr("amd64,gc,!purego")
 	tables()
 
+	compressScalar()
 	compress("compressAVX2", false, false)
 	compress("compressAVX2Rolled", false, true)
 	compress("compressAVX512", true, false)
@@ -607,4 +608,145 @@ func transpose4(rows, tmp []VecPhysical) {
 	VPERM2I128(U8(0x20), tmp[3], tmp[1], rows[1]) // a1 b1 c1 d1
 	VPERM2I128(U8(0x31), tmp[2], tmp[0], rows[2]) // a2 b2 c2 d2
 	VPERM2I128(U8(0x31), tmp[3], tmp[1], rows[3]) // a3 b3 c3 d3
+}
+
+// compressScalar emits func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
+// in general-purpose registers: the scalar G of compressGeneric, four
+// independent G's per step for the out-of-order core to overlap. Vector
+// integer ops take 2 cycles on Zen 5 against 1 for scalar ones, and the
+// compression function is one long dependency chain, so this beats the
+// row-parallel vector code there (numbers in BENCHMARKS.md).
+//
+// 16 state words need 16 registers and 14 are free, so two words of the c
+// row wait on the stack. c words have the most slack in G: final 2 ops
+// before the step ends, first needed 3 ops into the next step. Parking them
+// between those points hides the store-to-load forwarding; parking an a or b
+// word instead put it on the critical path and cost a quarter of the speed.
+func compressScalar() {
+	TEXT("compressScalar", NOSPLIT, "func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)")
+	Doc("compressScalar hashes len(blocks)/128 whole blocks into h, adding 128 to the",
+		"128-bit counter c before each and using flag as f0. Requires only amd64 (SSE2).")
+	Comment(
+		"Registers: v0..v7 in AX, BX, CX, DX, SI, DI, R8, R9; v12..v15 in R12..R15;",
+		"two of v8..v11 in R10, R11, the other two parked on the stack. Columns run",
+		"G0, G1, swap (park v8, v9; fetch v10, v11), G2, G3; diagonals G4, G5, swap",
+		"back, G6, G7: each parked word is used last in the next step.",
+		"The block is copied to the stack so message words are SP-relative operands.",
+		"Per iteration: one block, 12 rounds of 8 G's, feed-forward into h.",
+	)
+	msg := AllocLocal(128)
+	park := AllocLocal(4 * 8)
+	hSlot, cSlot, flagSlot := AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	baseSlot, nSlot := AllocLocal(8), AllocLocal(8)
+	parked := map[int]Mem{8: park, 9: park.Offset(8), 10: park.Offset(16), 11: park.Offset(24)}
+
+	Load(Param("h"), RAX)
+	MOVQ(RAX, hSlot)
+	Load(Param("c"), RAX)
+	MOVQ(RAX, cSlot)
+	Load(Param("flag"), RAX)
+	MOVQ(RAX, flagSlot)
+	Load(Param("blocks").Base(), RAX)
+	MOVQ(RAX, baseSlot)
+	Load(Param("blocks").Len(), RAX)
+	SHRQ(U8(7), RAX)
+	JZ(LabelRef("compressScalar_done"))
+	MOVQ(RAX, nSlot)
+
+	Label("compressScalar_loop")
+	Comment("Copy the block to msg; add 128 to the counter c.")
+	MOVQ(baseSlot, RAX)
+	for i := 0; i < 128; i += 16 {
+		MOVOU(Mem{Base: RAX, Disp: i}, X0)
+		MOVOU(X0, msg.Offset(i))
+	}
+	MOVQ(cSlot, RBX)
+	MOVQ(Mem{Base: RBX}, RCX)
+	MOVQ(Mem{Base: RBX, Disp: 8}, RDX)
+	ADDQ(U32(128), RCX)
+	ADCQ(U32(0), RDX)
+	MOVQ(RCX, Mem{Base: RBX})
+	MOVQ(RDX, Mem{Base: RBX, Disp: 8})
+
+	Comment("v8..v15 = IV ^ (0, 0, 0, 0, t0, t1, f0, 0); v0..v7 = h; v10, v11 parked.")
+	v := map[int]Register{0: RAX, 1: RBX, 2: RCX, 3: RDX, 4: RSI, 5: RDI, 6: R8, 7: R9,
+		8: R10, 9: R11, 12: R12, 13: R13, 14: R14, 15: R15}
+	MOVQ(U64(iv[4]), v[12])
+	XORQ(RCX, v[12])
+	MOVQ(U64(iv[5]), v[13])
+	XORQ(RDX, v[13])
+	MOVQ(U64(iv[6]), v[14])
+	XORQ(flagSlot, v[14])
+	MOVQ(U64(iv[7]), v[15])
+	for _, k := range []int{10, 11} {
+		MOVQ(U64(iv[k-8]), v[8])
+		MOVQ(v[8], parked[k])
+	}
+	MOVQ(U64(iv[0]), v[8])
+	MOVQ(U64(iv[1]), v[9])
+	MOVQ(hSlot, RAX)
+	for k := 7; k >= 0; k-- {
+		MOVQ(Mem{Base: RAX, Disp: 8 * k}, v[k])
+	}
+
+	half := func(a, b, c, d Register, m, r1, r2 int) {
+		ADDQ(msg.Offset(8*m), a)
+		ADDQ(b, a)
+		XORQ(a, d)
+		RORQ(U8(r1), d)
+		ADDQ(d, c)
+		XORQ(c, b)
+		RORQ(U8(r2), b)
+	}
+	g := func(s [16]int, i int, a, b, c, d int) {
+		half(v[a], v[b], v[c], v[d], s[2*i], 32, 24)
+		half(v[a], v[b], v[c], v[d], s[2*i+1], 16, 63)
+	}
+	// swap parks words out (which hold their final value for this step) and
+	// fetches words in into their registers.
+	swap := func(out, in [2]int) {
+		Commentf("Park v%d, v%d; fetch v%d, v%d.", out[0], out[1], in[0], in[1])
+		for i := range 2 {
+			MOVQ(v[out[i]], parked[out[i]])
+			v[in[i]] = v[out[i]]
+			delete(v, out[i])
+			MOVQ(parked[in[i]], v[in[i]])
+		}
+	}
+	for r, s := range sigma {
+		Commentf("Round %d", r)
+		g(s, 0, 0, 4, 8, 12)
+		g(s, 1, 1, 5, 9, 13)
+		swap([2]int{8, 9}, [2]int{10, 11})
+		g(s, 2, 2, 6, 10, 14)
+		g(s, 3, 3, 7, 11, 15)
+
+		g(s, 4, 0, 5, 10, 15)
+		g(s, 5, 1, 6, 11, 12)
+		swap([2]int{10, 11}, [2]int{8, 9})
+		g(s, 6, 2, 7, 8, 13)
+		g(s, 7, 3, 4, 9, 14)
+	}
+
+	Comment("h ^= v[0..7] ^ v[8..15]")
+	XORQ(v[8], v[0])
+	XORQ(v[9], v[1])
+	MOVQ(parked[10], v[8])
+	XORQ(v[8], v[2])
+	MOVQ(parked[11], v[9])
+	XORQ(v[9], v[3])
+	for k := 4; k < 8; k++ {
+		XORQ(v[k+8], v[k])
+	}
+	hp := v[8]
+	MOVQ(hSlot, hp)
+	for k := range 8 {
+		XORQ(v[k], Mem{Base: hp, Disp: 8 * k})
+	}
+
+	ADDQ(U32(128), baseSlot)
+	DECQ(nSlot)
+	JNZ(LabelRef("compressScalar_loop"))
+	Label("compressScalar_done")
+	RET()
 }
