@@ -59,6 +59,8 @@ func explain(op, name string, err error) error {
 		sentinel = ErrExists
 	case errors.Is(err, unix.EBUSY):
 		sentinel = ErrBusy
+	case errors.Is(err, unix.EACCES) && op == "load table for":
+		return fmt.Errorf("devmapper: %s %q: %w (not root, or a read-only device in a read-write table)", op, name, err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return fmt.Errorf("devmapper: %s %q: %w (device-mapper needs root: CAP_SYS_ADMIN)", op, name, err)
 	case errors.Is(err, unix.EINVAL) && op == "load table for":

@@ -39,7 +39,8 @@ type CryptTable struct {
 	Device string
 
 	// Offset is where the mapped data starts on Device, in 512-byte
-	// sectors (cryptsetup --offset).
+	// sectors (cryptsetup --offset). It must be a multiple of
+	// SectorSize/512.
 	Offset uint64
 
 	// Length is the size of the mapping in 512-byte sectors. It must be a
@@ -125,6 +126,11 @@ func (t *CryptTable) Validate() error {
 	}
 	if t.IVOffset%unit != 0 {
 		return fmt.Errorf("devmapper: iv offset %d is not a multiple of the %d-byte sector size (in 512-byte units)", t.IVOffset, ss)
+	}
+	// The kernel checks that the data start is aligned to the mapping's
+	// logical block size, which dm-crypt sets to the sector size.
+	if t.Offset%unit != 0 {
+		return fmt.Errorf("devmapper: offset %d is not a multiple of the %d-byte sector size (in 512-byte units)", t.Offset, ss)
 	}
 	if t.Offset+t.Length < t.Offset {
 		return fmt.Errorf("devmapper: offset %d + length %d overflows", t.Offset, t.Length)

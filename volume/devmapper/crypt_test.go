@@ -46,8 +46,8 @@ func TestCryptTableLine(t *testing.T) {
 			"0 1 crypt aes-cbc-essiv:sha256 000102030405060708090a0b0c0d0e0f 0 8:1 0"},
 		{"read-only is not in the line", CryptTable{Key: seqKey(32), Device: "7:0", Length: 1, ReadOnly: true},
 			"0 1 crypt aes-xts-plain64 " + hex32 + " 0 7:0 0"},
-		{"huge numbers", CryptTable{Key: seqKey(32), Device: "7:0", Length: 1 << 40, IVOffset: 1<<64 - 8, Offset: 1<<63 - 1, SectorSize: 4096},
-			"0 1099511627776 crypt aes-xts-plain64 " + hex32 + " 18446744073709551608 7:0 9223372036854775807 1 sector_size:4096"},
+		{"huge numbers", CryptTable{Key: seqKey(32), Device: "7:0", Length: 1 << 40, IVOffset: 1<<64 - 8, Offset: 1<<63 - 8, SectorSize: 4096},
+			"0 1099511627776 crypt aes-xts-plain64 " + hex32 + " 18446744073709551608 7:0 9223372036854775800 1 sector_size:4096"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			line, err := c.t.AppendLine(nil)
@@ -95,6 +95,7 @@ func TestCryptTableInvalid(t *testing.T) {
 		{"8192 sector size", "sector size 8192", func(t *CryptTable) { t.SectorSize = 8192 }},
 		{"length not whole sectors", "length 12", func(t *CryptTable) { t.SectorSize = 4096; t.Length = 12 }},
 		{"iv offset not whole sectors", "iv offset 4", func(t *CryptTable) { t.SectorSize = 4096; t.IVOffset = 4 }},
+		{"offset not whole sectors", "offset 3 is", func(t *CryptTable) { t.SectorSize = 2048; t.Offset = 3 }},
 		{"offset overflow", "overflows", func(t *CryptTable) { t.Offset = 1<<64 - 8 }},
 	} {
 		tab := ok
