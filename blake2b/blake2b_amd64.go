@@ -37,9 +37,13 @@ func hashLanes4AVX512(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, 
 //go:noescape
 func hashLanes8AVX512(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
-// Rolled variants (the round loop not unrolled), kept for the code-size
-// study in BENCHMARKS.md and tested like the others; dispatch never picks
-// them.
+// Variants kept for the rolled-vs-unrolled study in BENCHMARKS.md and
+// tested like the others; dispatch never picks them. The dispatched
+// compression functions are unrolled, the dispatched lane kernels rolled
+// (a loop over the 12 rounds, message offsets read from a table).
+
+//go:noescape
+func compressScalarRolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 
 //go:noescape
 func compressAVX2Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
@@ -48,10 +52,10 @@ func compressAVX2Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 func compressAVX512Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 
 //go:noescape
-func hashLanes4AVX2Rolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
+func hashLanes4AVX2Unrolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
 //go:noescape
-func hashLanes8AVX512Rolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
+func hashLanes8AVX512Unrolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
 // hasAVX2 and hasAVX512 AND every feature their kernels use, so that
 // GODEBUG=cpu.avx2=off (or cpu.avx512=off, cpu.avx512vl=off, ...) turns a

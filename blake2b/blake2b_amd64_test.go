@@ -23,6 +23,7 @@ func compressKernels() []struct {
 		f    compressFunc
 	}{
 		{"compressScalar", true, compressScalar},
+		{"compressScalarRolled", true, compressScalarRolled},
 		{"compressAVX2", hasAVX2, compressAVX2},
 		{"compressAVX2Rolled", hasAVX2, compressAVX2Rolled},
 		{"compressAVX512", hasAVX512, compressAVX512},
@@ -43,10 +44,10 @@ func lanesKernels() []struct {
 		f     lanesFunc
 	}{
 		{"hashLanes4AVX2", 4, hasAVX2, hashLanes4AVX2},
-		{"hashLanes4AVX2Rolled", 4, hasAVX2, hashLanes4AVX2Rolled},
+		{"hashLanes4AVX2Unrolled", 4, hasAVX2, hashLanes4AVX2Unrolled},
 		{"hashLanes4AVX512", 4, hasAVX512, hashLanes4AVX512},
 		{"hashLanes8AVX512", 8, hasAVX512, hashLanes8AVX512},
-		{"hashLanes8AVX512Rolled", 8, hasAVX512, hashLanes8AVX512Rolled},
+		{"hashLanes8AVX512Unrolled", 8, hasAVX512, hashLanes8AVX512Unrolled},
 	}
 }
 
@@ -145,6 +146,26 @@ func BenchmarkCompressKernels(b *testing.B) {
 			var h [8]uint64
 			var c [2]uint64
 			measureCPU(b, len(data), func() { k.f(&h, &c, 0, data) })
+		})
+	}
+}
+
+// BenchmarkLanesKernels times each multi-lane kernel directly: width
+// messages of 32 blocks (4 KiB) each, rolled variants included.
+func BenchmarkLanesKernels(b *testing.B) {
+	const blocks = 32
+	for _, k := range lanesKernels() {
+		if !k.ok {
+			continue
+		}
+		b.Run(k.name, func(b *testing.B) {
+			data := make([]byte, maxLanes*blocks*BlockSize)
+			var ptr [maxLanes]*byte
+			for j := range ptr {
+				ptr[j] = &data[j*blocks*BlockSize]
+			}
+			var h laneState
+			measureCPU(b, k.width*blocks*BlockSize, func() { k.f(&h, &ptr, blocks, BlockSize, 0) })
 		})
 	}
 }
