@@ -118,7 +118,8 @@ build_guest() {
   rm -f "$stamp"
   local w=$CACHE/build
   rm -rf "$w"; mkdir -p "$w/deb"
-  (cd "$w/deb" && apt-get download "$kimg" busybox-static >&2) ||
+  # The download dir is not the _apt user's: do not drop privileges for it.
+  (cd "$w/deb" && apt-get -o APT::Sandbox::User=root download "$kimg" busybox-static >&2) ||
     die "apt-get download $kimg busybox-static failed"
   dpkg-deb -x "$w"/deb/linux-image-*.deb "$w/k"
   dpkg-deb -x "$w"/deb/busybox-static_*.deb "$w/bb"
