@@ -1,13 +1,16 @@
 // Package blake2b implements the BLAKE2b hash and MAC (RFC 7693), with the
 // API of golang.org/x/crypto/blake2b, and computes keyed BLAKE2b tags for
-// many sectors at once (SumSectors).
+// many sectors at once (SumSectors, SumMany).
 //
-// The compression function runs in amd64 assembly (AVX2, or AVX-512 where
-// the CPU has it) and SumSectors hashes 4 or 8 sectors side by side, one per
-// vector lane. The implementation is chosen once at start-up from
-// golang.org/x/sys/cpu. The pure-Go code in blake2b_generic.go is the
-// reference every kernel is tested against and the fallback elsewhere (other
-// GOARCHes, the purego build tag, CPUs without AVX2).
+// On amd64 the work is done in assembly, chosen once at start-up from
+// golang.org/x/sys/cpu: SumSectors and SumMany hash 8 messages side by side
+// in zmm lanes (AVX-512) or 4 in ymm lanes (AVX2); single messages use a
+// compression function in general-purpose registers, which measured faster
+// than the vector ones on the Zen 5 this was tuned on (BENCHMARKS.md; the
+// AVX2 and AVX-512 compression functions are built and tested too). The
+// pure-Go code in blake2b_generic.go is the reference every kernel is
+// tested against and the fallback elsewhere (other GOARCHes, the purego
+// build tag, CPUs without AVX2 for the lane kernels).
 package blake2b
 
 import (

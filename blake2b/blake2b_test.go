@@ -583,10 +583,13 @@ func TestZeroAllocs(t *testing.T) {
 	sums := make([]byte, 8*32)
 	forEachImpl(t, func(t *testing.T) {
 		for name, f := range map[string]func(){
-			"Sum256":     func() { Sum256(data[:1000]) },
-			"Sum512":     func() { Sum512(data) },
-			"SumSectors": func() { SumSectors(tags, 16, key, 99, data, 4096) },
-			"SumMany":    func() { SumMany(sums, 32, key, data, 4096) },
+			"Sum256":                        func() { Sum256(data[:1000]) },
+			"Sum512":                        func() { Sum512(data) },
+			"SumSectors":                    func() { SumSectors(tags, 16, key, 99, data, 4096) },
+			"SumSectors, 1 sector":          func() { SumSectors(tags[:16], 16, key, 99, data[:4096], 4096) },
+			"SumSectors, 3 sectors":         func() { SumSectors(tags[:48], 16, key, 99, data[:3*4096], 4096) },
+			"SumSectors, 13 sectors of 512": func() { SumSectors(tags[:13*8], 8, key, 99, data[:13*512], 512) },
+			"SumMany":                       func() { SumMany(sums, 32, key, data, 4096) },
 		} {
 			if n := testing.AllocsPerRun(20, f); n != 0 {
 				t.Errorf("%s: %v allocations, want 0", name, n)
