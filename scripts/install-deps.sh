@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 declare -A need=(
   [mkfs.ext4]=e2fsprogs  # test images, mount tests
   [debugfs]=e2fsprogs
+  [qemu-system-x86_64]=qemu-system-x86 # scripts/test-dm-vm.sh: dm-crypt in a guest kernel
+  [cpio]=cpio
+  [depmod]=kmod
 )
 missing=()
 for cmd in "${!need[@]}"; do
