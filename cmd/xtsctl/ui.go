@@ -17,6 +17,7 @@ import (
 type ui struct {
 	stdout, stderr io.Writer
 	quiet          bool // --quiet: only errors and warnings
+	progressShown  bool // a progressLinef line is on the terminal
 }
 
 func (u *ui) errorf(format string, args ...any) {
@@ -69,4 +70,18 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// progressLinef rewrites one status line on a terminal's stderr; callers
+// check stderrIsTerminal first. clearProgressLine erases it.
+func (u *ui) progressLinef(format string, args ...any) {
+	u.progressShown = true
+	fmt.Fprintf(u.stderr, "\r\033[Kxtsctl: "+format, args...)
+}
+
+func (u *ui) clearProgressLine() {
+	if u.progressShown {
+		fmt.Fprint(u.stderr, "\r\033[K")
+		u.progressShown = false
+	}
 }

@@ -1,0 +1,455 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	xcxts "golang.org/x/crypto/xts"
+
+	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/xts"
+)
+
+// A plan is the list of measurements of a run, known up front so progress
+// can be reported. Single-core points run first, on one pinned thread;
+// batch points (which start their own goroutines) after it is released.
+type plan struct {
+	cfg        Config
+	report     *Report
+	single     []point
+	multi      []point
+	keys       map[int][]byte // XTS key per key size
+	tagKey     []byte
+	dispatched map[int]string // the variant dispatch picks, by length
+}
+
+type point struct {
+	what string
+	run  func(ctx context.Context, t timer) error
+}
+
+func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *openssl) *plan {
+	p := &plan{cfg: c, report: r, keys: map[int][]byte{}, tagKey: randomBytes(TagKeySize), dispatched: map[int]string{}}
+	for _, d := range r.Dispatch {
+		p.dispatched[d.Size] = d.Variant
+	}
+	for _, k := range keys {
+		p.keys[k] = randomBytes(k / 8)
+	}
+	if c.Roofline {
+		for _, k := range keys {
+			for _, u := range aesni.RooflineUnits() {
+				p.single = append(p.single, p.roofline(u, k))
+			}
+		}
+	}
+	skippedBaseline := map[int]bool{}
+	for _, k := range keys {
+		for _, n := range sizes {
+			for _, op := range []string{"encrypt", "decrypt"} {
+				for _, v := range variants {
+					p.single = append(p.single, p.unit(k, n, v, op))
+				}
+				if c.Baseline && n%aesni.BlockSize == 0 {
+					p.single = append(p.single, p.baseline(k, n, op))
+				} else if c.Baseline && !skippedBaseline[n] {
+					skippedBaseline[n] = true
+					r.note("no x/crypto/xts figure for %d bytes: it has no ciphertext stealing (lengths must be multiples of 16)", n)
+				}
+				if peer != nil {
+					p.single = append(p.single, p.peer(peer, k, n, op))
+				}
+			}
+		}
+	}
+	if c.Threads > 0 {
+		workers := []int{1}
+		if c.Threads > 1 {
+			workers = append(workers, c.Threads)
+		}
+		if c.BatchBytes == 0 {
+			c.BatchBytes = batchBytes(c.Threads)
+			p.cfg.BatchBytes = c.BatchBytes
+		}
+		r.Timing.BatchBytes = c.BatchBytes
+		var notSectors []string
+		for _, n := range sizes {
+			if !isSectorSize(n) {
+				notSectors = append(notSectors, fmt.Sprint(n))
+			}
+		}
+		if notSectors != nil {
+			r.note("--threads measures whole sectors: lengths %s are not sector sizes and are measured on one core only", strings.Join(notSectors, ", "))
+		}
+		for _, k := range keys {
+			for _, n := range sizes {
+				if !isSectorSize(n) {
+					continue
+				}
+				for _, op := range []string{"encrypt", "decrypt"} {
+					for _, v := range variants {
+						for _, w := range workers {
+							p.multi = append(p.multi, p.batch(k, n, v, op, w))
+						}
+					}
+				}
+			}
+		}
+	}
+	return p
+}
+
+// batchBytes is the length of one sector-layer call: large enough that
+// every worker gets several sectors, small enough to stay in cache.
+func batchBytes(threads int) int { return max(1<<20, threads*256<<10) }
+
+func (p *plan) run(ctx context.Context) error {
+	total, done := len(p.single)+len(p.multi), 0
+	step := func(pt point, t timer) error {
+		if p.cfg.Progress != nil {
+			p.cfg.Progress(done, total, pt.what)
+		}
+		done++
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return pt.run(ctx, t)
+	}
+	t := timer{budget: p.cfg.Time, runs: p.cfg.Runs}
+	err := func() error {
+		pin := pin()
+		defer pin.undo()
+		p.report.Timing.PinnedCPU = pin.cpu
+		t.clock = singleCoreClock()
+		p.report.Timing.Clock = t.clock.name()
+		for _, pt := range p.single {
+			if err := step(pt, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+	t.clock = &wallClock{start: time.Now()}
+	for _, pt := range p.multi {
+		if err := step(pt, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *plan) add(r Result, s Stats) {
+	r.Cipher = "aes-xts"
+	r.Integrity = p.cfg.Integrity && r.Impl == ImplXtsctl
+	r.MBps = s
+	r.Dispatched = r.Impl == ImplXtsctl && p.dispatched[r.Size] == r.Variant
+	p.report.Results = append(p.report.Results, r)
+}
+
+// useVariant forces v (or dispatch, for Auto) and returns the kernel that
+// calls on n-byte units will use.
+func useVariant(v string, n int) (string, error) {
+	aesni.Reset()
+	if v == Auto {
+		return aesni.Pick(n).String(), nil
+	}
+	impl, err := aesni.ParseImpl(v)
+	if err != nil {
+		return "", err
+	}
+	return v, aesni.Select(impl)
+}
+
+func (p *plan) roofline(u aesni.RooflineUnit, keyBits int) point {
+	rounds := 6 + keyBits/64 // 10 for AES-128, 14 for AES-256
+	return point{
+		what: fmt.Sprintf("raw AES rounds on %v, %d rounds", u, rounds),
+		run: func(ctx context.Context, t timer) error {
+			s, err := t.measure(ctx, aesni.RooflineBlocks(u)*aesni.BlockSize, func(n int) {
+				aesni.RawAESRounds(u, rounds, n)
+			})
+			if err != nil {
+				return err
+			}
+			p.report.Roofline = append(p.report.Roofline, Roofline{Unit: u.String(), KeyBits: keyBits, Rounds: rounds, MBps: s})
+			return nil
+		},
+	}
+}
+
+// unit measures one call per message on one core.
+func (p *plan) unit(keyBits, size int, variant, op string) point {
+	return point{
+		what: fmt.Sprintf("xtsctl %s, %d-bit key, %d bytes, %s", variant, keyBits, size, op),
+		run: func(ctx context.Context, t timer) error {
+			used, err := useVariant(variant, size)
+			defer aesni.Reset()
+			if err != nil {
+				return err
+			}
+			c, err := xts.NewCipher(p.keys[keyBits])
+			if err != nil {
+				return err
+			}
+			defer c.Wipe()
+			f, check := p.unitOp(c, size, op == "decrypt")
+			s, err := t.measure(ctx, size, f)
+			if err != nil {
+				return err
+			}
+			if err := check(); err != nil {
+				return err
+			}
+			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl, Variant: used,
+				Auto: variant == Auto, Mode: ModeUnit, Threads: 1}, s)
+			return nil
+		},
+	}
+}
+
+var errTagMismatch = errors.New("bench: an integrity tag did not verify during the benchmark")
+
+// unitOp returns the timed loop for one call per message, and a check to
+// run after it (the integrity tags must have verified).
+func (p *plan) unitOp(c *xts.Cipher, size int, decrypt bool) (op func(n int), check func() error) {
+	src, dst := randomBytes(size), make([]byte, size)
+	check = func() error { return nil }
+	switch {
+	case !p.cfg.Integrity && !decrypt:
+		op = func(n int) {
+			for i := range n {
+				c.Encrypt(dst, src, uint64(i))
+			}
+		}
+	case !p.cfg.Integrity && decrypt:
+		op = func(n int) {
+			for i := range n {
+				c.Decrypt(dst, src, uint64(i))
+			}
+		}
+	case !decrypt:
+		// Encrypt, then tag the sector number and ciphertext.
+		tag := make([]byte, TagSize)
+		op = func(n int) {
+			for i := range n {
+				c.Encrypt(dst, src, uint64(i))
+				blake2b.SumSectors(tag, TagSize, p.tagKey, uint64(i), dst, size)
+			}
+		}
+	default:
+		// Verify the stored tag, then decrypt (every message is sector 0).
+		want, tag := make([]byte, TagSize), make([]byte, TagSize)
+		blake2b.SumSectors(want, TagSize, p.tagKey, 0, src, size)
+		bad := 0
+		op = func(n int) {
+			for range n {
+				blake2b.SumSectors(tag, TagSize, p.tagKey, 0, src, size)
+				bad += 1 - subtle.ConstantTimeCompare(tag, want)
+				c.Decrypt(dst, src, 0)
+			}
+		}
+		check = func() error {
+			if bad != 0 {
+				return errTagMismatch
+			}
+			return nil
+		}
+	}
+	return op, check
+}
+
+func (p *plan) baseline(keyBits, size int, op string) point {
+	return point{
+		what: fmt.Sprintf("x/crypto/xts, %d-bit key, %d bytes, %s", keyBits, size, op),
+		run: func(ctx context.Context, t timer) error {
+			c, err := xcxts.NewCipher(aes.NewCipher, p.keys[keyBits])
+			if err != nil {
+				return err
+			}
+			src, dst := randomBytes(size), make([]byte, size)
+			f := func(n int) {
+				for i := range n {
+					c.Encrypt(dst, src, uint64(i))
+				}
+			}
+			if op == "decrypt" {
+				f = func(n int) {
+					for i := range n {
+						c.Decrypt(dst, src, uint64(i))
+					}
+				}
+			}
+			s, err := t.measure(ctx, size, f)
+			if err != nil {
+				return err
+			}
+			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXCrypto, Mode: ModeUnit, Threads: 1}, s)
+			return nil
+		},
+	}
+}
+
+func (p *plan) peer(o *openssl, keyBits, size int, op string) point {
+	return point{
+		what: fmt.Sprintf("openssl speed, %d-bit key, %d bytes, %s", keyBits, size, op),
+		run: func(ctx context.Context, t timer) error {
+			mbps, err := o.speed(ctx, keyBits, size, op == "decrypt", t.budget)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				p.report.note("%v", err)
+				return nil
+			}
+			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplOpenSSL, Mode: ModeUnit, Threads: 1},
+				Stats{Median: mbps, Min: mbps, Max: mbps, Q1: mbps, Q3: mbps, Runs: 1})
+			return nil
+		},
+	}
+}
+
+// batch measures sector.Codec on batches of sectors with w workers.
+func (p *plan) batch(keyBits, size int, variant, op string, w int) point {
+	return point{
+		what: fmt.Sprintf("sector layer %s, %d workers, %d-bit key, %d-byte sectors, %s", variant, w, keyBits, size, op),
+		run: func(ctx context.Context, t timer) error {
+			used, err := useVariant(variant, size)
+			defer aesni.Reset()
+			if err != nil {
+				return err
+			}
+			c, err := xts.NewCipher(p.keys[keyBits])
+			if err != nil {
+				return err
+			}
+			defer c.Wipe()
+			codec, err := sector.NewCodec(c, sector.Params{Size: size, IVMode: sector.Plain64})
+			if err != nil {
+				return err
+			}
+			codec.SetWorkers(w)
+			length := p.cfg.BatchBytes
+			f, check, stop := p.batchOp(codec, length, size, w, op == "decrypt")
+			s, err := t.measure(ctx, length, f)
+			stop()
+			if err != nil {
+				return err
+			}
+			if err := check(); err != nil {
+				return err
+			}
+			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl, Variant: used,
+				Auto: variant == Auto, Mode: ModeBatch, Threads: w}, s)
+			return nil
+		},
+	}
+}
+
+func (p *plan) batchOp(codec *sector.Codec, length, size, w int, decrypt bool) (op func(n int), check func() error, stop func()) {
+	src, dst := randomBytes(length), make([]byte, length)
+	sectors := uint64(length / size)
+	check, stop = func() error { return nil }, func() {}
+	if !p.cfg.Integrity {
+		op = func(n int) {
+			for i := range n {
+				if decrypt {
+					codec.Decrypt(dst, src, uint64(i)*sectors)
+				} else {
+					codec.Encrypt(dst, src, uint64(i)*sectors)
+				}
+			}
+		}
+		return op, check, stop
+	}
+	tags := make([]byte, int(sectors)*TagSize)
+	var want []byte
+	tg := newTagger(w, p.tagKey, size)
+	stop = tg.stop
+	if !decrypt {
+		op = func(n int) {
+			for i := range n {
+				codec.Encrypt(dst, src, uint64(i)*sectors)
+				tg.sum(tags, dst, uint64(i)*sectors)
+			}
+		}
+		return op, check, stop
+	}
+	want = make([]byte, len(tags))
+	tg.sum(want, src, 0)
+	bad := 0
+	op = func(n int) {
+		for range n {
+			tg.sum(tags, src, 0)
+			if !bytes.Equal(tags, want) {
+				bad++
+			}
+			codec.Decrypt(dst, src, 0)
+		}
+	}
+	check = func() error {
+		if bad != 0 {
+			return errTagMismatch
+		}
+		return nil
+	}
+	return op, check, stop
+}
+
+// A tagger computes BLAKE2b sector tags with w workers: the caller and
+// w-1 goroutines that live for one measurement, so the timed loop starts
+// no goroutines and allocates nothing.
+type tagger struct {
+	key  []byte
+	size int
+	work chan tagJob
+	wg   sync.WaitGroup
+}
+
+type tagJob struct {
+	tags, data []byte
+	first      uint64
+}
+
+func newTagger(w int, key []byte, size int) *tagger {
+	tg := &tagger{key: key, size: size, work: make(chan tagJob, w)}
+	for range w - 1 {
+		go func() {
+			for j := range tg.work {
+				blake2b.SumSectors(j.tags, TagSize, tg.key, j.first, j.data, tg.size)
+				tg.wg.Done()
+			}
+		}()
+	}
+	return tg
+}
+
+func (tg *tagger) sum(tags, data []byte, first uint64) {
+	workers := cap(tg.work)
+	sectors := len(data) / tg.size
+	per := (sectors + workers - 1) / workers
+	for lo := 0; lo < sectors; lo += per {
+		hi := min(lo+per, sectors)
+		j := tagJob{tags[lo*TagSize : hi*TagSize], data[lo*tg.size : hi*tg.size], first + uint64(lo)}
+		if hi == sectors {
+			blake2b.SumSectors(j.tags, TagSize, tg.key, j.first, j.data, tg.size)
+			break
+		}
+		tg.wg.Add(1)
+		tg.work <- j
+	}
+	tg.wg.Wait()
+}
+
+func (tg *tagger) stop() { close(tg.work) }
