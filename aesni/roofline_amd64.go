@@ -18,16 +18,19 @@ func rawAESRoundsYMM(out *[16]byte, rounds, iters int)
 //go:noescape
 func rawAESRoundsZMM(out *[16]byte, rounds, iters int)
 
+// rooflineVAES is our CPUID probe's VAES-on-ymm answer (x/sys/cpu reports
+// VAES only with AVX-512), read once.
+var rooflineVAES = func() bool { p := probeCPU(); return p.vaes && p.osYMM }()
+
 // Feature predicates AND every flag they need, since GODEBUG can turn each
-// off on its own. x/sys/cpu reports VAES only with AVX-512, so a CPU with
-// VAES on ymm but no AVX-512 is measured on xmm here.
+// off on its own.
 func rooflineAvailable(u RooflineUnit) bool {
 	x := &cpu.X86
 	switch u {
 	case RooflineXMM:
 		return x.HasAES
 	case RooflineYMM:
-		return x.HasAES && x.HasAVX && x.HasAVX2 && x.HasAVX512VAES
+		return x.HasAES && x.HasAVX && x.HasAVX2 && rooflineVAES
 	case RooflineZMM:
 		return x.HasAES && x.HasAVX512F && x.HasAVX512VAES
 	}

@@ -81,6 +81,8 @@ type Report struct {
 	Timing    Timing     `json:"timing"`
 	Config    Settings   `json:"config"`
 	Dispatch  []Dispatch `json:"dispatch"`
+	Rule      []Rule     `json:"dispatch_rule"`
+	PreferYMM bool       `json:"prefers_ymm"`
 	Peer      string     `json:"peer,omitempty"` // openssl version, with --peers
 	Roofline  []Roofline `json:"roofline,omitempty"`
 	Results   []Result   `json:"results"`
@@ -112,6 +114,13 @@ type Settings struct {
 // Dispatch is the kernel variant the dispatcher picks for one length.
 type Dispatch struct {
 	Size    int    `json:"size"`
+	Variant string `json:"variant"`
+}
+
+// Rule is one row of the dispatcher's choice: lengths from MinLen (up to
+// the next row's MinLen) use Variant.
+type Rule struct {
+	MinLen  int    `json:"min_len"`
 	Variant string `json:"variant"`
 }
 
@@ -282,6 +291,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	for _, n := range sizes {
 		r.Dispatch = append(r.Dispatch, Dispatch{Size: n, Variant: aesni.Pick(n).String()})
 	}
+	for _, d := range aesni.DispatchTable() {
+		r.Rule = append(r.Rule, Rule{MinLen: d.MinLen, Variant: d.Impl.String()})
+	}
+	r.PreferYMM = aesni.PrefersYMM()
 
 	var peer *openssl
 	if c.Peers {

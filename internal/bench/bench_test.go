@@ -172,6 +172,18 @@ func TestVariantAll(t *testing.T) {
 			}
 		}
 	}
+	// The rule agrees with Pick at every measured length.
+	for _, n := range c.Sizes {
+		rule := ""
+		for _, x := range r.Rule {
+			if n >= x.MinLen {
+				rule = x.Variant
+			}
+		}
+		if rule != aesni.Pick(n).String() {
+			t.Errorf("dispatch rule %v gives %s for %d bytes, Pick gives %v", r.Rule, rule, n, aesni.Pick(n))
+		}
+	}
 	if aesni.Pick(4096) != r.dispatchOf(4096) {
 		t.Errorf("report dispatch for 4096 = %v, Pick = %v", r.dispatchOf(4096), aesni.Pick(4096))
 	}
@@ -231,7 +243,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if doc["schema"] != Schema {
 		t.Errorf("schema = %v", doc["schema"])
 	}
-	for _, k := range []string{"started", "xtsctl_version", "go_version", "goos", "goarch", "cpu", "timing", "config", "dispatch", "roofline", "results"} {
+	for _, k := range []string{"started", "xtsctl_version", "go_version", "goos", "goarch", "cpu", "timing", "config", "dispatch", "dispatch_rule", "prefers_ymm", "roofline", "results"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("report has no %q", k)
 		}
@@ -426,7 +438,7 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, s := range []string{"cpu ", "features ", "timing ", "dispatch  512:", "encrypt MB/s", "decrypt MB/s", "# sector layer", "scaling"} {
+	for _, s := range []string{"cpu ", "features ", "timing ", "kernels ", "(dispatch: ", "dispatch  512:", "encrypt MB/s", "decrypt MB/s", "# sector layer", "scaling"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}

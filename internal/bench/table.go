@@ -51,11 +51,16 @@ func writeHeader(b *strings.Builder, r *Report) {
 	}
 	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s\n",
 		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock))
+	fmt.Fprintf(b, "kernels   %s (dispatch: %s", strings.Join(AvailableVariants(), " "), ruleText(r.Rule))
+	if r.PreferYMM {
+		fmt.Fprintf(b, "; this CPU prefers ymm")
+	}
+	fmt.Fprintf(b, ")\n")
 	var d []string
 	for _, x := range r.Dispatch {
 		d = append(d, fmt.Sprintf("%d:%s", x.Size, x.Variant))
 	}
-	fmt.Fprintf(b, "dispatch  %s (available: %s)\n", strings.Join(d, " "), strings.Join(AvailableVariants(), " "))
+	fmt.Fprintf(b, "dispatch  %s\n", strings.Join(d, " "))
 	if r.Peer != "" {
 		fmt.Fprintf(b, "peer      %s (openssl speed -evp, CPU time)\n", r.Peer)
 	}
@@ -65,6 +70,22 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if r.Config.Integrity {
 		fmt.Fprintf(b, "integrity each message also gets a keyed BLAKE2b-%d tag (encrypt: tag after; decrypt: verify first)\n", 8*r.Config.TagSize)
 	}
+}
+
+// ruleText describes the dispatch rule: "aesni4 below 64 bytes, vaes512 from 64".
+func ruleText(rule []Rule) string {
+	var parts []string
+	for i, x := range rule {
+		switch {
+		case len(rule) == 1:
+			parts = append(parts, x.Variant+" for every length")
+		case i == 0:
+			parts = append(parts, fmt.Sprintf("%s below %d bytes", x.Variant, rule[1].MinLen))
+		default:
+			parts = append(parts, fmt.Sprintf("%s from %d", x.Variant, x.MinLen))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // row pairs the encrypt and decrypt results of one configuration.
