@@ -46,39 +46,53 @@ func init() {
 	case useVAES256:
 		widest = VAES256
 	case useAESNI:
-		widest = AESNI8
+		widest = AESNI4
 	default:
 		widest = Generic
 	}
 	selectFromEnv()
 }
 
-// Length thresholds of the automatic choice, in bytes.
-// TODO(measure): placeholders until the per-size benchmarks are in.
+// The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, 3.3 GHz)
+// with every kernel forced (BENCHMARKS.md, "AES-XTS kernels", has the
+// tables): XTS-AES-256, thread CPU time, minimum of 8 runs on a shared
+// machine, `go test -bench 'Encrypt$|EncryptLatency' ./aesni`.
+//
+//   - Below one vector of blocks the VAES kernels would only pay their
+//     set-up (broadcasting 15 round keys, building four tweak vectors).
+//     Under 64 bytes the 1-way AES-NI kernel matches the best of them
+//     (16 bytes: 20.8 ns aesni1, 20.7 vaes512; 48: 21.6 and 20.3; 63: 37.8
+//     and 37.4; latency at 16: 39.2 and 39.0); at 64 bytes the zmm kernel
+//     is ahead (20.4 ns against 25.5) and stays ahead at every larger size
+//     (128: 20.0 against 31.6 for vaes256 and 38.1 for aesni1).
+//   - The ymm kernel reaches 32 bytes, its vector, level with aesni1
+//     (19.8 and 20.0 ns) and is ahead from 48 bytes on.
+//   - Between the AES-NI kernels, aesni4 is the fastest from 128 bytes to
+//     16 KiB (4096: 705 ns, aesni8 746, aesni1 812): with AESENC at 4 cycles
+//     and 2 per cycle, out-of-order execution overlaps successive 4-way
+//     iterations, while the 8-way loop spends loads and stores on its
+//     spilled tweaks. Cores with a slower AESENC (7 cycles before Skylake)
+//     may prefer aesni8; none is here to measure, so it is not chosen.
 const (
-	vaes512Min = 64
-	vaes256Min = 64
-	aesni8Min  = 128
+	vaes512Min = 64 // one zmm vector of blocks
+	vaes256Min = 32 // one ymm vector of blocks
 )
 
 // autoPick chooses the kernel for an n-byte data unit: a switch on the
-// CPU's family chosen once in init, then on the length.
+// kernel family chosen once in init, then on the length.
 func autoPick(n int) Impl {
 	switch widest {
 	case VAES512:
-		if n >= vaes512Min {
-			return VAES512
+		if n < vaes512Min {
+			return AESNI1
 		}
-		return AESNI4
+		return VAES512
 	case VAES256:
-		if n >= vaes256Min {
-			return VAES256
+		if n < vaes256Min {
+			return AESNI1
 		}
-		return AESNI4
-	case AESNI8:
-		if n >= aesni8Min {
-			return AESNI8
-		}
+		return VAES256
+	case AESNI4:
 		return AESNI4
 	}
 	return Generic
@@ -87,11 +101,11 @@ func autoPick(n int) Impl {
 func dispatchTable() []DispatchRange {
 	switch widest {
 	case VAES512:
-		return []DispatchRange{{16, AESNI4}, {vaes512Min, VAES512}}
+		return []DispatchRange{{16, AESNI1}, {vaes512Min, VAES512}}
 	case VAES256:
-		return []DispatchRange{{16, AESNI4}, {vaes256Min, VAES256}}
-	case AESNI8:
-		return []DispatchRange{{16, AESNI4}, {aesni8Min, AESNI8}}
+		return []DispatchRange{{16, AESNI1}, {vaes256Min, VAES256}}
+	case AESNI4:
+		return []DispatchRange{{16, AESNI4}}
 	}
 	return []DispatchRange{{16, Generic}}
 }
@@ -111,19 +125,12 @@ func expandKey(c *Cipher, k1, k2 []byte) {
 	invertScheduleAsm(&c.dec, &c.enc, c.rounds)
 }
 
-// encryptUnit and decryptUnit make one direct call per data unit;
-// len(dst) == len(src) >= 16 (checked by the caller).
+// encryptUnit and decryptUnit make one direct call per data unit, chosen by
+// a switch (no function values); len(dst) == len(src) >= 16 (checked by
+// the caller).
 func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	encryptWith(Pick(len(src)), c, dst, src, tweak)
-}
-
-func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	decryptWith(Pick(len(src)), c, dst, src, tweak)
-}
-
-func encryptWith(impl Impl, c *Cipher, dst, src []byte, tweak *[16]byte) {
 	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
-	switch impl {
+	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
@@ -139,9 +146,9 @@ func encryptWith(impl Impl, c *Cipher, dst, src []byte, tweak *[16]byte) {
 	}
 }
 
-func decryptWith(impl Impl, c *Cipher, dst, src []byte, tweak *[16]byte) {
+func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
 	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
-	switch impl {
+	switch Pick(n) {
 	case VAES512:
 		xtsDecVAES512(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
@@ -159,15 +166,15 @@ func decryptWith(impl Impl, c *Cipher, dst, src []byte, tweak *[16]byte) {
 
 // encryptSectors makes one call for the whole batch where a multi-sector
 // kernel exists (VAES, unit a multiple of 16), else one direct call per
-// data unit.
+// data unit. The batch kernels pay their set-up once per batch, so the
+// automatic choice takes the widest family's at any unit size.
 func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	if len(src) == 0 {
 		return
 	}
-	impl := Pick(unit)
 	d, s := unsafe.SliceData(dst), unsafe.SliceData(src)
 	if unit%BlockSize == 0 {
-		switch impl {
+		switch batchPick() {
 		case VAES512:
 			xtsEncSectorsVAES512(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
@@ -179,19 +186,27 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		encryptWith(impl, c, dst[off:off+unit], src[off:off+unit], &t)
+		encryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
 		sector += step
 	}
+}
+
+// batchPick is the kernel family for a batch of units: the forced one, or
+// the widest this CPU runs.
+func batchPick() Impl {
+	if forced != implAuto {
+		return forced
+	}
+	return widest
 }
 
 func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	if len(src) == 0 {
 		return
 	}
-	impl := Pick(unit)
 	d, s := unsafe.SliceData(dst), unsafe.SliceData(src)
 	if unit%BlockSize == 0 {
-		switch impl {
+		switch batchPick() {
 		case VAES512:
 			xtsDecSectorsVAES512(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
@@ -203,7 +218,7 @@ func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		decryptWith(impl, c, dst[off:off+unit], src[off:off+unit], &t)
+		decryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
 		sector += step
 	}
 }

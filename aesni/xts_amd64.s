@@ -84,12 +84,6 @@ DATA laneShiftR<>+48(SB)/8, $0x000000000000003d
 DATA laneShiftR<>+56(SB)/8, $0x000000000000003d
 GLOBL laneShiftR<>(SB), RODATA|NOPTR, $64
 
-DATA tailMask<>+0(SB)/8, $0x0000000000000000
-DATA tailMask<>+8(SB)/8, $0x000000000000ffff
-DATA tailMask<>+16(SB)/8, $0x00000000ffffffff
-DATA tailMask<>+24(SB)/8, $0x0000ffffffffffff
-GLOBL tailMask<>(SB), RODATA|NOPTR, $32
-
 // func expandKey128Asm(key *[16]byte, enc *[240]byte)
 // Requires: AES, SSE2
 TEXT ·expandKey128Asm(SB), NOSPLIT, $0-16
@@ -410,7 +404,9 @@ TEXT ·xtsEncAESNI1(SB), NOSPLIT, $0-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -424,20 +420,23 @@ TEXT ·xtsEncAESNI1(SB), NOSPLIT, $0-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_1
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_1
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
 aes128_1:
 	MOVOU      -144(R10), X8
@@ -476,9 +475,10 @@ loop1_3:
 	TESTQ  DX, DX
 	JZ     steal4
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
 	JE     aes128_5
 	MOVOU  16(AX), X8
@@ -510,8 +510,8 @@ aes128_5:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X4
+	AESENCLAST X4, X0
 	MOVOU      X0, (DI)
 	PSHUFD     $0x5f, X9, X11
 	PSRAL      $0x1f, X11
@@ -541,9 +541,10 @@ steal4:
 	PADDQ  X9, X9
 	PXOR   X11, X9
 	MOVOU  (SI), X0
-	PXOR   X4, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X4, X0
+	MOVOU  X4, X7
 	CMPQ   CX, $0x0a
 	JE     aes128_7
 	MOVOU  16(AX), X8
@@ -575,8 +576,8 @@ aes128_7:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X4, X0
+	PXOR       X8, X7
+	AESENCLAST X7, X0
 	MOVOU      (SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R12
 	MOVQ       $0x00000020, R13
@@ -591,9 +592,10 @@ aes128_7:
 	PCMPGTB    X2, X6
 	PAND       X6, X0
 	POR        X1, X0
-	PXOR       X9, X0
 	MOVOU      (AX), X8
 	PXOR       X8, X0
+	PXOR       X9, X0
+	MOVOU      X9, X7
 	CMPQ       CX, $0x0a
 	JE         aes128_8
 	MOVOU      16(AX), X8
@@ -625,8 +627,8 @@ aes128_8:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X7
+	AESENCLAST X7, X0
 	MOVOU      X0, (DI)
 
 done6:
@@ -639,7 +641,9 @@ TEXT ·xtsEncAESNI4(SB), NOSPLIT, $0-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	// Main loop, per iteration: 4 tweaks into X4-X7, 4 blocks in X0-X3
 	// XORed with them, AES on all 4 round by round, XOR again.
 	MOVQ ks+0(FP), AX
@@ -655,20 +659,23 @@ TEXT ·xtsEncAESNI4(SB), NOSPLIT, $0-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_9
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_9
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
 aes128_9:
 	MOVOU      -144(R10), X8
@@ -812,17 +819,17 @@ aes128_13:
 	AESENC     X8, X2
 	AESENC     X8, X3
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	AESENCLAST X8, X1
-	AESENCLAST X8, X2
-	AESENCLAST X8, X3
-	PXOR       X4, X0
+	PXOR       X8, X4
+	AESENCLAST X4, X0
+	PXOR       X8, X5
+	AESENCLAST X5, X1
+	PXOR       X8, X6
+	AESENCLAST X6, X2
+	PXOR       X8, X7
+	AESENCLAST X7, X3
 	MOVOU      X0, (DI)
-	PXOR       X5, X1
 	MOVOU      X1, 16(DI)
-	PXOR       X6, X2
 	MOVOU      X2, 32(DI)
-	PXOR       X7, X3
 	MOVOU      X3, 48(DI)
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
@@ -834,9 +841,10 @@ loop1_11:
 	TESTQ  DX, DX
 	JZ     steal14
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
 	JE     aes128_15
 	MOVOU  16(AX), X8
@@ -868,8 +876,8 @@ aes128_15:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X4
+	AESENCLAST X4, X0
 	MOVOU      X0, (DI)
 	PSHUFD     $0x5f, X9, X11
 	PSRAL      $0x1f, X11
@@ -899,9 +907,10 @@ steal14:
 	PADDQ  X9, X9
 	PXOR   X11, X9
 	MOVOU  (SI), X0
-	PXOR   X4, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X4, X0
+	MOVOU  X4, X7
 	CMPQ   CX, $0x0a
 	JE     aes128_17
 	MOVOU  16(AX), X8
@@ -933,8 +942,8 @@ aes128_17:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X4, X0
+	PXOR       X8, X7
+	AESENCLAST X7, X0
 	MOVOU      (SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R12
 	MOVQ       $0x00000020, R13
@@ -949,9 +958,10 @@ aes128_17:
 	PCMPGTB    X2, X6
 	PAND       X6, X0
 	POR        X1, X0
-	PXOR       X9, X0
 	MOVOU      (AX), X8
 	PXOR       X8, X0
+	PXOR       X9, X0
+	MOVOU      X9, X7
 	CMPQ       CX, $0x0a
 	JE         aes128_18
 	MOVOU      16(AX), X8
@@ -983,8 +993,8 @@ aes128_18:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X7
+	AESENCLAST X7, X0
 	MOVOU      X0, (DI)
 
 done16:
@@ -997,7 +1007,9 @@ TEXT ·xtsEncAESNI8(SB), NOSPLIT, $128-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	// Main loop, per iteration: 8 tweaks T*x^i (stored on the stack, X0-X7
 	// hold the blocks), 8 blocks XORed with them, AES on all 8 round by round,
 	// XOR with the tweaks again.
@@ -1014,20 +1026,23 @@ TEXT ·xtsEncAESNI8(SB), NOSPLIT, $128-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_19
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_19
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
 aes128_19:
 	MOVOU      -144(R10), X8
@@ -1063,7 +1078,7 @@ aes128_19:
 noSteal20:
 loop8_22:
 	CMPQ   DX, $0x08
-	JB     loop1_21
+	JB     loop4_23
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -1138,7 +1153,7 @@ loop8_22:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_23
+	JE     aes128_24
 	MOVOU  16(AX), X8
 	AESENC X8, X0
 	AESENC X8, X1
@@ -1176,7 +1191,7 @@ loop8_22:
 	AESENC X8, X6
 	AESENC X8, X7
 
-aes128_23:
+aes128_24:
 	MOVOU      -144(R9), X8
 	AESENC     X8, X0
 	AESENC     X8, X1
@@ -1269,106 +1284,168 @@ aes128_23:
 	AESENCLAST X8, X7
 	MOVOU      (SP), X11
 	PXOR       X11, X0
-	MOVOU      X0, (DI)
 	MOVOU      16(SP), X11
 	PXOR       X11, X1
-	MOVOU      X1, 16(DI)
 	MOVOU      32(SP), X11
 	PXOR       X11, X2
-	MOVOU      X2, 32(DI)
 	MOVOU      48(SP), X11
 	PXOR       X11, X3
-	MOVOU      X3, 48(DI)
 	MOVOU      64(SP), X11
 	PXOR       X11, X4
-	MOVOU      X4, 64(DI)
 	MOVOU      80(SP), X11
 	PXOR       X11, X5
-	MOVOU      X5, 80(DI)
 	MOVOU      96(SP), X11
 	PXOR       X11, X6
-	MOVOU      X6, 96(DI)
 	MOVOU      112(SP), X11
 	PXOR       X11, X7
+	MOVOU      X0, (DI)
+	MOVOU      X1, 16(DI)
+	MOVOU      X2, 32(DI)
+	MOVOU      X3, 48(DI)
+	MOVOU      X4, 64(DI)
+	MOVOU      X5, 80(DI)
+	MOVOU      X6, 96(DI)
 	MOVOU      X7, 112(DI)
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
 	JMP        loop8_22
 
-	// One block at a time
-loop1_21:
-	TESTQ  DX, DX
-	JZ     steal24
+loop4_23:
+	CMPQ   DX, $0x04
+	JB     loop1_21
+	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
-	MOVOU  (AX), X8
-	PXOR   X8, X0
-	CMPQ   CX, $0x0a
-	JE     aes128_25
-	MOVOU  16(AX), X8
-	AESENC X8, X0
-	MOVOU  32(AX), X8
-	AESENC X8, X0
-	MOVOU  48(AX), X8
-	AESENC X8, X0
-	MOVOU  64(AX), X8
-	AESENC X8, X0
-
-aes128_25:
-	MOVOU      -144(R9), X8
-	AESENC     X8, X0
-	MOVOU      -128(R9), X8
-	AESENC     X8, X0
-	MOVOU      -112(R9), X8
-	AESENC     X8, X0
-	MOVOU      -96(R9), X8
-	AESENC     X8, X0
-	MOVOU      -80(R9), X8
-	AESENC     X8, X0
-	MOVOU      -64(R9), X8
-	AESENC     X8, X0
-	MOVOU      -48(R9), X8
-	AESENC     X8, X0
-	MOVOU      -32(R9), X8
-	AESENC     X8, X0
-	MOVOU      -16(R9), X8
-	AESENC     X8, X0
-	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X9, X0
-	MOVOU      X0, (DI)
-	PSHUFD     $0x5f, X9, X11
-	PSRAL      $0x1f, X11
-	PAND       X10, X11
-	PADDQ      X9, X9
-	PXOR       X11, X9
-	ADDQ       $0x10, SI
-	ADDQ       $0x10, DI
-	DECQ       DX
-	JMP        loop1_21
-
-steal24:
-	TESTQ R11, R11
-	JZ    done26
-
-	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
-	// in the other order. X0 = XEX of the last whole block (CC, or PP when
-	// decrypting); X1 = the last 16 bytes of src shifted down so the tail
-	// bytes start at 0 (PSHUFB with a ctsShuffle window, X2); X5 = X0
-	// shifted up so its first tail bytes end the buffer, stored at
-	// dst+tail before the final block overwrites the rest of that store;
-	// X6 = the bytes >= tail mask (X2's 0x80 entries).
-	MOVOU  X9, X4
 	PSHUFD $0x5f, X9, X11
 	PSRAL  $0x1f, X11
 	PAND   X10, X11
 	PADDQ  X9, X9
 	PXOR   X11, X9
-	MOVOU  (SI), X0
-	PXOR   X4, X0
+	MOVOU  X9, X5
+	MOVOU  16(SI), X1
+	PXOR   X9, X1
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  X9, X6
+	MOVOU  32(SI), X2
+	PXOR   X9, X2
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  X9, X7
+	MOVOU  48(SI), X3
+	PXOR   X9, X3
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X8, X1
+	PXOR   X8, X2
+	PXOR   X8, X3
+	CMPQ   CX, $0x0a
+	JE     aes128_25
+	MOVOU  16(AX), X8
+	AESENC X8, X0
+	AESENC X8, X1
+	AESENC X8, X2
+	AESENC X8, X3
+	MOVOU  32(AX), X8
+	AESENC X8, X0
+	AESENC X8, X1
+	AESENC X8, X2
+	AESENC X8, X3
+	MOVOU  48(AX), X8
+	AESENC X8, X0
+	AESENC X8, X1
+	AESENC X8, X2
+	AESENC X8, X3
+	MOVOU  64(AX), X8
+	AESENC X8, X0
+	AESENC X8, X1
+	AESENC X8, X2
+	AESENC X8, X3
+
+aes128_25:
+	MOVOU      -144(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -128(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -112(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -96(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -80(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -64(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -48(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -32(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      -16(R9), X8
+	AESENC     X8, X0
+	AESENC     X8, X1
+	AESENC     X8, X2
+	AESENC     X8, X3
+	MOVOU      (R9), X8
+	PXOR       X8, X4
+	AESENCLAST X4, X0
+	PXOR       X8, X5
+	AESENCLAST X5, X1
+	PXOR       X8, X6
+	AESENCLAST X6, X2
+	PXOR       X8, X7
+	AESENCLAST X7, X3
+	MOVOU      X0, (DI)
+	MOVOU      X1, 16(DI)
+	MOVOU      X2, 32(DI)
+	MOVOU      X3, 48(DI)
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	SUBQ       $0x04, DX
+
+	// One block at a time
+loop1_21:
+	TESTQ  DX, DX
+	JZ     steal26
+	MOVOU  (SI), X0
+	MOVOU  (AX), X8
+	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
 	JE     aes128_27
 	MOVOU  16(AX), X8
@@ -1400,37 +1477,53 @@ aes128_27:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
-	PXOR       X4, X0
-	MOVOU      (SI)(R11*1), X1
-	LEAQ       ctsShuffle<>+0(SB), R12
-	MOVQ       $0x00000020, R13
-	SUBQ       R11, R13
-	MOVOU      (R12)(R13*1), X2
-	PSHUFB     X2, X1
-	MOVOU      (R12)(R11*1), X3
-	MOVOU      X0, X5
-	PSHUFB     X3, X5
-	MOVOU      X5, (DI)(R11*1)
-	PXOR       X6, X6
-	PCMPGTB    X2, X6
-	PAND       X6, X0
-	POR        X1, X0
-	PXOR       X9, X0
-	MOVOU      (AX), X8
-	PXOR       X8, X0
-	CMPQ       CX, $0x0a
-	JE         aes128_28
-	MOVOU      16(AX), X8
-	AESENC     X8, X0
-	MOVOU      32(AX), X8
-	AESENC     X8, X0
-	MOVOU      48(AX), X8
-	AESENC     X8, X0
-	MOVOU      64(AX), X8
-	AESENC     X8, X0
+	PXOR       X8, X4
+	AESENCLAST X4, X0
+	MOVOU      X0, (DI)
+	PSHUFD     $0x5f, X9, X11
+	PSRAL      $0x1f, X11
+	PAND       X10, X11
+	PADDQ      X9, X9
+	PXOR       X11, X9
+	ADDQ       $0x10, SI
+	ADDQ       $0x10, DI
+	DECQ       DX
+	JMP        loop1_21
 
-aes128_28:
+steal26:
+	TESTQ R11, R11
+	JZ    done28
+
+	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
+	// in the other order. X0 = XEX of the last whole block (CC, or PP when
+	// decrypting); X1 = the last 16 bytes of src shifted down so the tail
+	// bytes start at 0 (PSHUFB with a ctsShuffle window, X2); X5 = X0
+	// shifted up so its first tail bytes end the buffer, stored at
+	// dst+tail before the final block overwrites the rest of that store;
+	// X6 = the bytes >= tail mask (X2's 0x80 entries).
+	MOVOU  X9, X4
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  (SI), X0
+	MOVOU  (AX), X8
+	PXOR   X8, X0
+	PXOR   X4, X0
+	MOVOU  X4, X7
+	CMPQ   CX, $0x0a
+	JE     aes128_29
+	MOVOU  16(AX), X8
+	AESENC X8, X0
+	MOVOU  32(AX), X8
+	AESENC X8, X0
+	MOVOU  48(AX), X8
+	AESENC X8, X0
+	MOVOU  64(AX), X8
+	AESENC X8, X0
+
+aes128_29:
 	MOVOU      -144(R9), X8
 	AESENC     X8, X0
 	MOVOU      -128(R9), X8
@@ -1450,11 +1543,62 @@ aes128_28:
 	MOVOU      -16(R9), X8
 	AESENC     X8, X0
 	MOVOU      (R9), X8
-	AESENCLAST X8, X0
+	PXOR       X8, X7
+	AESENCLAST X7, X0
+	MOVOU      (SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R12
+	MOVQ       $0x00000020, R13
+	SUBQ       R11, R13
+	MOVOU      (R12)(R13*1), X2
+	PSHUFB     X2, X1
+	MOVOU      (R12)(R11*1), X3
+	MOVOU      X0, X5
+	PSHUFB     X3, X5
+	MOVOU      X5, (DI)(R11*1)
+	PXOR       X6, X6
+	PCMPGTB    X2, X6
+	PAND       X6, X0
+	POR        X1, X0
+	MOVOU      (AX), X8
+	PXOR       X8, X0
 	PXOR       X9, X0
+	MOVOU      X9, X7
+	CMPQ       CX, $0x0a
+	JE         aes128_30
+	MOVOU      16(AX), X8
+	AESENC     X8, X0
+	MOVOU      32(AX), X8
+	AESENC     X8, X0
+	MOVOU      48(AX), X8
+	AESENC     X8, X0
+	MOVOU      64(AX), X8
+	AESENC     X8, X0
+
+aes128_30:
+	MOVOU      -144(R9), X8
+	AESENC     X8, X0
+	MOVOU      -128(R9), X8
+	AESENC     X8, X0
+	MOVOU      -112(R9), X8
+	AESENC     X8, X0
+	MOVOU      -96(R9), X8
+	AESENC     X8, X0
+	MOVOU      -80(R9), X8
+	AESENC     X8, X0
+	MOVOU      -64(R9), X8
+	AESENC     X8, X0
+	MOVOU      -48(R9), X8
+	AESENC     X8, X0
+	MOVOU      -32(R9), X8
+	AESENC     X8, X0
+	MOVOU      -16(R9), X8
+	AESENC     X8, X0
+	MOVOU      (R9), X8
+	PXOR       X8, X7
+	AESENCLAST X7, X0
 	MOVOU      X0, (DI)
 
-done26:
+done28:
 	RET
 
 // func xtsEncVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -1479,83 +1623,101 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	MOVQ    R9, R10
 	ADDQ    AX, R9
 	ADDQ    BX, R10
-	VMOVDQU (R8), X10
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_29
+	JE      aes128_31
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_29:
-	VAESENC        -144(R10), X10, X10
-	VAESENC        -128(R10), X10, X10
-	VAESENC        -112(R10), X10, X10
-	VAESENC        -96(R10), X10, X10
-	VAESENC        -80(R10), X10, X10
-	VAESENC        -64(R10), X10, X10
-	VAESENC        -48(R10), X10, X10
-	VAESENC        -32(R10), X10, X10
-	VAESENC        -16(R10), X10, X10
-	VAESENCLAST    (R10), X10, X10
-	VBROADCASTI128 gfPoly<>+0(SB), Y9
-	MOVQ           DX, R11
-	ANDQ           $0x0f, R11
-	SHRQ           $0x04, DX
-	TESTQ          R11, R11
-	JZ             bulk30
-	DECQ           DX
+aes128_31:
+	VAESENC     -144(R10), X10, X10
+	VAESENC     -128(R10), X10, X10
+	VAESENC     -112(R10), X10, X10
+	VAESENC     -96(R10), X10, X10
+	VAESENC     -80(R10), X10, X10
+	VAESENC     -64(R10), X10, X10
+	VAESENC     -48(R10), X10, X10
+	VAESENC     -32(R10), X10, X10
+	VAESENC     -16(R10), X10, X10
+	VAESENCLAST (R10), X10, X10
+	MOVQ        DX, R11
+	ANDQ        $0x0f, R11
+	SHRQ        $0x04, DX
+	CMPQ        DX, $0x02
+	JAE         wide32
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
-	VMOVDQA X10, X1
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail33
+	DECQ  DX
+
+shortNoTail33:
+	VMOVDQA X10, X4
+
+shortLoop34:
+	TESTQ   DX, DX
+	JZ      shortSteal35
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_37
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_37:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESENCLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop34
+
+shortSteal35:
+	TESTQ   R11, R11
+	JZ      shortDone36
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
 	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X1, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_38
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
 
-x64_31:
-	CMPQ       R13, $0x40
-	JB         xrest32
-	VPCLMULQDQ $0x01, X9, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
-	SUBQ       $0x40, R13
-	JMP        x64_31
-
-xrest32:
-	VMOVQ      R13, X2
-	MOVQ       $0x00000040, R14
-	SUBQ       R13, R14
-	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
-	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X1, X1
-	VPXOR      X7, X1, X1
-	VPSRLQ     $0x3f, X1, X6
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X3, X3
-	VPXOR      X7, X3, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X1, X0, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_33
-	VAESENC    16(AX), X0, X0
-	VAESENC    32(AX), X0, X0
-	VAESENC    48(AX), X0, X0
-	VAESENC    64(AX), X0, X0
-
-aes128_33:
+aes128_38:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1582,13 +1744,13 @@ aes128_33:
 	VPXOR       (AX), X0, X0
 	VPXOR       X3, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_34
+	JE          aes128_39
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_34:
+aes128_39:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1602,7 +1764,111 @@ aes128_34:
 	VAESENCLAST X4, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-bulk30:
+shortDone36:
+	RET
+
+wide32:
+	VBROADCASTI128 gfPoly<>+0(SB), Y9
+	TESTQ          R11, R11
+	JZ             bulk40
+	DECQ           DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
+	// qword move plus one carry-less multiplication, then one step of
+	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
+	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
+	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
+	// tail bytes end the buffer, stored at dst+n-16 before block m's final
+	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	VMOVDQA X10, X1
+	MOVQ    DX, R13
+
+x64_41:
+	CMPQ       R13, $0x40
+	JB         xrest42
+	VPCLMULQDQ $0x01, X9, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_41
+
+xrest42:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X6
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X9, X6, X7
+	VPSLLDQ    $0x08, X6, X6
+	VPXOR      X6, X1, X1
+	VPXOR      X7, X1, X1
+	VPSRLQ     $0x3f, X1, X6
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X9, X6, X7
+	VPSLLDQ    $0x08, X6, X6
+	VPXOR      X6, X3, X3
+	VPXOR      X7, X3, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPXOR      (AX), X0, X0
+	VPXOR      X1, X0, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_43
+	VAESENC    16(AX), X0, X0
+	VAESENC    32(AX), X0, X0
+	VAESENC    48(AX), X0, X0
+	VAESENC    64(AX), X0, X0
+
+aes128_43:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X4
+	VAESENCLAST X4, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X0
+	VPXOR       (AX), X0, X0
+	VPXOR       X3, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_44
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_44:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X4
+	VAESENCLAST X4, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+bulk40:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
@@ -1634,9 +1900,9 @@ bulk30:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main35:
+main45:
 	CMPQ           DX, $0x08
-	JB             vec36
+	JB             vec46
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1651,7 +1917,7 @@ main35:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_39
+	JE             aes128_49
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1673,7 +1939,7 @@ main35:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_39:
+aes128_49:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1751,18 +2017,18 @@ aes128_39:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main35
+	JMP            main45
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec36:
+vec46:
 	CMPQ           DX, $0x02
-	JB             partial37
+	JB             partial47
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_40
+	JE             aes128_50
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -1772,7 +2038,7 @@ vec36:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_40:
+aes128_50:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -1801,24 +2067,24 @@ aes128_40:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec36
+	JMP            vec46
 
-partial37:
+partial47:
 	TESTQ DX, DX
-	JZ    bulkDone38
+	JZ    bulkDone48
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_41
+	JE      aes128_52
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_41:
+aes128_52:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1831,11 +2097,10 @@ aes128_41:
 	VPXOR       (R9), X4, X13
 	VAESENCLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
 
-bulkDone38:
+bulkDone48:
 	VZEROUPPER
 	RET
 
@@ -1861,26 +2126,151 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	MOVQ    R9, R10
 	ADDQ    AX, R9
 	ADDQ    BX, R10
-	VMOVDQU (R8), X12
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_42
+	JE      aes128_53
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_42:
-	VAESENC         -144(R10), X12, X12
-	VAESENC         -128(R10), X12, X12
-	VAESENC         -112(R10), X12, X12
-	VAESENC         -96(R10), X12, X12
-	VAESENC         -80(R10), X12, X12
-	VAESENC         -64(R10), X12, X12
-	VAESENC         -48(R10), X12, X12
-	VAESENC         -32(R10), X12, X12
-	VAESENC         -16(R10), X12, X12
-	VAESENCLAST     (R10), X12, X12
+aes128_53:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	MOVQ        DX, R11
+	ANDQ        $0x0f, R11
+	SHRQ        $0x04, DX
+	CMPQ        DX, $0x04
+	JAE         wide54
+
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail55
+	DECQ  DX
+
+shortNoTail55:
+	VMOVDQA X12, X4
+
+shortLoop56:
+	TESTQ   DX, DX
+	JZ      shortSteal57
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_59
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_59:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESENCLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop56
+
+shortSteal57:
+	TESTQ   R11, R11
+	JZ      shortDone58
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X1, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_60
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_60:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X4
+	VAESENCLAST X4, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X0
+	VPXOR       (AX), X0, X0
+	VPXOR       X3, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_61
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_61:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X4
+	VAESENCLAST X4, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone58:
+	RET
+
+wide54:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -1897,11 +2287,8 @@ aes128_42:
 	VBROADCASTI32X4 -16(R9), Z29
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
-	MOVQ            DX, R11
-	ANDQ            $0x0f, R11
-	SHRQ            $0x04, DX
 	TESTQ           R11, R11
-	JZ              bulk43
+	JZ              bulk62
 	DECQ            DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
@@ -1914,16 +2301,16 @@ aes128_42:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_44:
+x64_63:
 	CMPQ       R13, $0x40
-	JB         xrest45
+	JB         xrest64
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_44
+	JMP        x64_63
 
-xrest45:
+xrest64:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1943,13 +2330,13 @@ xrest45:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_46
+	JE         aes128_65
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_46:
+aes128_65:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -1975,13 +2362,13 @@ aes128_46:
 	VPBLENDVB   X5, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_47
+	JE          aes128_66
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_47:
+aes128_66:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -1995,7 +2382,7 @@ aes128_47:
 	VAESENCLAST X4, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-bulk43:
+bulk62:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
@@ -2023,9 +2410,9 @@ bulk43:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main48:
+main67:
 	CMPQ       DX, $0x10
-	JB         vec49
+	JB         vec68
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2035,7 +2422,7 @@ main48:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_52
+	JE         aes128_71
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2053,7 +2440,7 @@ main48:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_52:
+aes128_71:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2121,22 +2508,22 @@ aes128_52:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main48
+	JMP         main67
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec49:
+vec68:
 	CMPQ       DX, $0x04
-	JB         partial50
+	JB         partial69
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_53
+	JE         aes128_72
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_53:
+aes128_72:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2155,48 +2542,78 @@ aes128_53:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec49
+	JMP         vec68
 
-partial50:
+partial69:
 	TESTQ DX, DX
-	JZ    bulkDone51
+	JZ    bulkDone70
 
-	// 1-3 blocks: a vector under a byte mask; masked-off bytes are
-	// neither read nor written, so nothing past the data unit is touched.
-	LEAQ       tailMask<>+0(SB), R13
-	KMOVQ      (R13)(DX*8), K1
-	VMOVDQU8.Z (SI), K1, Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one73
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_54
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
+	JE         aes128_74
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
 
-aes128_54:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VMOVDQU8    Z0, K1, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+aes128_74:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone70
 
-bulkDone51:
+one73:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_75
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_75:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone70:
 	VZEROUPPER
 	RET
 
 // func xtsEncSectorsVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
-// Requires: AVX, AVX512BW, AVX512F, VAES, VPCLMULQDQ
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
 TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	// XTS-AES encryption of n/unit data units with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
@@ -2208,7 +2625,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512, K1 the tail mask.
+	// key2 round key; the rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -2241,10 +2658,6 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	SHRQ            $0x04, R8
 	SHRQ            $0x04, R10
-	MOVQ            R10, DX
-	ANDQ            $0x03, DX
-	LEAQ            tailMask<>+0(SB), R11
-	KMOVQ           (R11)(DX*8), K1
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
 	VMOVQ           R13, X14
@@ -2261,7 +2674,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_55
+	JE              aes128_76
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -2271,7 +2684,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_55:
+aes128_76:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -2293,7 +2706,7 @@ aes128_55:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group56:
+group77:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -2311,7 +2724,7 @@ group56:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_59
+	JE              aes128_80
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -2321,7 +2734,7 @@ group56:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_59:
+aes128_80:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -2344,7 +2757,7 @@ aes128_59:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit57:
+unit78:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
@@ -2374,9 +2787,9 @@ unit57:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main60:
+main81:
 	CMPQ       DX, $0x10
-	JB         vec61
+	JB         vec82
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2386,7 +2799,7 @@ main60:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_64
+	JE         aes128_85
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2404,7 +2817,7 @@ main60:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_64:
+aes128_85:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2472,22 +2885,22 @@ aes128_64:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main60
+	JMP         main81
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec61:
+vec82:
 	CMPQ       DX, $0x04
-	JB         partial62
+	JB         partial83
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_65
+	JE         aes128_86
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_65:
+aes128_86:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2506,49 +2919,81 @@ aes128_65:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec61
+	JMP         vec82
 
-partial62:
+partial83:
 	TESTQ DX, DX
-	JZ    bulkDone63
+	JZ    bulkDone84
 
-	// 1-3 blocks: a vector under a byte mask; masked-off bytes are
-	// neither read nor written, so nothing past the data unit is touched.
-	VMOVDQU8.Z (SI), K1, Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one87
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_66
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
+	JE         aes128_88
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
 
-aes128_66:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VMOVDQU8    Z0, K1, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+aes128_88:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone84
 
-bulkDone63:
+one87:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_89
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_89:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone84:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done58
+	JZ      done79
 	DECQ    R11
-	JNZ     unit57
-	JMP     group56
+	JNZ     unit78
+	JMP     group77
 
-done58:
+done79:
 	VZEROUPPER
 	RET
 
@@ -2593,7 +3038,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_67
+	JE             aes128_90
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -2603,7 +3048,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_67:
+aes128_90:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -2625,7 +3070,7 @@ aes128_67:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group68:
+group91:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -2637,7 +3082,7 @@ group68:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_71
+	JE             aes128_94
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -2647,7 +3092,7 @@ group68:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_71:
+aes128_94:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -2670,7 +3115,7 @@ aes128_71:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit69:
+unit92:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -2704,9 +3149,9 @@ unit69:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main72:
+main95:
 	CMPQ           DX, $0x08
-	JB             vec73
+	JB             vec96
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -2721,7 +3166,7 @@ main72:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_76
+	JE             aes128_99
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2743,7 +3188,7 @@ main72:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_76:
+aes128_99:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2821,18 +3266,18 @@ aes128_76:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main72
+	JMP            main95
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec73:
+vec96:
 	CMPQ           DX, $0x02
-	JB             partial74
+	JB             partial97
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_77
+	JE             aes128_100
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2842,7 +3287,7 @@ vec73:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_77:
+aes128_100:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2871,24 +3316,24 @@ aes128_77:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec73
+	JMP            vec96
 
-partial74:
+partial97:
 	TESTQ DX, DX
-	JZ    bulkDone75
+	JZ    bulkDone98
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_78
+	JE      aes128_102
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_78:
+aes128_102:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2901,19 +3346,18 @@ aes128_78:
 	VPXOR       (R9), X4, X13
 	VAESENCLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
 
-bulkDone75:
+bulkDone98:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done70
+	JZ     done93
 	DECQ   R11
-	JNZ    unit69
-	JMP    group68
+	JNZ    unit92
+	JMP    group91
 
-done70:
+done93:
 	VZEROUPPER
 	RET
 
@@ -2924,7 +3368,9 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -2938,22 +3384,25 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_79
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_103
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
-aes128_79:
+aes128_103:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -2981,20 +3430,21 @@ aes128_79:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal80
+	JZ    noSteal104
 	DECQ  DX
 
-noSteal80:
+noSteal104:
 	// One block at a time
-loop1_81:
+loop1_105:
 	TESTQ  DX, DX
-	JZ     steal82
+	JZ     steal106
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_83
+	JE     aes128_107
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3004,7 +3454,7 @@ loop1_81:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_83:
+aes128_107:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3024,8 +3474,8 @@ aes128_83:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X4
+	AESDECLAST X4, X0
 	MOVOU      X0, (DI)
 	PSHUFD     $0x5f, X9, X11
 	PSRAL      $0x1f, X11
@@ -3035,11 +3485,11 @@ aes128_83:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_81
+	JMP        loop1_105
 
-steal82:
+steal106:
 	TESTQ R11, R11
-	JZ    done84
+	JZ    done108
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -3055,11 +3505,12 @@ steal82:
 	PADDQ  X9, X9
 	PXOR   X11, X9
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_85
+	JE     aes128_109
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3069,7 +3520,7 @@ steal82:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_85:
+aes128_109:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3089,8 +3540,8 @@ aes128_85:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      (SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R12
 	MOVQ       $0x00000020, R13
@@ -3105,11 +3556,12 @@ aes128_85:
 	PCMPGTB    X2, X6
 	PAND       X6, X0
 	POR        X1, X0
-	PXOR       X4, X0
 	MOVOU      (AX), X8
 	PXOR       X8, X0
+	PXOR       X4, X0
+	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_86
+	JE         aes128_110
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -3119,7 +3571,7 @@ aes128_85:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_86:
+aes128_110:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3139,11 +3591,11 @@ aes128_86:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X4, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done84:
+done108:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -3153,7 +3605,9 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	// Main loop, per iteration: 4 tweaks into X4-X7, 4 blocks in X0-X3
 	// XORed with them, AES on all 4 round by round, XOR again.
 	MOVQ ks+0(FP), AX
@@ -3169,22 +3623,25 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_87
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_111
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
-aes128_87:
+aes128_111:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -3212,13 +3669,13 @@ aes128_87:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal88
+	JZ    noSteal112
 	DECQ  DX
 
-noSteal88:
-loop4_90:
+noSteal112:
+loop4_114:
 	CMPQ   DX, $0x04
-	JB     loop1_89
+	JB     loop1_113
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -3257,7 +3714,7 @@ loop4_90:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_91
+	JE     aes128_115
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -3279,7 +3736,7 @@ loop4_90:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_91:
+aes128_115:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -3326,33 +3783,34 @@ aes128_91:
 	AESDEC     X8, X2
 	AESDEC     X8, X3
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	AESDECLAST X8, X1
-	AESDECLAST X8, X2
-	AESDECLAST X8, X3
-	PXOR       X4, X0
+	PXOR       X8, X4
+	AESDECLAST X4, X0
+	PXOR       X8, X5
+	AESDECLAST X5, X1
+	PXOR       X8, X6
+	AESDECLAST X6, X2
+	PXOR       X8, X7
+	AESDECLAST X7, X3
 	MOVOU      X0, (DI)
-	PXOR       X5, X1
 	MOVOU      X1, 16(DI)
-	PXOR       X6, X2
 	MOVOU      X2, 32(DI)
-	PXOR       X7, X3
 	MOVOU      X3, 48(DI)
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_90
+	JMP        loop4_114
 
 	// One block at a time
-loop1_89:
+loop1_113:
 	TESTQ  DX, DX
-	JZ     steal92
+	JZ     steal116
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_93
+	JE     aes128_117
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3362,7 +3820,7 @@ loop1_89:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_93:
+aes128_117:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3382,8 +3840,8 @@ aes128_93:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X4
+	AESDECLAST X4, X0
 	MOVOU      X0, (DI)
 	PSHUFD     $0x5f, X9, X11
 	PSRAL      $0x1f, X11
@@ -3393,11 +3851,11 @@ aes128_93:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_89
+	JMP        loop1_113
 
-steal92:
+steal116:
 	TESTQ R11, R11
-	JZ    done94
+	JZ    done118
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -3413,11 +3871,12 @@ steal92:
 	PADDQ  X9, X9
 	PXOR   X11, X9
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_95
+	JE     aes128_119
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3427,7 +3886,7 @@ steal92:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_95:
+aes128_119:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3447,8 +3906,8 @@ aes128_95:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      (SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R12
 	MOVQ       $0x00000020, R13
@@ -3463,11 +3922,12 @@ aes128_95:
 	PCMPGTB    X2, X6
 	PAND       X6, X0
 	POR        X1, X0
-	PXOR       X4, X0
 	MOVOU      (AX), X8
 	PXOR       X8, X0
+	PXOR       X4, X0
+	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_96
+	JE         aes128_120
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -3477,7 +3937,7 @@ aes128_95:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_96:
+aes128_120:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3497,11 +3957,11 @@ aes128_96:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X4, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done94:
+done118:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -3511,7 +3971,9 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch.
+	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
+	// block's tweak is folded into its last round key (X4-X7, or X4 in the
+	// one-block loop).
 	// Main loop, per iteration: 8 tweaks T*x^i (stored on the stack, X0-X7
 	// hold the blocks), 8 blocks XORed with them, AES on all 8 round by round,
 	// XOR with the tweaks again.
@@ -3528,22 +3990,25 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	ADDQ AX, R9
 	ADDQ BX, R10
 
-	// T = E_K2(tweak)
-	MOVOU  (R8), X9
-	MOVOU  (BX), X8
-	PXOR   X8, X9
-	CMPQ   CX, $0x0a
-	JE     aes128_97
-	MOVOU  16(BX), X8
-	AESENC X8, X9
-	MOVOU  32(BX), X8
-	AESENC X8, X9
-	MOVOU  48(BX), X8
-	AESENC X8, X9
-	MOVOU  64(BX), X8
-	AESENC X8, X9
+	// T = E_K2(tweak). The tweak is loaded as two qwords: callers build
+	// it with 8-byte stores, which a 16-byte load could not forward from.
+	MOVQ       (R8), X9
+	MOVQ       8(R8), X11
+	PUNPCKLQDQ X11, X9
+	MOVOU      (BX), X8
+	PXOR       X8, X9
+	CMPQ       CX, $0x0a
+	JE         aes128_121
+	MOVOU      16(BX), X8
+	AESENC     X8, X9
+	MOVOU      32(BX), X8
+	AESENC     X8, X9
+	MOVOU      48(BX), X8
+	AESENC     X8, X9
+	MOVOU      64(BX), X8
+	AESENC     X8, X9
 
-aes128_97:
+aes128_121:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -3571,13 +4036,13 @@ aes128_97:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal98
+	JZ    noSteal122
 	DECQ  DX
 
-noSteal98:
-loop8_100:
+noSteal122:
+loop8_124:
 	CMPQ   DX, $0x08
-	JB     loop1_99
+	JB     loop4_125
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -3652,7 +4117,7 @@ loop8_100:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_101
+	JE     aes128_126
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -3690,7 +4155,7 @@ loop8_100:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_101:
+aes128_126:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -3783,43 +4248,170 @@ aes128_101:
 	AESDECLAST X8, X7
 	MOVOU      (SP), X11
 	PXOR       X11, X0
-	MOVOU      X0, (DI)
 	MOVOU      16(SP), X11
 	PXOR       X11, X1
-	MOVOU      X1, 16(DI)
 	MOVOU      32(SP), X11
 	PXOR       X11, X2
-	MOVOU      X2, 32(DI)
 	MOVOU      48(SP), X11
 	PXOR       X11, X3
-	MOVOU      X3, 48(DI)
 	MOVOU      64(SP), X11
 	PXOR       X11, X4
-	MOVOU      X4, 64(DI)
 	MOVOU      80(SP), X11
 	PXOR       X11, X5
-	MOVOU      X5, 80(DI)
 	MOVOU      96(SP), X11
 	PXOR       X11, X6
-	MOVOU      X6, 96(DI)
 	MOVOU      112(SP), X11
 	PXOR       X11, X7
+	MOVOU      X0, (DI)
+	MOVOU      X1, 16(DI)
+	MOVOU      X2, 32(DI)
+	MOVOU      X3, 48(DI)
+	MOVOU      X4, 64(DI)
+	MOVOU      X5, 80(DI)
+	MOVOU      X6, 96(DI)
 	MOVOU      X7, 112(DI)
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_100
+	JMP        loop8_124
 
-	// One block at a time
-loop1_99:
-	TESTQ  DX, DX
-	JZ     steal102
+loop4_125:
+	CMPQ   DX, $0x04
+	JB     loop1_123
+	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  X9, X5
+	MOVOU  16(SI), X1
+	PXOR   X9, X1
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  X9, X6
+	MOVOU  32(SI), X2
+	PXOR   X9, X2
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
+	MOVOU  X9, X7
+	MOVOU  48(SI), X3
+	PXOR   X9, X3
+	PSHUFD $0x5f, X9, X11
+	PSRAL  $0x1f, X11
+	PAND   X10, X11
+	PADDQ  X9, X9
+	PXOR   X11, X9
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X8, X1
+	PXOR   X8, X2
+	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_103
+	JE     aes128_127
+	MOVOU  16(AX), X8
+	AESDEC X8, X0
+	AESDEC X8, X1
+	AESDEC X8, X2
+	AESDEC X8, X3
+	MOVOU  32(AX), X8
+	AESDEC X8, X0
+	AESDEC X8, X1
+	AESDEC X8, X2
+	AESDEC X8, X3
+	MOVOU  48(AX), X8
+	AESDEC X8, X0
+	AESDEC X8, X1
+	AESDEC X8, X2
+	AESDEC X8, X3
+	MOVOU  64(AX), X8
+	AESDEC X8, X0
+	AESDEC X8, X1
+	AESDEC X8, X2
+	AESDEC X8, X3
+
+aes128_127:
+	MOVOU      -144(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -128(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -112(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -96(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -80(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -64(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -48(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -32(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      -16(R9), X8
+	AESDEC     X8, X0
+	AESDEC     X8, X1
+	AESDEC     X8, X2
+	AESDEC     X8, X3
+	MOVOU      (R9), X8
+	PXOR       X8, X4
+	AESDECLAST X4, X0
+	PXOR       X8, X5
+	AESDECLAST X5, X1
+	PXOR       X8, X6
+	AESDECLAST X6, X2
+	PXOR       X8, X7
+	AESDECLAST X7, X3
+	MOVOU      X0, (DI)
+	MOVOU      X1, 16(DI)
+	MOVOU      X2, 32(DI)
+	MOVOU      X3, 48(DI)
+	ADDQ       $0x40, SI
+	ADDQ       $0x40, DI
+	SUBQ       $0x04, DX
+
+	// One block at a time
+loop1_123:
+	TESTQ  DX, DX
+	JZ     steal128
+	MOVOU  (SI), X0
+	MOVOU  (AX), X8
+	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X4
+	CMPQ   CX, $0x0a
+	JE     aes128_129
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3829,7 +4421,7 @@ loop1_99:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_103:
+aes128_129:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3849,8 +4441,8 @@ aes128_103:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X4
+	AESDECLAST X4, X0
 	MOVOU      X0, (DI)
 	PSHUFD     $0x5f, X9, X11
 	PSRAL      $0x1f, X11
@@ -3860,11 +4452,11 @@ aes128_103:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_99
+	JMP        loop1_123
 
-steal102:
+steal128:
 	TESTQ R11, R11
-	JZ    done104
+	JZ    done130
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -3880,11 +4472,12 @@ steal102:
 	PADDQ  X9, X9
 	PXOR   X11, X9
 	MOVOU  (SI), X0
-	PXOR   X9, X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
+	PXOR   X9, X0
+	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_105
+	JE     aes128_131
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3894,7 +4487,7 @@ steal102:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_105:
+aes128_131:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3914,8 +4507,8 @@ aes128_105:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X9, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      (SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R12
 	MOVQ       $0x00000020, R13
@@ -3930,11 +4523,12 @@ aes128_105:
 	PCMPGTB    X2, X6
 	PAND       X6, X0
 	POR        X1, X0
-	PXOR       X4, X0
 	MOVOU      (AX), X8
 	PXOR       X8, X0
+	PXOR       X4, X0
+	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_106
+	JE         aes128_132
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -3944,7 +4538,7 @@ aes128_105:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_106:
+aes128_132:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3964,11 +4558,11 @@ aes128_106:
 	MOVOU      -16(R9), X8
 	AESDEC     X8, X0
 	MOVOU      (R9), X8
-	AESDECLAST X8, X0
-	PXOR       X4, X0
+	PXOR       X8, X7
+	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done104:
+done130:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -3993,83 +4587,101 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	MOVQ    R9, R10
 	ADDQ    AX, R9
 	ADDQ    BX, R10
-	VMOVDQU (R8), X10
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_107
+	JE      aes128_133
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_107:
-	VAESENC        -144(R10), X10, X10
-	VAESENC        -128(R10), X10, X10
-	VAESENC        -112(R10), X10, X10
-	VAESENC        -96(R10), X10, X10
-	VAESENC        -80(R10), X10, X10
-	VAESENC        -64(R10), X10, X10
-	VAESENC        -48(R10), X10, X10
-	VAESENC        -32(R10), X10, X10
-	VAESENC        -16(R10), X10, X10
-	VAESENCLAST    (R10), X10, X10
-	VBROADCASTI128 gfPoly<>+0(SB), Y9
-	MOVQ           DX, R11
-	ANDQ           $0x0f, R11
-	SHRQ           $0x04, DX
-	TESTQ          R11, R11
-	JZ             bulk108
-	DECQ           DX
+aes128_133:
+	VAESENC     -144(R10), X10, X10
+	VAESENC     -128(R10), X10, X10
+	VAESENC     -112(R10), X10, X10
+	VAESENC     -96(R10), X10, X10
+	VAESENC     -80(R10), X10, X10
+	VAESENC     -64(R10), X10, X10
+	VAESENC     -48(R10), X10, X10
+	VAESENC     -32(R10), X10, X10
+	VAESENC     -16(R10), X10, X10
+	VAESENCLAST (R10), X10, X10
+	MOVQ        DX, R11
+	ANDQ        $0x0f, R11
+	SHRQ        $0x04, DX
+	CMPQ        DX, $0x02
+	JAE         wide134
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
-	VMOVDQA X10, X1
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail135
+	DECQ  DX
+
+shortNoTail135:
+	VMOVDQA X10, X4
+
+shortLoop136:
+	TESTQ   DX, DX
+	JZ      shortSteal137
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_139
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_139:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESDECLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop136
+
+shortSteal137:
+	TESTQ   R11, R11
+	JZ      shortDone138
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
 	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X3, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_140
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
 
-x64_109:
-	CMPQ       R13, $0x40
-	JB         xrest110
-	VPCLMULQDQ $0x01, X9, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
-	SUBQ       $0x40, R13
-	JMP        x64_109
-
-xrest110:
-	VMOVQ      R13, X2
-	MOVQ       $0x00000040, R14
-	SUBQ       R13, R14
-	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
-	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X1, X1
-	VPXOR      X7, X1, X1
-	VPSRLQ     $0x3f, X1, X6
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X3, X3
-	VPXOR      X7, X3, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X3, X0, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_111
-	VAESDEC    16(AX), X0, X0
-	VAESDEC    32(AX), X0, X0
-	VAESDEC    48(AX), X0, X0
-	VAESDEC    64(AX), X0, X0
-
-aes128_111:
+aes128_140:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4096,13 +4708,13 @@ aes128_111:
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_112
+	JE          aes128_141
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_112:
+aes128_141:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4116,7 +4728,111 @@ aes128_112:
 	VAESDECLAST X4, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-bulk108:
+shortDone138:
+	RET
+
+wide134:
+	VBROADCASTI128 gfPoly<>+0(SB), Y9
+	TESTQ          R11, R11
+	JZ             bulk142
+	DECQ           DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
+	// qword move plus one carry-less multiplication, then one step of
+	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
+	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
+	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
+	// tail bytes end the buffer, stored at dst+n-16 before block m's final
+	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	VMOVDQA X10, X1
+	MOVQ    DX, R13
+
+x64_143:
+	CMPQ       R13, $0x40
+	JB         xrest144
+	VPCLMULQDQ $0x01, X9, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_143
+
+xrest144:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X6
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X9, X6, X7
+	VPSLLDQ    $0x08, X6, X6
+	VPXOR      X6, X1, X1
+	VPXOR      X7, X1, X1
+	VPSRLQ     $0x3f, X1, X6
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X9, X6, X7
+	VPSLLDQ    $0x08, X6, X6
+	VPXOR      X6, X3, X3
+	VPXOR      X7, X3, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPXOR      (AX), X0, X0
+	VPXOR      X3, X0, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_145
+	VAESDEC    16(AX), X0, X0
+	VAESDEC    32(AX), X0, X0
+	VAESDEC    48(AX), X0, X0
+	VAESDEC    64(AX), X0, X0
+
+aes128_145:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X4
+	VAESDECLAST X4, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X0
+	VPXOR       (AX), X0, X0
+	VPXOR       X1, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_146
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_146:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X4
+	VAESDECLAST X4, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+bulk142:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
@@ -4148,9 +4864,9 @@ bulk108:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main113:
+main147:
 	CMPQ           DX, $0x08
-	JB             vec114
+	JB             vec148
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4165,7 +4881,7 @@ main113:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_117
+	JE             aes128_151
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -4187,7 +4903,7 @@ main113:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_117:
+aes128_151:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -4265,18 +4981,18 @@ aes128_117:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main113
+	JMP            main147
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec114:
+vec148:
 	CMPQ           DX, $0x02
-	JB             partial115
+	JB             partial149
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_118
+	JE             aes128_152
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4286,7 +5002,7 @@ vec114:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_118:
+aes128_152:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4315,24 +5031,24 @@ aes128_118:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec114
+	JMP            vec148
 
-partial115:
+partial149:
 	TESTQ DX, DX
-	JZ    bulkDone116
+	JZ    bulkDone150
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_119
+	JE      aes128_154
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_119:
+aes128_154:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4345,11 +5061,10 @@ aes128_119:
 	VPXOR       (R9), X4, X13
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
 
-bulkDone116:
+bulkDone150:
 	VZEROUPPER
 	RET
 
@@ -4375,26 +5090,151 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	MOVQ    R9, R10
 	ADDQ    AX, R9
 	ADDQ    BX, R10
-	VMOVDQU (R8), X12
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_120
+	JE      aes128_155
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_120:
-	VAESENC         -144(R10), X12, X12
-	VAESENC         -128(R10), X12, X12
-	VAESENC         -112(R10), X12, X12
-	VAESENC         -96(R10), X12, X12
-	VAESENC         -80(R10), X12, X12
-	VAESENC         -64(R10), X12, X12
-	VAESENC         -48(R10), X12, X12
-	VAESENC         -32(R10), X12, X12
-	VAESENC         -16(R10), X12, X12
-	VAESENCLAST     (R10), X12, X12
+aes128_155:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	MOVQ        DX, R11
+	ANDQ        $0x0f, R11
+	SHRQ        $0x04, DX
+	CMPQ        DX, $0x04
+	JAE         wide156
+
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail157
+	DECQ  DX
+
+shortNoTail157:
+	VMOVDQA X12, X4
+
+shortLoop158:
+	TESTQ   DX, DX
+	JZ      shortSteal159
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_161
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_161:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESDECLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop158
+
+shortSteal159:
+	TESTQ   R11, R11
+	JZ      shortDone160
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X3, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_162
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_162:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X4
+	VAESDECLAST X4, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X0
+	VPXOR       (AX), X0, X0
+	VPXOR       X1, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_163
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_163:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X4
+	VAESDECLAST X4, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone160:
+	RET
+
+wide156:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -4411,11 +5251,8 @@ aes128_120:
 	VBROADCASTI32X4 -16(R9), Z29
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
-	MOVQ            DX, R11
-	ANDQ            $0x0f, R11
-	SHRQ            $0x04, DX
 	TESTQ           R11, R11
-	JZ              bulk121
+	JZ              bulk164
 	DECQ            DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
@@ -4428,16 +5265,16 @@ aes128_120:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_122:
+x64_165:
 	CMPQ       R13, $0x40
-	JB         xrest123
+	JB         xrest166
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_122
+	JMP        x64_165
 
-xrest123:
+xrest166:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -4457,13 +5294,13 @@ xrest123:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_124
+	JE         aes128_167
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_124:
+aes128_167:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -4489,13 +5326,13 @@ aes128_124:
 	VPBLENDVB   X5, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X1, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_125
+	JE          aes128_168
 	VAESDEC     X17, X0, X0
 	VAESDEC     X18, X0, X0
 	VAESDEC     X19, X0, X0
 	VAESDEC     X20, X0, X0
 
-aes128_125:
+aes128_168:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -4509,7 +5346,7 @@ aes128_125:
 	VAESDECLAST X4, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-bulk121:
+bulk164:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
@@ -4537,9 +5374,9 @@ bulk121:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main126:
+main169:
 	CMPQ       DX, $0x10
-	JB         vec127
+	JB         vec170
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4549,7 +5386,7 @@ main126:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_130
+	JE         aes128_173
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -4567,7 +5404,7 @@ main126:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_130:
+aes128_173:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -4635,22 +5472,22 @@ aes128_130:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main126
+	JMP         main169
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec127:
+vec170:
 	CMPQ       DX, $0x04
-	JB         partial128
+	JB         partial171
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_131
+	JE         aes128_174
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_131:
+aes128_174:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -4669,48 +5506,78 @@ aes128_131:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec127
+	JMP         vec170
 
-partial128:
+partial171:
 	TESTQ DX, DX
-	JZ    bulkDone129
+	JZ    bulkDone172
 
-	// 1-3 blocks: a vector under a byte mask; masked-off bytes are
-	// neither read nor written, so nothing past the data unit is touched.
-	LEAQ       tailMask<>+0(SB), R13
-	KMOVQ      (R13)(DX*8), K1
-	VMOVDQU8.Z (SI), K1, Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one175
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_132
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
+	JE         aes128_176
+	VAESDEC    Y17, Y0, Y0
+	VAESDEC    Y18, Y0, Y0
+	VAESDEC    Y19, Y0, Y0
+	VAESDEC    Y20, Y0, Y0
 
-aes128_132:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	VMOVDQU8    Z0, K1, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+aes128_176:
+	VAESDEC       Y21, Y0, Y0
+	VAESDEC       Y22, Y0, Y0
+	VAESDEC       Y23, Y0, Y0
+	VAESDEC       Y24, Y0, Y0
+	VAESDEC       Y25, Y0, Y0
+	VAESDEC       Y26, Y0, Y0
+	VAESDEC       Y27, Y0, Y0
+	VAESDEC       Y28, Y0, Y0
+	VAESDEC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESDECLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone172
 
-bulkDone129:
+one175:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_177
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_177:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone172:
 	VZEROUPPER
 	RET
 
 // func xtsDecSectorsVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
-// Requires: AVX, AVX512BW, AVX512F, VAES, VPCLMULQDQ
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
 TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	// XTS-AES decryption of n/unit data units with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
@@ -4722,7 +5589,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512, K1 the tail mask.
+	// key2 round key; the rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -4755,10 +5622,6 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	SHRQ            $0x04, R8
 	SHRQ            $0x04, R10
-	MOVQ            R10, DX
-	ANDQ            $0x03, DX
-	LEAQ            tailMask<>+0(SB), R11
-	KMOVQ           (R11)(DX*8), K1
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
 	VMOVQ           R13, X14
@@ -4775,7 +5638,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_133
+	JE              aes128_178
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4785,7 +5648,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_133:
+aes128_178:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4807,7 +5670,7 @@ aes128_133:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group134:
+group179:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4825,7 +5688,7 @@ group134:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_137
+	JE              aes128_182
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4835,7 +5698,7 @@ group134:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_137:
+aes128_182:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4858,7 +5721,7 @@ aes128_137:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit135:
+unit180:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
@@ -4888,9 +5751,9 @@ unit135:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main138:
+main183:
 	CMPQ       DX, $0x10
-	JB         vec139
+	JB         vec184
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4900,7 +5763,7 @@ main138:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_142
+	JE         aes128_187
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -4918,7 +5781,7 @@ main138:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_142:
+aes128_187:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -4986,22 +5849,22 @@ aes128_142:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main138
+	JMP         main183
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec139:
+vec184:
 	CMPQ       DX, $0x04
-	JB         partial140
+	JB         partial185
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_143
+	JE         aes128_188
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_143:
+aes128_188:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5020,49 +5883,81 @@ aes128_143:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec139
+	JMP         vec184
 
-partial140:
+partial185:
 	TESTQ DX, DX
-	JZ    bulkDone141
+	JZ    bulkDone186
 
-	// 1-3 blocks: a vector under a byte mask; masked-off bytes are
-	// neither read nor written, so nothing past the data unit is touched.
-	VMOVDQU8.Z (SI), K1, Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one189
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_144
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
+	JE         aes128_190
+	VAESDEC    Y17, Y0, Y0
+	VAESDEC    Y18, Y0, Y0
+	VAESDEC    Y19, Y0, Y0
+	VAESDEC    Y20, Y0, Y0
 
-aes128_144:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	VMOVDQU8    Z0, K1, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+aes128_190:
+	VAESDEC       Y21, Y0, Y0
+	VAESDEC       Y22, Y0, Y0
+	VAESDEC       Y23, Y0, Y0
+	VAESDEC       Y24, Y0, Y0
+	VAESDEC       Y25, Y0, Y0
+	VAESDEC       Y26, Y0, Y0
+	VAESDEC       Y27, Y0, Y0
+	VAESDEC       Y28, Y0, Y0
+	VAESDEC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESDECLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone186
 
-bulkDone141:
+one189:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_191
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_191:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone186:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done136
+	JZ      done181
 	DECQ    R11
-	JNZ     unit135
-	JMP     group134
+	JNZ     unit180
+	JMP     group179
 
-done136:
+done181:
 	VZEROUPPER
 	RET
 
@@ -5107,7 +6002,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_145
+	JE             aes128_192
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5117,7 +6012,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_145:
+aes128_192:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5139,7 +6034,7 @@ aes128_145:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group146:
+group193:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5151,7 +6046,7 @@ group146:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_149
+	JE             aes128_196
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5161,7 +6056,7 @@ group146:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_149:
+aes128_196:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5184,7 +6079,7 @@ aes128_149:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit147:
+unit194:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -5218,9 +6113,9 @@ unit147:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main150:
+main197:
 	CMPQ           DX, $0x08
-	JB             vec151
+	JB             vec198
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5235,7 +6130,7 @@ main150:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_154
+	JE             aes128_201
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5257,7 +6152,7 @@ main150:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_154:
+aes128_201:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5335,18 +6230,18 @@ aes128_154:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main150
+	JMP            main197
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec151:
+vec198:
 	CMPQ           DX, $0x02
-	JB             partial152
+	JB             partial199
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_155
+	JE             aes128_202
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5356,7 +6251,7 @@ vec151:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_155:
+aes128_202:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5385,24 +6280,24 @@ aes128_155:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec151
+	JMP            vec198
 
-partial152:
+partial199:
 	TESTQ DX, DX
-	JZ    bulkDone153
+	JZ    bulkDone200
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_156
+	JE      aes128_204
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_156:
+aes128_204:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5415,18 +6310,17 @@ aes128_156:
 	VPXOR       (R9), X4, X13
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
-	SHLQ        $0x04, DX
-	ADDQ        DX, SI
-	ADDQ        DX, DI
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
 
-bulkDone153:
+bulkDone200:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done148
+	JZ     done195
 	DECQ   R11
-	JNZ    unit147
-	JMP    group146
+	JNZ    unit194
+	JMP    group193
 
-done148:
+done195:
 	VZEROUPPER
 	RET

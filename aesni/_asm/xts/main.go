@@ -76,7 +76,6 @@ var (
 	gfPoly     Mem // qwords 0x87, 0: x^128 mod the XTS polynomial, for PCLMULQDQ
 	laneShiftL Mem // qwords 0,0,1,1,2,2,3,3: lane j of the first tweak vector is T*x^j
 	laneShiftR Mem // qwords 64,64,63,63,62,62,61,61: the bits those shifts carry out
-	tailMask   Mem // qwords 0, 2^16-1, 2^32-1, 2^48-1: k-masks for 0..3 trailing blocks
 )
 
 func tables() {
@@ -105,10 +104,6 @@ func tables() {
 	for j := 0; j < 4; j++ {
 		DATA(16*j, U64(uint64(64-j)))
 		DATA(16*j+8, U64(uint64(64-j)))
-	}
-	tailMask = GLOBL("tailMask", RODATA|NOPTR)
-	for r := 0; r < 4; r++ {
-		DATA(8*r, U64(uint64(1)<<(16*r)-1))
 	}
 }
 

@@ -30,26 +30,19 @@ func keyMem(base, kend GPPhysical, j int) Mem {
 	}
 }
 
-// sseRounds runs whole AES (whitening, rounds, last round) on the blocks vs
-// with the schedule at base/kend, loading each round key into kt first
-// (legacy-SSE AESENC needs aligned memory operands, and the schedule is
-// only 8-byte aligned).
-func sseRounds(vs []VecPhysical, base, kend, rounds GPPhysical, kt VecPhysical, dec bool) {
-	MOVOU(keyMem(base, kend, 0), kt)
-	for _, v := range vs {
-		PXOR(kt, v)
-	}
+// sseRounds runs AES on the blocks vs with the schedule at base/kend,
+// loading each round key into kt first (legacy-SSE AESENC needs aligned
+// memory operands, and the schedule is only 8-byte aligned). The blocks
+// must already hold their input XORed with round key 0 (see sseWhiten).
+// lastKey[i], if given, is XORed into the last round key of block i first:
+// XEX's final tweak XOR then costs nothing after the last round.
+func sseRounds(vs []VecPhysical, base, kend, rounds GPPhysical, kt VecPhysical, dec bool, lastKey []VecPhysical) {
 	round := func(j int) {
 		MOVOU(keyMem(base, kend, j), kt)
 		for _, v := range vs {
-			switch {
-			case j == 14 && dec:
-				AESDECLAST(kt, v)
-			case j == 14:
-				AESENCLAST(kt, v)
-			case dec:
+			if dec {
 				AESDEC(kt, v)
-			default:
+			} else {
 				AESENC(kt, v)
 			}
 		}
@@ -61,9 +54,39 @@ func sseRounds(vs []VecPhysical, base, kend, rounds GPPhysical, kt VecPhysical, 
 		round(j)
 	}
 	Label(skip)
-	for j := 5; j <= 14; j++ {
+	for j := 5; j <= 13; j++ {
 		round(j)
 	}
+	MOVOU(keyMem(base, kend, 14), kt)
+	for i, v := range vs {
+		k := kt
+		if lastKey != nil {
+			PXOR(kt, lastKey[i])
+			k = lastKey[i]
+		}
+		if dec {
+			AESDECLAST(k, v)
+		} else {
+			AESENCLAST(k, v)
+		}
+	}
+}
+
+// sseWhiten XORs round key 0 into the blocks vs.
+func sseWhiten(vs []VecPhysical, base GPPhysical, kt VecPhysical) {
+	MOVOU(Mem{Base: base}, kt)
+	for _, v := range vs {
+		PXOR(kt, v)
+	}
+}
+
+// sseXEX1 runs XEX on block x (already loaded and XORed with round key 0,
+// which does not wait for the tweak) with tweak tw; the tweak's final XOR
+// rides in the last round key, built in the scratch register last.
+func sseXEX1(x, tw, last VecPhysical, base, kend, rounds GPPhysical, kt VecPhysical, dec bool) {
+	PXOR(tw, x)
+	MOVOU(tw, last)
+	sseRounds([]VecPhysical{x}, base, kend, rounds, kt, dec, []VecPhysical{last})
 }
 
 // sseMulX sets t = t*x in GF(2^128): both halves shift left by one (PADDQ),
@@ -93,7 +116,9 @@ func sseKernel(ways int, dec bool) {
 		"Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the",
 		"address of their last round keys, DI dst, SI src, DX whole blocks left",
 		"before stealing, R11 n%16; X8 round key, X9 the tweak T of the next",
-		"block, X10 the gfMulX constant, X11 scratch.")
+		"block, X10 the gfMulX constant, X11 scratch. The final XOR with a",
+		"block's tweak is folded into its last round key (X4-X7, or X4 in the",
+		"one-block loop).")
 	var saved Mem
 	switch ways {
 	case 8:
@@ -118,9 +143,13 @@ func sseKernel(ways int, dec bool) {
 	ADDQ(ks, kend)
 	ADDQ(tk, kend2)
 
-	Comment("T = E_K2(tweak)")
-	MOVOU(Mem{Base: tweakp}, t)
-	sseRounds([]VecPhysical{t}, tk, kend2, rounds, kt, false)
+	Comment("T = E_K2(tweak). The tweak is loaded as two qwords: callers build",
+		"it with 8-byte stores, which a 16-byte load could not forward from.")
+	MOVQ(Mem{Base: tweakp}, t)
+	MOVQ(Mem{Base: tweakp, Disp: 8}, tmp)
+	PUNPCKLQDQ(tmp, t)
+	sseWhiten([]VecPhysical{t}, tk, kt)
+	sseRounds([]VecPhysical{t}, tk, kend2, rounds, kt, false, nil)
 	MOVOU(gfMulX, mask)
 
 	Comment("DX = whole blocks; the last one joins the stealing if n%16 != 0")
@@ -134,35 +163,25 @@ func sseKernel(ways int, dec bool) {
 	Label(noSteal)
 
 	one := newLabel("loop1_")
-	if ways > 1 {
-		loop := newLabel(fmt.Sprintf("loop%d_", ways))
-		Label(loop)
-		CMPQ(blocks, Imm(uint64(ways)))
-		JB(LabelRef(one))
-		for i, v := range vs {
-			if ways == 8 {
-				MOVOU(t, saved.Offset(16*i))
-			} else {
-				MOVOU(t, []VecPhysical{X4, X5, X6, X7}[i])
-			}
-			MOVOU(Mem{Base: src, Disp: 16 * i}, v)
-			PXOR(t, v)
-			sseMulX(t, mask, tmp)
+	// The 8-way kernel finishes with at most one 4-way step, so that
+	// 4..7 leftover blocks do not run one at a time.
+	widths := []int{ways}
+	if ways == 8 {
+		widths = []int{8, 4}
+	}
+	if ways == 1 {
+		widths = nil
+	}
+	labels := make([]string, len(widths))
+	for i, w := range widths {
+		labels[i] = newLabel(fmt.Sprintf("loop%d_", w))
+	}
+	for i, w := range widths {
+		next := one
+		if i+1 < len(widths) {
+			next = labels[i+1]
 		}
-		sseRounds(vs, ks, kend, rounds, kt, dec)
-		for i, v := range vs {
-			if ways == 8 {
-				MOVOU(saved.Offset(16*i), tmp)
-				PXOR(tmp, v)
-			} else {
-				PXOR([]VecPhysical{X4, X5, X6, X7}[i], v)
-			}
-			MOVOU(v, Mem{Base: dst, Disp: 16 * i})
-		}
-		ADDQ(imm(16*ways), src)
-		ADDQ(imm(16*ways), dst)
-		SUBQ(Imm(uint64(ways)), blocks)
-		JMP(LabelRef(loop))
+		sseWays(w, labels[i], next, w == ways, saved, vs[:w], src, dst, blocks, ks, kend, rounds, t, mask, tmp, kt, dec)
 	}
 
 	Comment("One block at a time")
@@ -171,9 +190,8 @@ func sseKernel(ways int, dec bool) {
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(steal))
 	MOVOU(Mem{Base: src}, X0)
-	PXOR(t, X0)
-	sseRounds([]VecPhysical{X0}, ks, kend, rounds, kt, dec)
-	PXOR(t, X0)
+	sseWhiten([]VecPhysical{X0}, ks, kt)
+	sseXEX1(X0, t, X4, ks, kend, rounds, kt, dec)
 	MOVOU(X0, Mem{Base: dst})
 	sseMulX(t, mask, tmp)
 	ADDQ(Imm(16), src)
@@ -188,6 +206,45 @@ func sseKernel(ways int, dec bool) {
 	sseSteal(dec, ks, kend, rounds, src, dst, tail, t, mask, tmp, kt)
 	Label(done)
 	RET()
+}
+
+// sseWays emits the loop over w blocks per iteration (w = 8: tweaks spilled
+// to the stack; otherwise w <= 4 with the tweaks in X4..X7). With loop
+// false (the 4-way step after an 8-way loop) it runs at most once.
+func sseWays(w int, label, next string, loop bool, saved Mem, vs []VecPhysical, src, dst, blocks, ks, kend, rounds GPPhysical, t, mask, tmp, kt VecPhysical, dec bool) {
+	tws := []VecPhysical{X4, X5, X6, X7}
+	Label(label)
+	CMPQ(blocks, Imm(uint64(w)))
+	JB(LabelRef(next))
+	for i, v := range vs {
+		if w == 8 {
+			MOVOU(t, saved.Offset(16*i))
+		} else {
+			MOVOU(t, tws[i])
+		}
+		MOVOU(Mem{Base: src, Disp: 16 * i}, v)
+		PXOR(t, v)
+		sseMulX(t, mask, tmp)
+	}
+	sseWhiten(vs, ks, kt)
+	if w == 8 {
+		sseRounds(vs, ks, kend, rounds, kt, dec, nil)
+		for i, v := range vs {
+			MOVOU(saved.Offset(16*i), tmp)
+			PXOR(tmp, v)
+		}
+	} else {
+		sseRounds(vs, ks, kend, rounds, kt, dec, tws[:w])
+	}
+	for i, v := range vs {
+		MOVOU(v, Mem{Base: dst, Disp: 16 * i})
+	}
+	ADDQ(imm(16*w), src)
+	ADDQ(imm(16*w), dst)
+	SUBQ(Imm(uint64(w)), blocks)
+	if loop {
+		JMP(LabelRef(label))
+	}
 }
 
 // sseSteal does ciphertext stealing over the last whole block (at src/dst)
@@ -208,9 +265,8 @@ func sseSteal(dec bool, ks, kend, rounds, src, dst, tail GPPhysical, t, mask, tm
 		first, second = t, X4
 	}
 	MOVOU(Mem{Base: src}, X0)
-	PXOR(first, X0)
-	sseRounds([]VecPhysical{X0}, ks, kend, rounds, kt, dec)
-	PXOR(first, X0)
+	sseWhiten([]VecPhysical{X0}, ks, kt)
+	sseXEX1(X0, first, X7, ks, kend, rounds, kt, dec)
 	MOVOU(Mem{Base: src, Index: tail, Scale: 1}, X1)
 	LEAQ(ctsShuffle, R12)
 	MOVQ(U32(32), R13)
@@ -225,8 +281,7 @@ func sseSteal(dec bool, ks, kend, rounds, src, dst, tail GPPhysical, t, mask, tm
 	PCMPGTB(X2, X6)
 	PAND(X6, X0)
 	POR(X1, X0)
-	PXOR(second, X0)
-	sseRounds([]VecPhysical{X0}, ks, kend, rounds, kt, dec)
-	PXOR(second, X0)
+	sseWhiten([]VecPhysical{X0}, ks, kt)
+	sseXEX1(X0, second, X7, ks, kend, rounds, kt, dec)
 	MOVOU(X0, Mem{Base: dst})
 }

@@ -195,28 +195,63 @@ func (c *vk) xexVec(vs, ts []VecPhysical) {
 	}
 }
 
-// xex1 runs XEX on one block x (xmm) with tweak tw, key1's schedule.
-func (c *vk) xex1(x, tw, scratch VecPhysical) {
-	if c.f.zmm {
-		VPTERNLOGD(Imm(0x96), X16, tw, x)
-	} else {
+// xex1 runs XEX on one block x (xmm) with tweak tw, key1's schedule. The
+// round keys come from Z16-Z30 (zmm flavor, once loaded) or, with memKeys
+// or in the ymm flavor, straight from the schedule as memory operands.
+func (c *vk) xex1(x, tw, scratch VecPhysical, memKeys bool) {
+	mem := memKeys || !c.f.zmm
+	isa := c.xmmAES()
+	key := c.xkey
+	if mem {
+		isa = []string{"AES", "AVX"}
+		key = func(j int) Op { return keyMem(c.ks, c.kend, j) }
+	}
+	if mem {
 		VPXOR(keyMem(c.ks, c.kend, 0), x, x)
 		VPXOR(tw, x, x)
-	}
-	c.middle([]VecPhysical{x}, c.op(false), c.xkey, c.xmmAES())
-	if c.f.zmm {
-		VPXORD(X30, tw, scratch)
 	} else {
-		VPXOR(keyMem(c.ks, c.kend, 14), tw, scratch)
+		VPTERNLOGD(Imm(0x96), X16, tw, x)
 	}
-	raw(c.xmmAES(), c.op(true), scratch, x, x)
+	c.middle([]VecPhysical{x}, c.op(false), key, isa)
+	if mem {
+		VPXOR(keyMem(c.ks, c.kend, 14), tw, scratch)
+	} else {
+		VPXORD(X30, tw, scratch)
+	}
+	raw(isa, c.op(true), scratch, x, x)
+}
+
+// vexMulX sets t = t*x (xmm), as sseMulX does, without PCLMULQDQ.
+func vexMulX(t, tmp VecPhysical) {
+	VPSHUFD(Imm(0x5f), t, tmp)
+	VPSRAD(Imm(31), tmp, tmp)
+	VPAND(gfMulX, tmp, tmp)
+	VPADDQ(t, t, t)
+	VPXOR(tmp, t, t)
+}
+
+// xexY runs XEX on two blocks in ymm register y with tweaks ty (zmm
+// flavor only: EVEX ymm forms with the round keys in Y16-Y30).
+func (c *vk) xexY(y, ty VecPhysical) {
+	isa := []string{"AVX512VL", "VAES"}
+	VPTERNLOGD(Imm(0x96), Y16, ty, y)
+	c.middle([]VecPhysical{y}, c.op(false), func(j int) Op { return yregs32(16 + j) }, isa)
+	VPXORD(Y30, ty, Y8)
+	raw(isa, c.op(true), Y8, y, y)
+}
+
+func yregs32(i int) VecPhysical {
+	return []VecPhysical{Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23, Y24, Y25, Y26, Y27, Y28, Y29, Y30}[i-16]
 }
 
 // encryptTweak sets x = E_K2(*p), one xmm AES chain with key2's round keys
 // as memory operands.
 func (c *vk) encryptTweak(x VecPhysical, p GPPhysical) {
 	isa := []string{"AES", "AVX"}
-	VMOVDQU(Mem{Base: p}, x)
+	// Two qword loads: callers build the tweak with 8-byte stores, which
+	// a 16-byte load could not forward from.
+	VMOVQ(Mem{Base: p}, x)
+	VPINSRQ(Imm(1), Mem{Base: p, Disp: 8}, x, x)
 	VPXOR(keyMem(c.tk, c.kend2, 0), x, x)
 	c.middle([]VecPhysical{x}, "VAESENC", func(j int) Op { return keyMem(c.tk, c.kend2, j) }, isa)
 	raw(isa, "VAESENCLAST", keyMem(c.tk, c.kend2, 14), x, x)
@@ -258,9 +293,7 @@ func (c *vk) loadKeys() {
 
 // bulk encrypts or decrypts DX whole blocks from SI to DI, advancing SI and
 // DI past them, with block i's tweak T*x^i where T is lane 0 of c.tw.
-// maskReady says K1 already holds the byte mask of the final partial
-// vector (zmm), as the multi-sector kernel computes it once.
-func (c *vk) bulk(maskReady bool) {
+func (c *vk) bulk() {
 	L := c.f.lanes
 	a, b, cc := c.tmp[0], c.tmp[1], c.tmp[2]
 	Comment(fmt.Sprintf("Tweak vectors: T0's lanes are T*x^0..T*x^%d, T1..T3 = T0*x^%d, x^%d, x^%d.", L-1, L, 2*L, 3*L))
@@ -319,25 +352,31 @@ func (c *vk) bulk(maskReady bool) {
 	Label(part)
 	TESTQ(c.blocks, c.blocks)
 	JZ(LabelRef(done))
+	one := newLabel("one")
 	if c.f.zmm {
-		Comment("1-3 blocks: a vector under a byte mask; masked-off bytes are",
-			"neither read nor written, so nothing past the data unit is touched.")
-		if !maskReady {
-			LEAQ(tailMask, R13)
-			KMOVQ(Mem{Base: R13, Index: c.blocks, Scale: 8}, K1)
-		}
-		VMOVDQU8_Z(Mem{Base: c.src}, K1, c.V[0])
-		c.xexVec(c.V[:1], c.T[:1])
-		VMOVDQU8(c.V[0], K1, Mem{Base: c.dst})
+		Comment("1-3 blocks: two in a ymm register (T0's low lanes), then one in",
+			"xmm. Plain loads and stores of exactly the data, not masked ones: on",
+			"AMD a masked store cannot forward to a later load of the same bytes,",
+			"which costs the next in-place call on the buffer dearly.")
+		CMPQ(c.blocks, Imm(2))
+		JB(LabelRef(one))
+		VMOVDQU(Mem{Base: c.src}, Y0)
+		c.xexY(Y0, Y4)
+		VMOVDQU(Y0, Mem{Base: c.dst})
+		VEXTRACTI32X4(Imm(2), Z4, X4)
+		ADDQ(Imm(32), c.src)
+		ADDQ(Imm(32), c.dst)
+		SUBQ(Imm(2), c.blocks)
+		JZ(LabelRef(done))
 	} else {
 		Comment("One block left: xmm, with T0's low lane.")
-		VMOVDQU(Mem{Base: c.src}, X0)
-		c.xex1(X0, X4, asX(c.tmp[0]))
-		VMOVDQU(X0, Mem{Base: c.dst})
 	}
-	SHLQ(Imm(4), c.blocks)
-	ADDQ(c.blocks, c.src)
-	ADDQ(c.blocks, c.dst)
+	Label(one)
+	VMOVDQU(Mem{Base: c.src}, X0)
+	c.xex1(X0, X4, asX(c.tmp[0]), false)
+	VMOVDQU(X0, Mem{Base: c.dst})
+	ADDQ(Imm(16), c.src)
+	ADDQ(Imm(16), c.dst)
 	Label(done)
 }
 
@@ -387,18 +426,23 @@ func vaesKernel(f flavor, dec bool) {
 	ADDQ(c.tk, c.kend2)
 
 	c.encryptTweak(asX(c.tw), R8)
-	c.loadKeys()
-
 	MOVQ(c.blocks, c.tail)
 	ANDQ(Imm(15), c.tail)
 	SHRQ(Imm(4), c.blocks)
+	wide := newLabel("wide")
+	CMPQ(c.blocks, Imm(uint64(c.f.lanes)))
+	JAE(LabelRef(wide))
+	c.short()
+
+	Label(wide)
+	c.loadKeys()
 	bulk := newLabel("bulk")
 	TESTQ(c.tail, c.tail)
 	JZ(LabelRef(bulk))
 	DECQ(c.blocks)
 	c.steal()
 	Label(bulk)
-	c.bulk(false)
+	c.bulk()
 	VZEROUPPER()
 	RET()
 }
@@ -437,14 +481,20 @@ func (c *vk) steal() {
 	VPSLLDQ(Imm(8), X6, X6)
 	c.xor3(X1, X6, X7)
 	c.mulXBits(X3, X1, 1, X6, X7, c.xmmCLMUL(), poly)
-	first, second := X1, X3
+	c.stealAt(X1, X3, false)
+}
+
+// stealAt is the data part of the stealing over block m = DX (X1 = T_m,
+// X3 = T_m+1), see steal.
+func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
+	first, second := tm, tm1
 	if c.dec {
-		first, second = X3, X1
+		first, second = tm1, tm
 	}
 	MOVQ(c.blocks, R13)
 	SHLQ(Imm(4), R13)
 	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
-	c.xex1(X0, first, X4)
+	c.xex1(X0, first, X4, memKeys)
 	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
 	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
 	LEAQ(ctsShuffle, R8)
@@ -457,9 +507,44 @@ func (c *vk) steal() {
 	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
 	VMOVDQU(X7, Mem{Base: R14, Index: c.tail, Scale: 1})
 	VPBLENDVB(X5, X0, X2, X0)
-	c.xex1(X0, second, X4)
+	c.xex1(X0, second, X4, memKeys)
 	VMOVDQU(X0, Mem{Base: c.dst, Index: R13, Scale: 1})
-	_ = tw
+}
+
+// short handles data units shorter than one vector of blocks (64 bytes for
+// zmm, 32 for ymm) in xmm, with the round keys as memory operands: such
+// units skip the wide kernel's set-up (broadcasting the round keys,
+// building the tweak vectors), which would lengthen their latency chain.
+func (c *vk) short() {
+	Comment("Short data unit: one block at a time in xmm, X4 the running tweak,",
+		"then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.")
+	noTail := newLabel("shortNoTail")
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(noTail))
+	DECQ(c.blocks)
+	Label(noTail)
+	VMOVDQA(asX(c.tw), X4)
+	loop, steal, done := newLabel("shortLoop"), newLabel("shortSteal"), newLabel("shortDone")
+	Label(loop)
+	TESTQ(c.blocks, c.blocks)
+	JZ(LabelRef(steal))
+	VMOVDQU(Mem{Base: c.src}, X0)
+	c.xex1(X0, X4, X5, true)
+	VMOVDQU(X0, Mem{Base: c.dst})
+	vexMulX(X4, X5)
+	ADDQ(Imm(16), c.src)
+	ADDQ(Imm(16), c.dst)
+	DECQ(c.blocks)
+	JMP(LabelRef(loop))
+	Label(steal)
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(done))
+	VMOVDQA(X4, X1)
+	VMOVDQA(X4, X3)
+	vexMulX(X3, X5)
+	c.stealAt(X1, X3, true)
+	Label(done)
+	RET()
 }
 
 // vaesSectors emits xts{Enc,Dec}Sectors{VAES256,VAES512}: consecutive data
@@ -486,7 +571,7 @@ func vaesSectors(f flavor, dec bool) {
 	if f.zmm {
 		Comment("Z12 the current group's encrypted tweaks (rotated so lane 0 is the",
 			"current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a",
-			"key2 round key; the rest as in xtsEncVAES512, K1 the tail mask.")
+			"key2 round key; the rest as in xtsEncVAES512.")
 	} else {
 		Comment("Y10 the current group's encrypted tweaks (lane 0 the current unit's),",
 			"Y11 the next group's, Y12 its sector numbers, Y8 also key2's round keys;",
@@ -509,13 +594,6 @@ func vaesSectors(f flavor, dec bool) {
 	c.loadKeys()
 	SHRQ(Imm(4), R8)
 	SHRQ(Imm(4), R10)
-	if f.zmm {
-		MOVQ(R10, RDX)
-		ANDQ(Imm(3), RDX)
-		LEAQ(tailMask, R11)
-		KMOVQ(Mem{Base: R11, Index: RDX, Scale: 8}, K1)
-	}
-
 	groupTweaks := func() {
 		Comment("Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.")
 		VMOVQ(R13, asX(ivec))
@@ -557,7 +635,7 @@ func vaesSectors(f flavor, dec bool) {
 	MOVQ(U32(uint32(L)), R11)
 	Label(sector)
 	MOVQ(R10, c.blocks)
-	c.bulk(true)
+	c.bulk()
 	if f.zmm {
 		VALIGNQ(Imm(2), c.tw, c.tw, c.tw)
 	} else {
