@@ -497,6 +497,15 @@ func TestPlot(t *testing.T) {
 			}
 		}
 	}
+	if got := ruleOf([]Rule{{16, "aesni4"}, {64, "vaes512"}}, "aesni4"); got != " (auto 16-63 B)" {
+		t.Errorf("ruleOf aesni4 = %q", got)
+	}
+	if got := ruleOf([]Rule{{16, "aesni4"}, {64, "vaes512"}}, "vaes512"); got != " (auto from 64 B)" {
+		t.Errorf("ruleOf vaes512 = %q", got)
+	}
+	if got := ruleOf([]Rule{{16, "aesni4"}}, "generic"); got != "" {
+		t.Errorf("ruleOf generic = %q", got)
+	}
 	if _, err := PlotFormat("x.pdf"); err == nil {
 		t.Error("PlotFormat accepted .pdf")
 	}

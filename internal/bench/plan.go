@@ -45,13 +45,18 @@ func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *op
 	for _, k := range keys {
 		p.keys[k] = randomBytes(k / 8)
 	}
+	// The roofline is measured before and after the XTS figures, and the
+	// faster of the two kept: it is a limit, and on a shared machine one
+	// measurement alone may land in a busy moment.
+	var roofline []point
 	if c.Roofline {
 		for _, k := range keys {
 			for _, u := range aesni.RooflineUnits() {
-				p.single = append(p.single, p.roofline(u, k))
+				roofline = append(roofline, p.roofline(u, k))
 			}
 		}
 	}
+	p.single = append(p.single, roofline...)
 	skippedBaseline := map[int]bool{}
 	for _, k := range keys {
 		for _, n := range sizes {
@@ -71,6 +76,7 @@ func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *op
 			}
 		}
 	}
+	p.single = append(p.single, roofline...)
 	if c.Threads > 0 {
 		workers := []int{1}
 		if c.Threads > 1 {
@@ -183,7 +189,16 @@ func (p *plan) roofline(u aesni.RooflineUnit, keyBits int) point {
 			if err != nil {
 				return err
 			}
-			p.report.Roofline = append(p.report.Roofline, Roofline{Unit: u.String(), KeyBits: keyBits, Rounds: rounds, MBps: s})
+			rl := Roofline{Unit: u.String(), KeyBits: keyBits, Rounds: rounds, MBps: s}
+			for i, old := range p.report.Roofline {
+				if old.Unit == rl.Unit && old.KeyBits == rl.KeyBits {
+					if s.Median > old.MBps.Median {
+						p.report.Roofline[i] = rl
+					}
+					return nil
+				}
+			}
+			p.report.Roofline = append(p.report.Roofline, rl)
 			return nil
 		},
 	}

@@ -13,6 +13,9 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // PlotFormat returns the image format for path from its extension ("svg"
@@ -25,20 +28,27 @@ func PlotFormat(path string) (string, error) {
 	return ext, nil
 }
 
-// WritePlot draws single-core encryption throughput against message length
-// (log scale), one line per implementation and variant (and key size, when
-// there are two), with the raw AES roofline as dashed horizontal lines, and
-// writes it to w as format ("svg" or "png").
+// Plot geometry: the legend sits beside the chart, not over the lines.
+const (
+	plotWidth   = 11 * vg.Inch
+	plotHeight  = 6 * vg.Inch
+	legendWidth = 3.4 * vg.Inch
+)
+
+// WritePlot draws single-core encryption throughput against message length,
+// both axes log-scaled (so equal ratios look equally far apart), one line per
+// implementation and variant (and key size, when there are two), with the
+// raw AES roofline as dashed horizontal lines, and writes it to w as format
+// ("svg" or "png").
 func WritePlot(w io.Writer, r *Report, format string) error {
 	p := plot.New()
 	p.Title.Text = "AES-XTS encryption, one core: " + r.CPU.Model
 	p.X.Label.Text = "message length (bytes, log scale)"
-	p.Y.Label.Text = "MB/s (10^6 bytes/s)"
+	p.Y.Label.Text = "MB/s (10^6 bytes/s, log scale)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 
 	twoKeys := len(r.Config.KeyBits) > 1
@@ -48,7 +58,7 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 	}
 	var lines []*series
 	byName := map[string]*series{}
-	minX, maxX := 0.0, 0.0
+	minX, maxX, minY, maxY := 0.0, 0.0, 0.0, 0.0
 	for _, res := range r.Results {
 		if res.Mode != ModeUnit || res.Op != "encrypt" {
 			continue
@@ -56,6 +66,9 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 		name := res.label()
 		if res.Impl == ImplXtsctl {
 			name = "xtsctl " + name
+			if !res.Auto {
+				name += ruleOf(r.Rule, res.Variant)
+			}
 		}
 		if twoKeys {
 			name += fmt.Sprintf(" (%d-bit key)", res.KeyBits)
@@ -71,7 +84,10 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 		if minX == 0 || x < minX {
 			minX = x
 		}
-		maxX = max(maxX, x)
+		if y := res.MBps.Median; y > 0 && (minY == 0 || y < minY) {
+			minY = y
+		}
+		maxX, maxY = max(maxX, x), max(maxY, res.MBps.Median)
 	}
 	if len(lines) == 0 {
 		return fmt.Errorf("no single-core encryption results to plot")
@@ -86,23 +102,65 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 	}
 	for i, rl := range bestRooflines(r) {
 		y := rl.MBps.Median
+		maxY = max(maxY, y)
 		f := plotter.NewFunction(func(float64) float64 { return y })
 		f.Color = color.Gray{Y: uint8(80 + 60*i)}
 		f.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		f.Width = vg.Points(1.5)
 		p.Add(f)
-		p.Legend.Add(fmt.Sprintf("raw AES, %d rounds on %s (roofline)", rl.Rounds, rl.Unit), f)
+		p.Legend.Add(fmt.Sprintf("roofline: raw AES on %s, %d rounds", rl.Unit, rl.Rounds), f)
 	}
 	if minX == maxX { // a single length: give the log axis some width
 		minX, maxX = minX/2, maxX*2
 	}
 	p.X.Min, p.X.Max = minX, maxX
-	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, format)
-	if err != nil {
-		return err
+	if minY <= 0 { // nothing measurable: keep the log axis defined
+		minY, maxY = 1, 10
 	}
-	_, err = wt.WriteTo(w)
+	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
+
+	// Draw the chart on the left and the legend on the right.
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch format {
+	case "svg":
+		canvas = vgsvg.New(plotWidth, plotHeight)
+	case "png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.New(plotWidth, plotHeight)}
+	default:
+		return fmt.Errorf("unsupported plot format %q", format)
+	}
+	dc := draw.New(canvas)
+	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	legend.Top, legend.Left = true, true
+	legend.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - vg.Points(20)
+	legend.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(10), 0, 0, 0))
+	_, err := canvas.WriteTo(w)
 	return err
+}
+
+// ruleOf describes the lengths dispatch gives variant, for its legend entry:
+// " (auto 16-63 B)", " (auto from 64 B)", or "" when it gives none.
+func ruleOf(rule []Rule, variant string) string {
+	var parts []string
+	for i, x := range rule {
+		if x.Variant != variant {
+			continue
+		}
+		if i+1 < len(rule) {
+			parts = append(parts, fmt.Sprintf("%d-%d B", x.MinLen, rule[i+1].MinLen-1))
+		} else {
+			parts = append(parts, fmt.Sprintf("from %d B", x.MinLen))
+		}
+	}
+	if parts == nil {
+		return ""
+	}
+	return " (auto " + strings.Join(parts, ", ") + ")"
 }
 
 // bestRooflines returns the fastest roofline unit per key size.

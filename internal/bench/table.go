@@ -178,7 +178,7 @@ func writeRows(b *strings.Builder, r *Report, rows []row, batch bool) {
 			cols = append(cols, pair(w, func(x *Result) float64 { return x.CyclesPerByte }, "%.3g"))
 		}
 		if hasRoof && !batch {
-			cols = append(cols, pair(w, func(x *Result) float64 { return 100 * x.RooflineFraction }, "%.3g%%"))
+			cols = append(cols, pairWith(w, func(x *Result) string { return fmtPercent(x.RooflineFraction) }))
 		}
 		if hasRatio && !batch {
 			cols = append(cols, pair(w, func(x *Result) float64 { return x.Ratio }, "%.3gx"))
@@ -193,11 +193,20 @@ func writeRows(b *strings.Builder, r *Report, rows []row, batch bool) {
 
 // pair formats f of the encrypt and decrypt results as "enc/dec".
 func pair(w row, f func(*Result) float64, format string) string {
-	one := func(x *Result) string {
-		if x == nil || f(x) == 0 {
-			return "-"
+	return pairWith(w, func(x *Result) string {
+		if f(x) == 0 {
+			return ""
 		}
 		return fmt.Sprintf(format, f(x))
+	})
+}
+
+func pairWith(w row, f func(*Result) string) string {
+	one := func(x *Result) string {
+		if x == nil || f(x) == "" {
+			return "-"
+		}
+		return f(x)
 	}
 	s := one(w.enc) + "/" + one(w.dec)
 	if s == "-/-" {
@@ -214,6 +223,21 @@ func fmtStats(x *Result) string {
 		return fmtMBps(x.MBps.Median) + "      "
 	}
 	return fmt.Sprintf("%s ±%4.1f%%", fmtMBps(x.MBps.Median), 100*x.MBps.Spread())
+}
+
+// fmtPercent shows a fraction as a percentage to the precision that means
+// something on a noisy machine.
+func fmtPercent(f float64) string {
+	switch p := 100 * f; {
+	case p == 0:
+		return ""
+	case p < 1:
+		return "<1%"
+	case p < 10:
+		return fmt.Sprintf("%.1f%%", p)
+	default:
+		return fmt.Sprintf("%.0f%%", p)
+	}
 }
 
 func fmtMBps(v float64) string {
