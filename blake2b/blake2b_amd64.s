@@ -665,6 +665,8 @@ GLOBL laneSched<>(SB), RODATA|NOPTR, $192
 // func compressScalar(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: SSE2
 TEXT ·compressScalar(SB), NOSPLIT, $200-48
+	// compressScalar hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0. Requires only amd64 (SSE2).
 	// Registers: v0..v7 in AX, BX, CX, DX, SI, DI, R8, R9; v12..v15 in R12..R15;
 	// two of v8..v11 in R10, R11, the other two parked on the stack. Columns run
 	// G0, G1, swap (park v8, v9; fetch v10, v11), G2, G3; diagonals G4, G5, swap
@@ -2277,6 +2279,8 @@ compressScalar_done:
 // func compressScalarRolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: SSE2
 TEXT ·compressScalarRolled(SB), NOSPLIT, $216-48
+	// compressScalarRolled is compressScalar with the rounds rolled into a loop.
+	// Requires only amd64 (SSE2).
 	// Registers: v0..v3 in AX, BX, CX, DX; v4..v7 in SI, DI, R8, R9; v12..v15 in
 	// R12..R15; v8..v11 on the stack, the current G's one in R10; R11 = message
 	// offset. Per iteration: one block; the inner loop does one round.
@@ -2539,6 +2543,9 @@ compressScalarRolled_done:
 // func compressAVX2(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: AVX, AVX2
 TEXT ·compressAVX2(SB), NOSPLIT, $0-48
+	// compressAVX2 hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
 	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
@@ -3334,6 +3341,9 @@ compressAVX2_done:
 // func compressAVX2Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: AVX, AVX2
 TEXT ·compressAVX2Rolled(SB), NOSPLIT, $0-48
+	// compressAVX2Rolled hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
 	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
@@ -3468,6 +3478,9 @@ compressAVX2Rolled_done:
 // func compressAVX512(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·compressAVX512(SB), NOSPLIT, $0-48
+	// compressAVX512 hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
 	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
@@ -4071,6 +4084,9 @@ compressAVX512_done:
 // func compressAVX512Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·compressAVX512Rolled(SB), NOSPLIT, $0-48
+	// compressAVX512Rolled hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
 	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
@@ -4173,6 +4189,11 @@ compressAVX512Rolled_done:
 // func hashLanes4AVX2(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)
 // Requires: AVX, AVX2
 TEXT ·hashLanes4AVX2(SB), $576-40
+	// hashLanes4AVX2 hashes blocks blocks of 4 messages at once. Block b of lane j
+	// is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag
+	// (callers pass a non-zero flag only with one block). h[k][j] is word k of lane
+	// j's chaining value; only lanes 0..3 are read and written.
+	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: v0..v15 in Y0..Y15, register k holding word k of every lane.
 	// Per iteration: transpose one block of each lane onto the stack (message word m
 	// of every lane at msg+32*m), 12 rounds of 8 G's done 4 at a time with the
@@ -4486,6 +4507,11 @@ hashLanes4AVX2_done:
 // func hashLanes4AVX2Unrolled(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)
 // Requires: AVX, AVX2
 TEXT ·hashLanes4AVX2Unrolled(SB), $576-40
+	// hashLanes4AVX2Unrolled hashes blocks blocks of 4 messages at once. Block b of lane j
+	// is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag
+	// (callers pass a non-zero flag only with one block). h[k][j] is word k of lane
+	// j's chaining value; only lanes 0..3 are read and written.
+	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: v0..v15 in Y0..Y15, register k holding word k of every lane.
 	// Per iteration: transpose one block of each lane onto the stack (message word m
 	// of every lane at msg+32*m), 12 rounds of 8 G's done 4 at a time with the
@@ -6252,6 +6278,11 @@ hashLanes4AVX2Unrolled_done:
 // func hashLanes4AVX512(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)
 // Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·hashLanes4AVX512(SB), $576-40
+	// hashLanes4AVX512 hashes blocks blocks of 4 messages at once. Block b of lane j
+	// is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag
+	// (callers pass a non-zero flag only with one block). h[k][j] is word k of lane
+	// j's chaining value; only lanes 0..3 are read and written.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: v0..v15 in Y0..Y15, register k holding word k of every lane.
 	// Per iteration: transpose one block of each lane onto the stack (message word m
 	// of every lane at msg+32*m), 12 rounds of 8 G's done 4 at a time with the
@@ -6543,6 +6574,11 @@ hashLanes4AVX512_done:
 // func hashLanes8AVX512(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)
 // Requires: AVX, AVX512F
 TEXT ·hashLanes8AVX512(SB), $1088-40
+	// hashLanes8AVX512 hashes blocks blocks of 8 messages at once. Block b of lane j
+	// is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag
+	// (callers pass a non-zero flag only with one block). h[k][j] is word k of lane
+	// j's chaining value; only lanes 0..7 are read and written.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: v0..v15 in Z0..Z15, register k holding word k of every lane.
 	// Per iteration: transpose one block of each lane onto the stack (message word m
 	// of every lane at msg+64*m), 12 rounds of 8 G's done 4 at a time with the
@@ -6850,6 +6886,11 @@ hashLanes8AVX512_done:
 // func hashLanes8AVX512Unrolled(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)
 // Requires: AVX, AVX512F
 TEXT ·hashLanes8AVX512Unrolled(SB), $1088-40
+	// hashLanes8AVX512Unrolled hashes blocks blocks of 8 messages at once. Block b of lane j
+	// is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag
+	// (callers pass a non-zero flag only with one block). h[k][j] is word k of lane
+	// j's chaining value; only lanes 0..7 are read and written.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: v0..v15 in Z0..Z15, register k holding word k of every lane.
 	// Per iteration: transpose one block of each lane onto the stack (message word m
 	// of every lane at msg+64*m), 12 rounds of 8 G's done 4 at a time with the

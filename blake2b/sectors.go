@@ -114,6 +114,7 @@ func sumMany(sums []byte, size int, key, msgs []byte, msgLen, n int, prefixed bo
 			t = BlockSize
 		}
 		compressAt(&b.start, keyBlock[:], t, finalFlag)
+		clear(keyBlock[:])
 		var sum [Size]byte
 		putState(sum[:], &b.start)
 		for i := range n {

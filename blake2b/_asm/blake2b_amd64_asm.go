@@ -206,8 +206,9 @@ func compress(name string, avx512, rolled bool) {
 	if avx512 {
 		requires = "AVX, AVX2, AVX512F, AVX512VL"
 	}
-	Doc(fmt.Sprintf("%s hashes len(blocks)/128 whole blocks into h, adding 128 to the", name),
-		"128-bit counter c before each and using flag as f0. Requires "+requires+".")
+	Comment(fmt.Sprintf("%s hashes len(blocks)/128 whole blocks into h, adding 128 to the", name),
+		"128-bit counter c before each and using flag as f0.",
+		"Dispatch requires "+requires+" (the Requires line lists what this code uses).")
 	Comment(
 		"Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);",
 		"Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the",
@@ -362,11 +363,11 @@ func lanes(name string, width int, avx512, rolled bool) {
 	if avx512 {
 		requires = "AVX, AVX2, AVX512F, AVX512VL"
 	}
-	Doc(fmt.Sprintf("%s hashes blocks blocks of %d messages at once. Block b of lane j", name, width),
+	Comment(fmt.Sprintf("%s hashes blocks blocks of %d messages at once. Block b of lane j", name, width),
 		"is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag",
 		"(callers pass a non-zero flag only with one block). h[k][j] is word k of lane",
 		fmt.Sprintf("j's chaining value; only lanes 0..%d are read and written.", width-1),
-		"Requires "+requires+".")
+		"Dispatch requires "+requires+" (the Requires line lists what this code uses).")
 
 	vec := func(i int) VecPhysical {
 		if width == 8 {
@@ -628,7 +629,7 @@ func transpose4(rows, tmp []VecPhysical) {
 // word instead put it on the critical path and cost a quarter of the speed.
 func compressScalar() {
 	TEXT("compressScalar", NOSPLIT, "func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)")
-	Doc("compressScalar hashes len(blocks)/128 whole blocks into h, adding 128 to the",
+	Comment("compressScalar hashes len(blocks)/128 whole blocks into h, adding 128 to the",
 		"128-bit counter c before each and using flag as f0. Requires only amd64 (SSE2).")
 	Comment(
 		"Registers: v0..v7 in AX, BX, CX, DX, SI, DI, R8, R9; v12..v15 in R12..R15;",
@@ -762,7 +763,7 @@ func compressScalar() {
 // compressScalar), and finds the schedule pointer on the stack per word.
 func compressScalarRolled() {
 	TEXT("compressScalarRolled", NOSPLIT, "func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)")
-	Doc("compressScalarRolled is compressScalar with the rounds rolled into a loop.",
+	Comment("compressScalarRolled is compressScalar with the rounds rolled into a loop.",
 		"Requires only amd64 (SSE2).")
 	Comment(
 		"Registers: v0..v3 in AX, BX, CX, DX; v4..v7 in SI, DI, R8, R9; v12..v15 in",
