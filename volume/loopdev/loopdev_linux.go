@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,4 +124,35 @@ func (d *Device) Detach() error {
 		return fmt.Errorf("loopdev: detach %s: %w", d.Path, err)
 	}
 	return nil
+}
+
+// BackedBy lists the loop devices (as /dev/loopN) whose backing file is
+// file, as sysfs reports it. It finds what a program that died left
+// attached.
+func BackedBy(file string) ([]string, error) {
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var devs []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || strings.TrimSuffix(string(b), "\n") != file {
+			continue
+		}
+		devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
+	}
+	return devs, nil
+}
+
+// DetachPath detaches the loop device at path (e.g. /dev/loop3) from its
+// file; a device that is not attached is not an error. As with Detach,
+// the kernel completes it once no mount or table holds the device.
+func DetachPath(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("loopdev: %w", err)
+	}
+	d := &Device{Path: path, f: f}
+	return d.Detach()
 }

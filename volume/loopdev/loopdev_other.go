@@ -15,3 +15,9 @@ func (d *Device) Close() error { return nil }
 
 // Detach does nothing: no Device is ever attached here.
 func (d *Device) Detach() error { return nil }
+
+// BackedBy returns ErrUnsupported: loop devices exist only on Linux.
+func BackedBy(file string) ([]string, error) { return nil, ErrUnsupported }
+
+// DetachPath returns ErrUnsupported: loop devices exist only on Linux.
+func DetachPath(path string) error { return ErrUnsupported }

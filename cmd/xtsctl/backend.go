@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/volume/serve"
+)
+
+// A backend turns an unlocked image into a block device: "fuse" serves it
+// from a background xtsctl process through FUSE and a loop device; "dm"
+// (issue 9) hands it to the kernel's dm-crypt. open, close and status go
+// through this interface only, and the run directory records which
+// backend serves each NAME.
+type backend interface {
+	// available reports what this host lacks for the backend, or nil.
+	available() error
+	// open serves req, mounts it when req.mount is set, saves the
+	// state record and returns it. On error nothing is left behind
+	// except the state directory, which the caller removes.
+	open(a *app, req *openRequest) (*runState, error)
+	// alive reports whether the volume is still served; a dead one's
+	// leftovers are removed with cleanup.
+	alive(e *entry) bool
+	// close unmounts what open mounted, releases the device, flushes,
+	// marks the image clean and stops serving; it leaves the state
+	// directory to the caller.
+	close(a *app, st *runState) error
+	// cleanup removes what a dead instance left: mount, devices.
+	cleanup(a *app, e *entry) error
+	// stats returns the live I/O counters, or nil if the backend has none.
+	stats(st *runState) (*serve.Stats, error)
+}
+
+// backends holds every backend by name; autoOrder is the preference of
+// --backend auto.
+var (
+	backends  = map[string]backend{"fuse": fuseBackend{}}
+	autoOrder = []string{"fuse"}
+)
+
+func backendNames() string {
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(append(names, "auto"), ", ")
+}
+
+// pickBackend resolves --backend.
+func pickBackend(name string) (string, backend, error) {
+	if name == "auto" {
+		var why []string
+		for _, n := range autoOrder {
+			b := backends[n]
+			err := b.available()
+			if err == nil {
+				return n, b, nil
+			}
+			why = append(why, fmt.Sprintf("%s: %v", n, err))
+		}
+		return "", nil, withCode(exitDevice, fmt.Errorf("no backend can serve volumes here (%s)", strings.Join(why, "; ")))
+	}
+	b, ok := backends[name]
+	if !ok {
+		return "", nil, usageError(fmt.Errorf("unknown --backend %q (want %s)", name, backendNames()))
+	}
+	if err := b.available(); err != nil {
+		return "", nil, withCode(exitDevice, err)
+	}
+	return name, b, nil
+}
+
+// backendOf returns the backend recorded for e; entries without a
+// record (an open that died early) belong to the FUSE backend, the only
+// one that starts a process before the record exists.
+func backendOf(e *entry) backend {
+	if e.state != nil {
+		if b, ok := backends[e.state.Backend]; ok {
+			return b
+		}
+	}
+	return backends["fuse"]
+}
+
+// openRequest is what open hands a backend.
+type openRequest struct {
+	name     string
+	image    string // absolute path
+	imageDev uint64
+	imageIno uint64
+	typ      string       // typePlain or typeVolume
+	plain    volume.Plain // for typePlain
+	cipher   string       // human description of the encryption
+	secret   []byte       // plain: the raw key; volume: the passphrase. The caller wipes it.
+	readOnly bool
+	mount    string // absolute mountpoint, or ""
+	fstype   string // "" to detect
+}
+
+// checkLoopSupport names what is missing for loop devices.
+func checkLoopSupport() error {
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return fmt.Errorf("loop devices are not available: /dev/loop-control is missing (load the loop module: modprobe loop)")
+	}
+	return nil
+}

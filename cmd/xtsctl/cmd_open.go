@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/xts"
+)
+
+func init() { registerCommand(newOpenCmd) }
+
+func newOpenCmd(a *app) *cobra.Command {
+	var (
+		typ, backendName string
+		pf               plainFlags
+		req              openRequest
+	)
+	cmd := &cobra.Command{
+		Use:   "open IMAGE NAME",
+		Short: "Unlock an image and serve it as a block device",
+		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME.
+
+With the fuse backend (the default), a background xtsctl process serves the
+decrypted data through FUSE as one file and attaches a loop device to it;
+every sector is decrypted, and for xtsctl volumes verified, on its way. The
+device path is printed once the device is ready. With --mount, the
+filesystem on it is mounted on DIR.
+
+'xtsctl close NAME' undoes it all; 'xtsctl status' lists open volumes.
+Needs root, /dev/fuse and loop devices.`,
+		Example: `  xtsctl open --type plain --key-file disk.key disk.enc secret
+  mkfs.ext4 /dev/loop3            # the device open printed
+  xtsctl close secret
+  xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc secret`,
+		Args: argsNamed("IMAGE", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkType(typ); err != nil {
+				return err
+			}
+			if typ != typePlain {
+				if err := rejectFlags(cmd, typ, plainOnly); err != nil {
+					return err
+				}
+			}
+			return openImage(a, &pf, typ, backendName, args[0], args[1], &req)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&typ, "type", typeVolume, "image format: volume or plain")
+	f.StringVar(&req.mount, "mount", "", "mount the filesystem on the device at `DIR`")
+	f.StringVar(&req.fstype, "fstype", "", "filesystem type for --mount (default: detected)")
+	f.BoolVar(&req.readOnly, "read-only", false, "serve and mount read-only; the image is never written")
+	f.StringVar(&backendName, "backend", "auto", "how to serve: "+backendNames())
+	pf.register(f)
+	return cmd
+}
+
+func openImage(a *app, pf *plainFlags, typ, backendName, image, name string, req *openRequest) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	req.name, req.typ = name, typ
+	if req.fstype != "" && req.mount == "" {
+		return usageError(errors.New("--fstype needs --mount"))
+	}
+	if req.mount != "" {
+		abs, err := filepath.Abs(req.mount)
+		if err != nil {
+			return usageError(err)
+		}
+		fi, err := os.Stat(abs)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return usageError(fmt.Errorf("mountpoint %s does not exist", req.mount), "create it: mkdir -p "+req.mount)
+		case err != nil:
+			return withCode(exitDevice, err)
+		case !fi.IsDir():
+			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.mount))
+		}
+		req.mount = abs
+	}
+	if typ == typePlain {
+		p, err := pf.params()
+		if err != nil {
+			return err
+		}
+		req.plain = p
+	}
+
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return withCode(exitInput, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return withCode(exitInput, fmt.Errorf("image %s does not exist", image))
+	case err != nil:
+		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+	case fi.IsDir():
+		return withCode(exitInput, fmt.Errorf("image %s is a directory", image))
+	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
+		return withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
+	}
+	sys := fi.Sys().(*syscall.Stat_t)
+	req.image, req.imageDev, req.imageIno = abs, sys.Dev, sys.Ino
+
+	bname, b, err := pickBackend(backendName)
+	if err != nil {
+		return err
+	}
+
+	// The secret is read before taking the lock: a passphrase prompt
+	// must not hold up other opens and closes.
+	if typ == typePlain {
+		key, err := readKeyFile(a, pf.keyFile)
+		if err != nil {
+			return err
+		}
+		defer clear(key)
+		c, err := xts.NewCipher(key) // reject a bad key here, with its exit code
+		if err != nil {
+			return withCode(exitKey, err)
+		}
+		c.Wipe()
+		req.secret = key
+		req.cipher = describePlain(req.plain, 8*len(key))
+	} else {
+		return usageError(errNoVolumeFormat)
+	}
+
+	unlock, err := lockRunDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkNotOpen(a, req); err != nil {
+		return err
+	}
+	dir := stateDir(name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return withCode(exitDevice, fmt.Errorf("cannot create %s: %w", dir, err))
+	}
+	st, err := b.open(a, req)
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	a.resultf("%s", st.Device)
+	switch {
+	case st.Mountpoint != "":
+		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, st.Device, st.FSType, st.Mountpoint, bname)
+	default:
+		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, bname)
+	}
+	return nil
+}
+
+// checkNotOpen refuses a NAME or an image that is already open, and cleans
+// up after servers that died (with a warning). The caller holds the lock.
+func checkNotOpen(a *app, req *openRequest) error {
+	entries, err := listEntries()
+	if err != nil {
+		return withCode(exitDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+	}
+	for _, e := range entries {
+		b := backendOf(e)
+		if !b.alive(e) {
+			if err := removeStale(a, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.name == req.name {
+			what := "it"
+			if e.state != nil {
+				what = fmt.Sprintf("%s on %s", e.state.Image, e.state.Device)
+			}
+			return withCode(exitDevice, fmt.Errorf("%s is already open (%s)", req.name, what),
+				"close it first: xtsctl close "+req.name)
+		}
+		if e.state != nil && e.state.ImageDev == req.imageDev && e.state.ImageIno == req.imageIno {
+			return withCode(exitDevice, fmt.Errorf("image %s is already open as %s (%s)", req.image, e.name, e.state.Device),
+				"close it first: xtsctl close "+e.name)
+		}
+	}
+	return nil
+}
+
+// removeStale cleans what a dead server left and removes its record.
+func removeStale(a *app, e *entry) error {
+	if err := backendOf(e).cleanup(a, e); err != nil {
+		return withCode(exitDevice, fmt.Errorf("cannot clean up after %s: %w", e.name, err))
+	}
+	if err := os.RemoveAll(stateDir(e.name)); err != nil {
+		return withCode(exitDevice, err)
+	}
+	a.warningf("%s was left open by a server that died (%s); cleaned up", e.name, describeLeftovers(e))
+	return nil
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume/serve"
+	"github.com/xtsctl/xtsctl/xts"
+	"golang.org/x/sys/unix"
+)
+
+func init() { registerCommand(newServeCmd) }
+
+// newServeCmd is the background server that open starts (re-executing
+// this binary); it is not meant to be run by hand.
+func newServeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:    "internal-serve",
+		Short:  "Serve an opened volume (started by xtsctl open)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runServer()
+		},
+	}
+}
+
+// server is the running state of internal-serve.
+type server struct {
+	cfg     *serverConfig
+	store   serve.Store
+	dev     *serve.Device
+	srv     *serve.Server
+	mounted string // the filesystem mountpoint we mounted, if any
+	fstype  string
+	ln      net.Listener
+	log     *log.Logger
+
+	mu     sync.Mutex // serialises close attempts
+	closed bool
+}
+
+func runServer() error {
+	cfgFile := os.NewFile(3, "config")
+	readyFile := os.NewFile(4, "ready")
+	if cfgFile == nil || readyFile == nil {
+		return usageError(errors.New("internal-serve is started by xtsctl open, not by hand"))
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmsgprefix)
+	cfg, secret, err := readConfig(cfgFile)
+	cfgFile.Close()
+	if err != nil {
+		clear(secret)
+		return reportReady(readyFile, withCode(exitFailure, err))
+	}
+	os.Setenv("XTSCTL_RUNDIR", cfg.RunDir) // stateDir and friends follow the parent's
+	logger.SetPrefix(cfg.Name + ": ")
+	// Detached: the terminal's signals never come, SIGTERM (shutdown)
+	// closes cleanly, SIGPIPE from a vanished client is not fatal.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+
+	s := &server{cfg: cfg, log: logger}
+	err = s.start(secret)
+	clear(secret)
+	if err != nil {
+		logger.Printf("open failed: %v", err)
+		return reportReady(readyFile, err)
+	}
+	if err := reportReady(readyFile, nil, s.readyMsg()); err != nil {
+		logger.Printf("open: %v", err)
+	}
+	logger.Printf("serving %s on %s", cfg.Image, s.srv.LoopDevice().Path)
+	return s.run()
+}
+
+// reportReady sends the outcome of startup to open and closes fd 4.
+func reportReady(f *os.File, err error, ok ...*readyMsg) error {
+	msg := &readyMsg{OK: true}
+	if err != nil {
+		msg = errorMsg(err)
+	} else if len(ok) > 0 {
+		msg = ok[0]
+	}
+	werr := json.NewEncoder(f).Encode(msg)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+func (s *server) readyMsg() *readyMsg {
+	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype}
+}
+
+// start unlocks the image, serves it, mounts it and records the state. On
+// error everything it did is undone.
+func (s *server) start(secret []byte) (err error) {
+	cfg := s.cfg
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	store, err := s.openStore(secret)
+	if err != nil {
+		return err
+	}
+	s.store = store
+	undo = append(undo, func() { store.Close() })
+
+	s.dev = serve.NewDevice(store, cfg.ReadOnly, s.log.Printf)
+	fuseDir := filepath.Join(stateDir(cfg.Name), "fuse")
+	if err := os.Mkdir(fuseDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return withCode(exitDevice, err)
+	}
+	s.srv, err = serve.Start(s.dev, serve.Options{Dir: fuseDir, Name: "xtsctl:" + cfg.Name, Debug: os.Getenv("XTSCTL_FUSEDEBUG") != "", Logger: s.log})
+	if err != nil {
+		return withCode(exitDevice, err)
+	}
+	undo = append(undo, func() { s.srv.Stop() })
+	loop := s.srv.LoopDevice().Path
+
+	if cfg.Mount != "" {
+		s.fstype = cfg.FSType
+		if s.fstype == "" {
+			s.fstype, err = serve.DetectFilesystem(loop)
+			if err != nil {
+				return withCode(exitDevice, err)
+			}
+			if s.fstype == "" {
+				return withCode(exitDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", cfg.Image, loop),
+					"pass --fstype if the filesystem is there, or open without --mount and run mkfs on the device")
+			}
+		}
+		if err := serve.MountFilesystem(loop, cfg.Mount, s.fstype, cfg.ReadOnly); err != nil {
+			return withCode(exitDevice, err, "the kernel log (dmesg) may say more")
+		}
+		s.mounted = cfg.Mount
+		undo = append(undo, func() { serve.Unmount(cfg.Mount) })
+	}
+
+	ln, err := net.Listen("unix", ctlPath(cfg.Name))
+	if err != nil {
+		return withCode(exitDevice, fmt.Errorf("control socket: %w", err))
+	}
+	s.ln = ln
+	undo = append(undo, func() { ln.Close() })
+
+	pid := os.Getpid()
+	st := &runState{
+		Name: cfg.Name, Backend: "fuse", Image: cfg.Image, ImageDev: cfg.ImageDev, ImageIno: cfg.ImageIno,
+		Type: cfg.Type, Cipher: cfg.Cipher, Device: loop, Mountpoint: s.mounted, FSType: s.fstype,
+		ReadOnly: cfg.ReadOnly, PID: pid, PIDStart: processStart(pid), Opened: time.Now().UTC(),
+	}
+	if err := writeState(st); err != nil {
+		return withCode(exitDevice, fmt.Errorf("write state: %w", err))
+	}
+	return nil
+}
+
+// openStore unlocks the image.
+func (s *server) openStore(secret []byte) (serve.Store, error) {
+	cfg := s.cfg
+	if cfg.Type != typePlain {
+		return nil, usageError(errNoVolumeFormat)
+	}
+	flag := os.O_RDWR
+	if cfg.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(cfg.Image, flag, 0)
+	if err != nil {
+		return nil, withCode(exitInput, fmt.Errorf("cannot open image: %w", err))
+	}
+	// One server per image, whatever the run directory says: two
+	// servers writing one image would corrupt it.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, withCode(exitDevice, fmt.Errorf("image %s is in use by another xtsctl server", cfg.Image))
+	}
+	c, err := xts.NewCipher(secret)
+	if err != nil {
+		f.Close()
+		return nil, withCode(exitKey, err)
+	}
+	codec, err := sector.NewCodec(c, cfg.Plain.Sector)
+	if err != nil {
+		f.Close()
+		return nil, usageError(err)
+	}
+	store, err := serve.NewPlainStore(f, cfg.Plain, codec)
+	if err != nil {
+		f.Close()
+		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
+	}
+	return store, nil
+}
+
+// run serves control requests until the volume is closed, SIGTERM
+// arrives, or the FUSE mount disappears.
+func (s *server) run() error {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	fuseGone := make(chan struct{})
+	go func() { s.srv.Wait(); close(fuseGone) }()
+	closedByCtl := make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() { s.acceptLoop(closedByCtl); close(loopDone) }()
+
+	for {
+		select {
+		case <-closedByCtl:
+			<-loopDone
+			return nil
+		case sig := <-term:
+			s.log.Printf("%v: closing", sig)
+		case <-fuseGone:
+			fuseGone = nil // a closed channel would spin
+			if !s.isClosed() {
+				s.log.Printf("FUSE mount went away: closing")
+			}
+		}
+		// A close request may be running; shutdown waits for it.
+		if err := s.shutdown(); err != nil {
+			s.log.Printf("close: %v; still serving", err)
+			continue
+		}
+		<-loopDone // shutdown closed the listener; let a reply go out
+		return nil
+	}
+}
+
+func (s *server) acceptLoop(done chan<- struct{}) {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if s.handle(c) {
+			close(done)
+			return
+		}
+	}
+}
+
+// handle answers one request; it reports whether the server has closed.
+func (s *server) handle(c net.Conn) (closed bool) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var req ctlRequest
+	if err := json.NewDecoder(c).Decode(&req); err != nil {
+		return false
+	}
+	reply := func(m *readyMsg) { json.NewEncoder(c).Encode(m) }
+	switch req.Op {
+	case "status":
+		stats := s.dev.Counters.Snapshot()
+		reply(&readyMsg{OK: true, Device: s.srv.LoopDevice().Path, Stats: &stats})
+	case "close":
+		if err := s.shutdown(); err != nil {
+			s.log.Printf("close: %v", err)
+			reply(errorMsg(err))
+			return false
+		}
+		stats := s.dev.Counters.Snapshot()
+		reply(&readyMsg{OK: true, Stats: &stats})
+		return true
+	default:
+		reply(errorMsg(fmt.Errorf("unknown request %q", req.Op)))
+	}
+	return false
+}
+
+func (s *server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// shutdown unmounts, detaches, flushes, marks clean and removes the state.
+// If the filesystem cannot be unmounted (busy), it stops there and keeps
+// serving, so that nothing in use loses its device.
+func (s *server) shutdown() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.mounted != "" {
+		if err := serve.Unmount(s.mounted); err != nil {
+			if errors.Is(err, unix.EBUSY) {
+				return withCode(exitDevice, fmt.Errorf("%s is busy", s.mounted), "find its users with: fuser -vm "+s.mounted)
+			}
+			if serve.MountSource(s.mounted) != "" {
+				return withCode(exitDevice, err)
+			}
+			// Someone else unmounted it already.
+		}
+		s.mounted = ""
+	}
+	var errs []error
+	if err := s.srv.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("flush image: %w", err))
+	}
+	s.closed = true
+	s.ln.Close()
+	dir := stateDir(s.cfg.Name)
+	for _, f := range []string{"state.json", "pid", "ctl.sock"} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	os.Remove(filepath.Join(dir, "fuse"))
+	os.Remove(dir)
+	if err := errors.Join(errs...); err != nil {
+		return withCode(exitDevice, err)
+	}
+	st := s.dev.Counters.Snapshot()
+	s.log.Printf("closed: %d reads (%d bytes), %d writes (%d bytes), %d syncs, %d integrity errors",
+		st.Reads, st.ReadBytes, st.Writes, st.WriteBytes, st.Syncs, st.IntegrityErrors)
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/volume/serve"
+)
+
+func init() { registerCommand(newStatusCmd) }
+
+func newStatusCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "List open volumes, their devices, mountpoints and I/O counters",
+		Long: `Show each open volume (or only NAME): image, device, mountpoint, backend,
+and the I/O counters of its server: requests and bytes read and written,
+syncs, I/O errors, and integrity errors with the sectors that failed.
+
+A volume whose server died is shown as "dead"; 'xtsctl close NAME' or the
+next open cleans it up.`,
+		Example: `  xtsctl status
+  xtsctl status --json secret`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return status(a, args, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one object per volume, in an array)")
+	return cmd
+}
+
+// volumeStatus is one volume as status reports it.
+type volumeStatus struct {
+	*runState
+	Name  string       `json:"name"`
+	State string       `json:"state"` // "open", "opening", "dead", or "unreachable"
+	Stats *serve.Stats `json:"stats,omitempty"`
+}
+
+func status(a *app, args []string, asJSON bool) error {
+	var entries []*entry
+	if len(args) == 1 {
+		if err := checkName(args[0]); err != nil {
+			return err
+		}
+		e, err := readEntry(args[0])
+		if errors.Is(err, errNotOpen) {
+			return withCode(exitUsage, fmt.Errorf("%s is not open", args[0]), "'xtsctl status' lists open volumes")
+		}
+		if err != nil {
+			return withCode(exitDevice, err)
+		}
+		entries = append(entries, e)
+	} else {
+		var err error
+		if entries, err = listEntries(); err != nil {
+			return withCode(exitDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+		}
+	}
+	out := make([]volumeStatus, 0, len(entries))
+	for _, e := range entries {
+		vs := volumeStatus{runState: e.state, Name: e.name}
+		b := backendOf(e)
+		switch {
+		case !b.alive(e):
+			vs.State = "dead"
+		case e.state == nil:
+			vs.State = "opening"
+		default:
+			vs.State = "open"
+			stats, err := b.stats(e.state)
+			if err != nil {
+				vs.State = "unreachable"
+				a.warningf("%s: cannot read counters: %v", e.name, err)
+			}
+			vs.Stats = stats
+		}
+		out = append(out, vs)
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		a.resultf("%s", b)
+		return nil
+	}
+	if len(out) == 0 {
+		a.infof("no volumes are open")
+		return nil
+	}
+	for i, vs := range out {
+		if i > 0 {
+			a.resultf("")
+		}
+		printStatus(a, &vs)
+	}
+	return nil
+}
+
+func printStatus(a *app, vs *volumeStatus) {
+	st := vs.runState
+	if st == nil {
+		a.resultf("%s: %s", vs.Name, vs.State)
+		return
+	}
+	mode := "read-write"
+	if st.ReadOnly {
+		mode = "read-only"
+	}
+	a.resultf("%s: %s", vs.Name, vs.State)
+	a.resultf("  image:      %s (%s: %s)", st.Image, st.Type, st.Cipher)
+	a.resultf("  device:     %s, %s, %s backend", st.Device, mode, st.Backend)
+	if st.Mountpoint != "" {
+		a.resultf("  mounted on: %s (%s)", st.Mountpoint, st.FSType)
+	}
+	if st.PID != 0 {
+		a.resultf("  server:     pid %d, since %s", st.PID, st.Opened.Local().Format("2006-01-02 15:04:05"))
+	}
+	if s := vs.Stats; s != nil {
+		a.resultf("  reads:      %d (%s)", s.Reads, humanBytes(int64(s.ReadBytes)))
+		a.resultf("  writes:     %d (%s)", s.Writes, humanBytes(int64(s.WriteBytes)))
+		a.resultf("  syncs:      %d", s.Syncs)
+		a.resultf("  I/O errors: %d read, %d write", s.ReadErrors, s.WriteErrors)
+		line := fmt.Sprintf("  integrity errors: %d", s.IntegrityErrors)
+		if len(s.BadSectors) > 0 {
+			nums := make([]string, len(s.BadSectors))
+			for i, n := range s.BadSectors {
+				nums[i] = fmt.Sprint(n)
+			}
+			line += " (sectors " + strings.Join(nums, ", ")
+			if s.MoreBadSectors {
+				line += ", ..."
+			}
+			line += ")"
+		}
+		a.resultf("%s", line)
+	}
+}
