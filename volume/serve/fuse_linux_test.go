@@ -163,7 +163,11 @@ func TestLoopServesPlaintext(t *testing.T) {
 	skipUnlessDevices(t)
 	for _, ss := range []int{512, 4096} {
 		t.Run("sector="+strconv.Itoa(ss), func(t *testing.T) {
-			im := newPlainImage(t, 8<<20, volume.Plain{Sector: sector.Params{Size: ss, IVOffset: 3}, Offset: 8})
+			size := int64(8 << 20)
+			if raceEnabled {
+				size = 256 << 10
+			}
+			im := newPlainImage(t, size, volume.Plain{Sector: sector.Params{Size: ss, IVOffset: 3}, Offset: 8})
 			srv, _ := im.start(t, false)
 			loop := srv.LoopDevice()
 			if got := sysLoop(t, loop.Number, "dio"); got != "1" {
@@ -183,9 +187,9 @@ func TestLoopServesPlaintext(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			patch := make([]byte, 3<<20)
+			patch := make([]byte, size*3/8)
 			rand.Read(patch)
-			at := int64(1<<20 + 4096)
+			at := size/8 + 4096
 			if _, err := f.WriteAt(patch, at); err != nil {
 				t.Fatal(err)
 			}
