@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
@@ -46,6 +47,7 @@ type server struct {
 	fstype  string
 	ln      net.Listener
 	log     *log.Logger
+	wipe    func() // wipes the key schedule
 
 	mu     sync.Mutex // serialises close attempts
 	closed bool
@@ -58,10 +60,15 @@ func runServer() error {
 		return usageError(errors.New("internal-serve is started by xtsctl open, not by hand"))
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmsgprefix)
-	cfg, secret, err := readConfig(cfgFile)
+	// The server holds the key for as long as the volume is open: lock
+	// it out of swap and core dumps before reading it.
+	if err := secret.Protect(); err != nil {
+		logger.Printf("warning: %v", err)
+	}
+	cfg, key, err := readConfig(cfgFile)
 	cfgFile.Close()
 	if err != nil {
-		clear(secret)
+		secret.Wipe(key)
 		return reportReady(readyFile, withCode(exitFailure, err))
 	}
 	os.Setenv("XTSCTL_RUNDIR", cfg.RunDir) // stateDir and friends follow the parent's
@@ -71,8 +78,8 @@ func runServer() error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 
 	s := &server{cfg: cfg, log: logger}
-	err = s.start(secret)
-	clear(secret)
+	err = s.start(key)
+	secret.Wipe(key)
 	if err != nil {
 		logger.Printf("open failed: %v", err)
 		return reportReady(readyFile, err)
@@ -106,7 +113,7 @@ func (s *server) readyMsg() *readyMsg {
 
 // start unlocks the image, serves it, mounts it and records the state. On
 // error everything it did is undone.
-func (s *server) start(secret []byte) (err error) {
+func (s *server) start(key []byte) (err error) {
 	cfg := s.cfg
 	var undo []func()
 	defer func() {
@@ -117,12 +124,15 @@ func (s *server) start(secret []byte) (err error) {
 		}
 	}()
 
-	store, err := s.openStore(secret)
+	store, err := s.openStore(key)
 	if err != nil {
+		if s.wipe != nil {
+			s.wipe()
+		}
 		return err
 	}
 	s.store = store
-	undo = append(undo, func() { store.Close() })
+	undo = append(undo, func() { store.Close(); s.wipe() })
 
 	s.dev = serve.NewDevice(store, cfg.ReadOnly, s.log.Printf)
 	fuseDir := filepath.Join(stateDir(cfg.Name), "fuse")
@@ -175,39 +185,31 @@ func (s *server) start(secret []byte) (err error) {
 }
 
 // openStore unlocks the image.
-func (s *server) openStore(secret []byte) (serve.Store, error) {
+func (s *server) openStore(key []byte) (serve.Store, error) {
 	cfg := s.cfg
 	if cfg.Type != typePlain {
 		return nil, usageError(errNoVolumeFormat)
 	}
-	flag := os.O_RDWR
-	if cfg.ReadOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := os.OpenFile(cfg.Image, flag, 0)
+	c, err := xts.NewCipher(key)
 	if err != nil {
-		return nil, withCode(exitInput, fmt.Errorf("cannot open image: %w", err))
-	}
-	// One server per image, whatever the run directory says: two
-	// servers writing one image would corrupt it.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, withCode(exitDevice, fmt.Errorf("image %s is in use by another xtsctl server", cfg.Image))
-	}
-	c, err := xts.NewCipher(secret)
-	if err != nil {
-		f.Close()
 		return nil, withCode(exitKey, err)
 	}
+	s.wipe = c.Wipe
 	codec, err := sector.NewCodec(c, cfg.Plain.Sector)
 	if err != nil {
-		f.Close()
 		return nil, usageError(err)
 	}
-	store, err := serve.NewPlainStore(f, cfg.Plain, codec)
+	store, err := serve.OpenPlainStore(cfg.Image, cfg.ReadOnly, cfg.Plain, codec)
+	if errors.Is(err, serve.ErrImageBusy) {
+		// One server per image, whatever the run directory says: two
+		// servers writing one image would corrupt it.
+		return nil, withCode(exitDevice, fmt.Errorf("image %s: %w", cfg.Image, err))
+	}
 	if err != nil {
-		f.Close()
 		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
+	}
+	if !store.Direct() {
+		s.log.Printf("the filesystem of %s has no O_DIRECT: using buffered I/O", cfg.Image)
 	}
 	return store, nil
 }
@@ -321,6 +323,7 @@ func (s *server) shutdown() error {
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("flush image: %w", err))
 	}
+	s.wipe()
 	s.closed = true
 	s.ln.Close()
 	dir := stateDir(s.cfg.Name)

@@ -195,6 +195,15 @@ func (d *Device) WriteAt(p []byte, off int64) error {
 	unlock := d.lockRange(off, int64(len(p)), true)
 	defer unlock()
 	first, lo, span := d.cover(off, len(p))
+	if lo == 0 && span == len(p) {
+		if err := d.store.WriteSectors(p, first); err != nil {
+			d.Counters.writeErrors.Add(1)
+			d.logf("write error: %v", err)
+			return err
+		}
+		d.Counters.writeBytes.Add(uint64(len(p)))
+		return nil
+	}
 	bp := d.bufs.Get().(*[]byte)
 	buf := (*bp)[:span]
 	defer func() {
@@ -213,8 +222,6 @@ func (d *Device) WriteAt(p []byte, off int64) error {
 			return err
 		}
 	}
-	// The store may encrypt in place, so the caller's p is copied even
-	// when it is sector-aligned.
 	copy(buf[lo:], p)
 	if err := d.store.WriteSectors(buf, first); err != nil {
 		d.Counters.writeErrors.Add(1)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"unsafe"
 
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -19,6 +21,11 @@ type PlainStore struct {
 	start   int64
 	sectors uint64
 	ss      int
+	// scratch holds ciphertext, aligned for O_DIRECT: the store decrypts
+	// from it into the caller's buffer and encrypts into it from the
+	// caller's buffer, so plaintext and ciphertext are each copied once.
+	scratch sync.Pool
+	direct  bool
 }
 
 // NewPlainStore serves the plain image open in f through codec. It takes
@@ -37,27 +44,58 @@ func NewPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*PlainStore
 	case data%ss != 0:
 		return nil, fmt.Errorf("image holds %d bytes after the offset, not a whole number of %d-byte sectors", data, ss)
 	}
-	return &PlainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}, nil
+	s := &PlainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}
+	s.scratch.New = func() any { b := alignedBuffer(MaxRequest + 2*sector.MaxSize); return &b }
+	return s, nil
 }
+
+// alignment is what O_DIRECT asks of buffers on every Linux filesystem
+// and block device (at most the page size).
+const alignment = 4096
+
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+alignment)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (alignment - 1))
+	if off != 0 {
+		off = alignment - off
+	}
+	return b[off : off+n : off+n]
+}
+
+// Direct reports whether the image is read and written with O_DIRECT.
+func (s *PlainStore) Direct() bool { return s.direct }
 
 func (s *PlainStore) SectorSize() int { return s.ss }
 func (s *PlainStore) Sectors() uint64 { return s.sectors }
 
 func (s *PlainStore) pos(first uint64) int64 { return s.start + int64(first)*int64(s.ss) }
 
+func (s *PlainStore) getScratch(n int) (buf []byte, put func()) {
+	bp := s.scratch.Get().(*[]byte)
+	if n > len(*bp) {
+		s.scratch.Put(bp)
+		return alignedBuffer(n), func() {}
+	}
+	return (*bp)[:n], func() { s.scratch.Put(bp) }
+}
+
 // ReadSectors reads and decrypts; plain images have nothing to verify.
 func (s *PlainStore) ReadSectors(buf []byte, first uint64) error {
-	if _, err := s.f.ReadAt(buf, s.pos(first)); err != nil {
+	ct, put := s.getScratch(len(buf))
+	defer put()
+	if _, err := s.f.ReadAt(ct, s.pos(first)); err != nil {
 		return fmt.Errorf("read sectors %d-%d: %w", first, first+uint64(len(buf)/s.ss)-1, err)
 	}
-	s.codec.Decrypt(buf, buf, first)
+	s.codec.Decrypt(buf, ct, first)
 	return nil
 }
 
-// WriteSectors encrypts buf in place and writes it.
+// WriteSectors encrypts buf and writes it; buf is left as it was.
 func (s *PlainStore) WriteSectors(buf []byte, first uint64) error {
-	s.codec.Encrypt(buf, buf, first)
-	if _, err := s.f.WriteAt(buf, s.pos(first)); err != nil {
+	ct, put := s.getScratch(len(buf))
+	defer put()
+	s.codec.Encrypt(ct, buf, first)
+	if _, err := s.f.WriteAt(ct, s.pos(first)); err != nil {
 		return fmt.Errorf("write sectors %d-%d: %w", first, first+uint64(len(buf)/s.ss)-1, err)
 	}
 	return nil

@@ -31,7 +31,8 @@ type Store interface {
 	// plaintext of that sector.
 	ReadSectors(buf []byte, first uint64) error
 	// WriteSectors encrypts buf (a whole number of sectors) and writes it
-	// at sector first. It may overwrite buf.
+	// at sector first. It leaves buf unchanged: buf may be the kernel's
+	// request, passed through without a copy.
 	WriteSectors(buf []byte, first uint64) error
 	// Sync makes every completed write durable in the image.
 	Sync() error

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# bench-mount.sh: throughput of a volume opened with `xtsctl open` (FUSE
+# server + loop device) against an unencrypted image on a plain loop device,
+# side by side in one run, with fio on the block devices:
+#   sequential write and read of SIZE (default 1 GiB) in 1 MiB blocks,
+#   4 KiB random reads for RANDTIME seconds,
+# all with O_DIRECT (no page cache above the device) and the same queue
+# depth on both devices. Page caches are dropped before every read phase.
+# Prints MB/s and IOPS for both and the ratios (targets: reads >= 0.5x,
+# writes >= 0.4x, random reads >= 0.3x).
+#
+# Usage: scripts/bench-mount.sh [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR]
+# Needs root, fio, and a built xtsctl (built here). The images live in DIR
+# (default /var/tmp/xtsctl-bench), on the same filesystem for both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+size_mib=1024 randtime=10 rounds=3 sector=4096 dir=/var/tmp/xtsctl-bench
+while getopts s:r:n:S:d: opt; do
+  case $opt in
+    s) size_mib=$OPTARG ;; r) randtime=$OPTARG ;; n) rounds=$OPTARG ;;
+    S) sector=$OPTARG ;; d) dir=$OPTARG ;;
+    *) echo "usage: $0 [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR]" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "bench-mount: needs root (loop devices, FUSE)" >&2; exit 1; }
+command -v fio >/dev/null || { echo "bench-mount: fio missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+
+mkdir -p "$dir"
+bin=$dir/xtsctl
+go build -o "$bin" ./cmd/xtsctl
+name=bench-$$
+raw_loop=
+cleanup() {
+  "$bin" close "$name" >/dev/null 2>&1 || true
+  [ -n "$raw_loop" ] && losetup -d "$raw_loop" 2>/dev/null || true
+  rm -f "$dir/enc.img" "$dir/raw.img" "$dir/key"
+}
+trap cleanup EXIT
+
+head -c 64 /dev/urandom > "$dir/key"
+chmod 600 "$dir/key"
+# Fully allocated images, so neither side pays for block allocation in
+# the host filesystem during the measured writes.
+fallocate -l "${size_mib}M" "$dir/enc.img"
+fallocate -l "${size_mib}M" "$dir/raw.img"
+
+enc_dev=$("$bin" open -q --type plain --sector-size "$sector" --key-file "$dir/key" "$dir/enc.img" "$name")
+# The baseline loop device is set up like the one xtsctl puts on its FUSE
+# file: direct I/O, logical block size = sector size.
+raw_loop=$(losetup --find --show --direct-io=on --sector-size "$sector" "$dir/raw.img")
+
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# fio_run DEV RW BS [extra...]: prints "MB/s IOPS" for one job.
+fio_run() {
+  local dev=$1 rw=$2 bs=$3; shift 3
+  fio --name=b --filename="$dev" --rw="$rw" --bs="$bs" --direct=1 --ioengine=libaio \
+      --iodepth=16 --numjobs=1 --group_reporting --output-format=json "$@" 2>/dev/null |
+    python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0]
+k = "write" if j["write"]["io_bytes"] > 0 else "read"
+print("%.1f %.0f" % (j[k]["bw_bytes"] / 1e6, j[k]["iops"]))'
+}
+
+declare -A sum
+measure() { # measure LABEL DEV
+  local label=$1 dev=$2 r
+  r=$(fio_run "$dev" write 1M --size="${size_mib}M" --end_fsync=1); sum[$label.write]+=" ${r%% *}"
+  drop
+  r=$(fio_run "$dev" read 1M --size="${size_mib}M"); sum[$label.read]+=" ${r%% *}"
+  drop
+  r=$(fio_run "$dev" randread 4k --size="${size_mib}M" --time_based --runtime="$randtime" --randrepeat=0)
+  sum[$label.rand]+=" ${r#* }"
+}
+
+echo "bench-mount: ${size_mib} MiB, ${sector}-byte sectors, $rounds rounds, xtsctl $enc_dev vs plain loop $raw_loop"
+echo "bench-mount: CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
+for i in $(seq "$rounds"); do
+  # Alternate the order so that neither side always runs first.
+  if [ $((i % 2)) = 1 ]; then measure enc "$enc_dev"; measure raw "$raw_loop"
+  else measure raw "$raw_loop"; measure enc "$enc_dev"; fi
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+printf '\n%-26s %12s %12s %7s %7s\n' test xtsctl plain-loop ratio target
+for t in write:"seq write 1M (MB/s)":0.4 read:"seq read 1M (MB/s)":0.5 rand:"rand read 4K (IOPS)":0.3; do
+  key=${t%%:*}; rest=${t#*:}; label=${rest%:*}; target=${rest##*:}
+  e=$(echo "${sum[enc.$key]}" | median); r=$(echo "${sum[raw.$key]}" | median)
+  ratio=$(awk -v e="$e" -v r="$r" 'BEGIN {printf "%.2f", e / r}')
+  ok=$(awk -v x="$ratio" -v t="$target" 'BEGIN {print (x >= t) ? "ok" : "BELOW"}')
+  printf '%-26s %12s %12s %6sx %5sx %s\n' "$label" "$e" "$r" "$ratio" "$target" "$ok"
+done
+echo "(medians of $rounds rounds; all rounds: $(for k in "${!sum[@]}"; do printf '%s=[%s ] ' "$k" "${sum[$k]}"; done))"

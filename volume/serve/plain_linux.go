@@ -1,0 +1,68 @@
+//go:build linux
+
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
+	"golang.org/x/sys/unix"
+)
+
+// ErrImageBusy is returned by OpenPlainStore when another process serves
+// the image.
+var ErrImageBusy = errors.New("image is in use by another xtsctl server")
+
+// OpenPlainStore opens the plain image at path for serving: locked against
+// a second server (flock), and with O_DIRECT where the filesystem allows
+// it. Direct I/O keeps the ciphertext out of the page cache: the block
+// device on top already caches the plaintext, a second cached copy would
+// only take memory, and fsync has no page cache to write back. It also
+// lets the image be read and written with the same large, parallel
+// requests the loop device sends us.
+func OpenPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Codec) (*PlainStore, error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag|unix.O_DIRECT, 0)
+	direct := err == nil
+	if errors.Is(err, unix.EINVAL) { // the filesystem has no O_DIRECT
+		f, err = os.OpenFile(path, flag, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrImageBusy
+		}
+		return nil, fmt.Errorf("lock image: %w", err)
+	}
+	s, err := NewPlainStore(f, p, codec)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if direct {
+		// The data area's start must suit the device under the
+		// file too; if a sector read there fails, fall back.
+		probe, put := s.getScratch(s.ss)
+		_, err := f.ReadAt(probe, s.start)
+		put()
+		if errors.Is(err, unix.EINVAL) {
+			// Clear O_DIRECT (the file has no other status flags).
+			if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFL, 0); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open image: %w", err)
+			}
+			direct = false
+		}
+	}
+	s.direct = direct
+	return s, nil
+}
