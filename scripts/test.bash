@@ -50,7 +50,7 @@ GODEBUG=cpu.avx2=off go test -count=1 ./blake2b
 step generated assembly is fresh
 scripts/check-generated.bash
 
-step device-mapper in a qemu guest (the host kernel has none)
+step 'device-mapper in a qemu guest (the host kernel has none)'
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMVM$' ./volume/devmapper
 
 step fuzz targets, briefly
