@@ -36,9 +36,8 @@ next open cleans it up.`,
 
 // volumeStatus is one volume as status reports it.
 type volumeStatus struct {
-	*runState
-	Name  string       `json:"name"`
-	State string       `json:"state"` // "open", "opening", "dead", or "unreachable"
+	runState        // zero but for Name while a volume is being opened or its record was lost
+	State    string `json:"state"` // "open", "opening", "dead", or "unreachable"
 	Stats *serve.Stats `json:"stats,omitempty"`
 }
 
@@ -64,7 +63,10 @@ func status(a *app, args []string, asJSON bool) error {
 	}
 	out := make([]volumeStatus, 0, len(entries))
 	for _, e := range entries {
-		vs := volumeStatus{runState: e.state, Name: e.name}
+		vs := volumeStatus{runState: runState{Name: e.name}}
+		if e.state != nil {
+			vs.runState = *e.state
+		}
 		b := backendOf(e)
 		switch {
 		case !b.alive(e):
@@ -104,8 +106,8 @@ func status(a *app, args []string, asJSON bool) error {
 }
 
 func printStatus(a *app, vs *volumeStatus) {
-	st := vs.runState
-	if st == nil {
+	st := &vs.runState
+	if st.Device == "" {
 		a.resultf("%s: %s", vs.Name, vs.State)
 		return
 	}
