@@ -36,9 +36,9 @@ next open cleans it up.`,
 
 // volumeStatus is one volume as status reports it.
 type volumeStatus struct {
-	runState        // zero but for Name while a volume is being opened or its record was lost
-	State    string `json:"state"` // "open", "opening", "dead", or "unreachable"
-	Stats *serve.Stats `json:"stats,omitempty"`
+	runState              // zero but for Name while a volume is being opened or its record was lost
+	State    string       `json:"state"` // "open", "opening", "dead", or "unreachable"
+	Stats    *serve.Stats `json:"stats,omitempty"`
 }
 
 func status(a *app, args []string, asJSON bool) error {
