@@ -1,7 +1,23 @@
 // Package volume owns xtsctl's on-disk formats and the ways of serving them:
 // the headerless plain mode (byte-compatible with cryptsetup --type plain
-// --cipher aes-xts-plain64) and, later, the xtsctl volume format with key
-// slots and integrity tags.
+// --cipher aes-xts-plain64) and the xtsctl volume format (docs/FORMAT.md):
+// two header copies, passphrase key slots (Argon2id, XChaCha20-Poly1305),
+// a dm-crypt compatible data area and a keyed BLAKE2b tag per sector.
+//
+// The volume API, for the commands and the mount backends:
+//
+//   - Create writes a new volume; ReadHeaders reads the two header copies
+//     without a key (for info), and Headers.Unlock finds the master key.
+//   - Open (or OpenWithKey, OpenDevice) gives a *Volume: ReadSectors checks
+//     tags and never returns unverified plaintext, WriteSectors encrypts and
+//     tags, Sync, Close (which marks a written volume clean and wipes keys).
+//     Decrypt and Verify stream the whole data area.
+//   - The state area records whether a volume was closed cleanly and which
+//     regions may have torn writes: MarkRegionsDirty before writing to a
+//     region, ClearRegions once it is synced, Recover after a crash.
+//   - Layout.CryptTarget is the dm-crypt table of the data area.
+//   - AddSlot, ChangeSlot, RemoveSlot, Headers.Backup and Restore manage
+//     passphrases and headers, crash-safely (WriteHeader).
 package volume
 
 import (

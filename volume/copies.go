@@ -1,0 +1,330 @@
+package volume
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Device is what the volume code reads and writes: an image file or a block
+// device (*os.File), or a test double.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+}
+
+// CopyStatus describes one header copy as found on the device.
+type CopyStatus struct {
+	Name       string // "primary" or "secondary"
+	Offset     int64  // where it was read
+	Err        error  // nil if the copy is valid as a whole
+	Parsed     bool   // the header block itself is intact
+	Generation uint64 // if Parsed
+	// DamagedSlots lists the slots failing their own checksum (when the
+	// block is intact but the slot area does not match its checksum).
+	DamagedSlots []int
+
+	hdr   *Header           // the parsed block, if Parsed
+	slots [MaxSlots]KeySlot // the slots that parsed
+	bad   [MaxSlots]bool    // slots that did not
+	raw   [CopySize]byte    // the bytes read
+}
+
+// Headers is what ReadHeaders found on a device: both copies and the header
+// in use.
+type Headers struct {
+	Header    *Header // the header in use
+	Primary   CopyStatus
+	Secondary CopyStatus
+	// Warnings say what was wrong and what was done about it (a damaged
+	// copy, copies that disagree). Callers show them to the user.
+	Warnings []string
+	// Damaged lists the slots unusable in both copies (best-effort mode).
+	Damaged []int
+	// DeviceSize is the size of the device in bytes.
+	DeviceSize int64
+}
+
+// TruncatedError reports a device smaller than its header says.
+type TruncatedError struct{ Expected, Actual int64 }
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("volume is truncated: the header says %d bytes, the image has %d", e.Expected, e.Actual)
+}
+
+// HeadersDamagedError reports that neither header copy can be read.
+type HeadersDamagedError struct{ Primary, Secondary error }
+
+func (e *HeadersDamagedError) Error() string {
+	return fmt.Sprintf("both header copies are damaged (primary: %v; secondary: %v)", e.Primary, e.Secondary)
+}
+
+// ReadHeaders reads both header copies of a device of the given size and
+// picks the header to use: the valid copy with the highest generation (the
+// primary on a tie). When neither copy is valid as a whole but a header
+// block is intact, it is used with each key slot taken from whichever copy
+// has it intact (best effort, with a warning).
+//
+// Errors: ErrNotVolume, *VersionError, *FeatureError, *HeadersDamagedError;
+// *TruncatedError comes with the Headers found (for info).
+func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
+	hs := &Headers{DeviceSize: size}
+	p, s := &hs.Primary, &hs.Secondary
+	p.Name, s.Name = "primary", "secondary"
+	p.read(r, 0, size)
+
+	// The secondary copy ends the volume: the primary says where; without
+	// it, the device size does.
+	s.Offset = (size/CopyRegion - 1) * CopyRegion
+	if p.Parsed {
+		s.Offset = p.hdr.SecondaryOffset
+	}
+	var truncated error
+	if p.Parsed && p.hdr.Size > size {
+		truncated = &TruncatedError{Expected: p.hdr.Size, Actual: size}
+		s.Err = errors.New("beyond the end of the image")
+	} else {
+		s.read(r, s.Offset, size)
+		if s.Parsed && s.hdr.SecondaryOffset != s.Offset {
+			s.Err = fmt.Errorf("it says it lives at byte %d, not %d", s.hdr.SecondaryOffset, s.Offset)
+			s.Parsed, s.hdr = false, nil
+		}
+	}
+
+	// A newer version or unknown features: this code must neither trust
+	// nor rewrite a header it does not understand. Only when the other copy
+	// is an intact version-1 header is the odd copy taken for damage (a
+	// flipped bit in its version field).
+	for _, c := range []*CopyStatus{p, s} {
+		var ve *VersionError
+		var fe *FeatureError
+		if !errors.As(c.Err, &ve) && !errors.As(c.Err, &fe) {
+			continue
+		}
+		if other := hs.other(c); !other.Parsed {
+			return nil, c.Err
+		}
+	}
+	if errors.Is(p.Err, ErrNotVolume) && !s.Parsed {
+		if hasMagicAt(s) {
+			return nil, &HeadersDamagedError{Primary: p.Err, Secondary: s.Err}
+		}
+		return nil, ErrNotVolume
+	}
+
+	switch {
+	case p.Err == nil && s.Err == nil:
+		hs.Header = p.hdr
+		if s.Generation > p.Generation {
+			hs.Header = s.hdr
+		}
+		if p.raw != s.raw {
+			hs.warnf("the header copies differ (generations %d and %d): an update was interrupted; using the %s copy",
+				p.Generation, s.Generation, hs.which())
+		}
+	case p.Err == nil:
+		hs.Header = p.hdr
+		if truncated == nil {
+			hs.warnf("the secondary header copy at byte %d is damaged (%v); using the primary", s.Offset, s.Err)
+		}
+	case s.Err == nil:
+		hs.Header = s.hdr
+		hs.warnf("the primary header copy is damaged (%v); using the secondary copy at byte %d", p.Err, s.Offset)
+	default:
+		if err := hs.bestEffort(); err != nil {
+			return nil, err
+		}
+	}
+	if hs.Header.UUID != otherCopy(hs).uuid() && otherCopy(hs).Parsed {
+		hs.warnf("the %s header copy belongs to another volume (UUID %s)", otherCopy(hs).Name, uuidString(otherCopy(hs).uuid()))
+	}
+	if truncated == nil && hs.Header.Size > size {
+		truncated = &TruncatedError{Expected: hs.Header.Size, Actual: size}
+	}
+	return hs, truncated
+}
+
+func hasMagicAt(c *CopyStatus) bool { return string(c.raw[:len(Magic)]) == Magic }
+
+func (hs *Headers) which() string {
+	if hs.Header == hs.Primary.hdr {
+		return "primary"
+	}
+	return "secondary"
+}
+
+func (hs *Headers) other(c *CopyStatus) *CopyStatus {
+	if c == &hs.Primary {
+		return &hs.Secondary
+	}
+	return &hs.Primary
+}
+
+func otherCopy(hs *Headers) *CopyStatus {
+	if hs.Header == hs.Primary.hdr {
+		return &hs.Secondary
+	}
+	return &hs.Primary
+}
+
+func (c *CopyStatus) uuid() [16]byte {
+	if c.hdr == nil {
+		return [16]byte{}
+	}
+	return c.hdr.UUID
+}
+
+func (hs *Headers) warnf(format string, args ...any) {
+	hs.Warnings = append(hs.Warnings, fmt.Sprintf(format, args...))
+}
+
+// read reads and parses the copy at off.
+func (c *CopyStatus) read(r io.ReaderAt, off, size int64) {
+	c.Offset = off
+	if off < 0 || off+CopySize > size {
+		c.Err = errors.New("beyond the end of the image")
+		return
+	}
+	if _, err := r.ReadAt(c.raw[:], off); err != nil {
+		c.Err = fmt.Errorf("cannot read: %w", err)
+		return
+	}
+	h, err := parseBlock(c.raw[:HeaderBlockSize])
+	if err != nil {
+		c.Err = err
+		return
+	}
+	c.Parsed, c.hdr, c.Generation = true, h, h.Generation
+	err = h.parseSlots(c.raw[slotAreaOffset:], c.raw[offSlotChecksum:offSlotChecksum+32])
+	var sa *SlotAreaError
+	if errors.As(err, &sa) {
+		c.DamagedSlots = sa.Damaged
+	}
+	c.Err = err
+	// Keep the slots that parse on their own, for best-effort unlocking.
+	for i := range MaxSlots {
+		s, err := parseSlot(c.raw[slotAreaOffset+i*SlotSize:][:SlotSize], h.KeySize)
+		c.slots[i], c.bad[i] = s, err != nil
+	}
+	h.Slots = c.slots
+}
+
+// bestEffort builds a header when neither copy is valid as a whole: the
+// intact header block with the highest generation, each slot from a copy
+// where it is intact.
+func (hs *Headers) bestEffort() error {
+	p, s := &hs.Primary, &hs.Secondary
+	if !p.Parsed && !s.Parsed {
+		return &HeadersDamagedError{Primary: p.Err, Secondary: s.Err}
+	}
+	base, other := p, s
+	if !p.Parsed || s.Parsed && s.Generation > p.Generation {
+		base, other = s, p
+	}
+	h := *base.hdr
+	for i := range MaxSlots {
+		switch {
+		case !base.bad[i]:
+			h.Slots[i] = base.slots[i]
+		case other.Parsed && other.hdr.UUID == h.UUID && !other.bad[i]:
+			h.Slots[i] = other.slots[i]
+		default:
+			h.Slots[i] = KeySlot{}
+			hs.Damaged = append(hs.Damaged, i)
+		}
+	}
+	hs.Header = &h
+	hs.warnf("both header copies are damaged (primary: %v; secondary: %v); using the intact parts", p.Err, s.Err)
+	if len(hs.Damaged) > 0 {
+		hs.warnf("%s damaged in both header copies", slotList(hs.Damaged))
+	}
+	return nil
+}
+
+// Errors of Unlock.
+var (
+	ErrWrongPassphrase = errors.New("wrong passphrase: no key slot opens with it")
+	ErrNoKeySlots      = errors.New("the volume has no passphrase: every key slot is empty")
+)
+
+// SlotsDamagedError: the passphrase opened no intact slot, and some slots
+// are damaged in both copies (one of them may have been the right one).
+type SlotsDamagedError struct{ Slots []int }
+
+func (e *SlotsDamagedError) Error() string {
+	return fmt.Sprintf("the passphrase opens no intact key slot, and %s damaged in both header copies", slotList(e.Slots))
+}
+
+// Unlock finds the key slot that passphrase opens and returns the master
+// key (the caller wipes it) and the slot number. The header's MAC is then
+// checked with the key.
+func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
+	h := hs.Header
+	tried := 0
+	for i := range h.Slots {
+		s := &h.Slots[i]
+		if !s.Active {
+			continue
+		}
+		tried++
+		key, err := s.unwrap(passphrase, h.UUID, i, h.KeySize)
+		if errors.Is(err, errWrongPassphrase) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := h.checkMAC(key); err != nil {
+			clear(key)
+			return nil, 0, err
+		}
+		return key, i, nil
+	}
+	switch {
+	case len(hs.Damaged) > 0:
+		return nil, 0, &SlotsDamagedError{Slots: slices.Clone(hs.Damaged)}
+	case tried == 0:
+		return nil, 0, ErrNoKeySlots
+	}
+	return nil, 0, ErrWrongPassphrase
+}
+
+// CheckKey checks a master key against the header (through its MAC).
+func (hs *Headers) CheckKey(key []byte) error {
+	if len(key) != hs.Header.KeySize {
+		return fmt.Errorf("master key is %d bytes, the volume's is %d", len(key), hs.Header.KeySize)
+	}
+	return hs.Header.checkMAC(key)
+}
+
+// WriteHeader writes h as the volume's new header, to both copies, so that
+// a crash at any moment leaves a volume that opens with the old header or
+// the new one:
+//
+//  1. h gets a generation above that of every copy on the device;
+//  2. the secondary copy is written and synced: until this completes, the
+//     primary (older generation, intact) is the one in use;
+//  3. the primary copy is written and synced: the secondary (newest, intact)
+//     is in use until this completes.
+//
+// A torn write damages only the copy being written, which its checksums
+// reveal; the other copy is complete. Writing both copies also repairs a
+// damaged one.
+func WriteHeader(dev Device, hs *Headers, h *Header) error {
+	h.Generation = max(hs.Primary.Generation, hs.Secondary.Generation, hs.Header.Generation) + 1
+	b, err := h.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	for _, off := range []int64{h.SecondaryOffset, 0} {
+		if _, err := dev.WriteAt(b, off); err != nil {
+			return fmt.Errorf("cannot write header: %w", err)
+		}
+		if err := dev.Sync(); err != nil {
+			return fmt.Errorf("cannot sync header: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package volume
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+
+	"github.com/xtsctl/xtsctl/blake2b"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// The master key is the XTS key of the data area itself (what dm-crypt is
+// given, what info --dm-table --show-key prints). Everything else is keyed
+// with subkeys derived from it with keyed BLAKE2b over a label naming the
+// purpose (docs/FORMAT.md, "Keys"), so that no two uses share a key.
+const (
+	purposeTags   = "xtsctl volume v1: sector tags"
+	purposeMAC    = "xtsctl volume v1: header mac"
+	purposeDigest = "xtsctl volume v1: digest"
+)
+
+// deriveKey returns BLAKE2b-size keyed with the master key over purpose.
+func deriveKey(master []byte, purpose string, size int) []byte {
+	h, err := blake2b.New(size, master)
+	if err != nil {
+		panic("volume: " + err.Error())
+	}
+	h.Write([]byte(purpose))
+	return h.Sum(nil)
+}
+
+// computeMAC authenticates the header fields under the master key.
+func (h *Header) computeMAC(master []byte) ([macSize]byte, error) {
+	in, err := h.macInput()
+	if err != nil {
+		return [macSize]byte{}, err
+	}
+	key := deriveKey(master, purposeMAC, 64)
+	defer clear(key)
+	m, _ := blake2b.New(macSize, key)
+	m.Write(in)
+	var mac [macSize]byte
+	copy(mac[:], m.Sum(nil))
+	return mac, nil
+}
+
+// ErrHeaderMAC: the header does not authenticate under the unlocked master
+// key. Either its fields were changed by something other than xtsctl, or
+// the key slot belongs with a different header.
+var ErrHeaderMAC = errors.New("header authentication failed: its fields were modified, or it does not belong to this key slot")
+
+func (h *Header) checkMAC(master []byte) error {
+	mac, err := h.computeMAC(master)
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(mac[:], h.MAC[:]) != 1 {
+		return ErrHeaderMAC
+	}
+	return nil
+}
+
+// SealedDigestSize is the size of the encrypted digest field: XChaCha20-
+// Poly1305 nonce, BLAKE2b-512 digest, Poly1305 tag.
+const SealedDigestSize = chacha20poly1305.NonceSizeX + blake2b.Size + chacha20poly1305.Overhead
+
+func digestAEAD(master []byte) (aeadCipher, func()) {
+	key := deriveKey(master, purposeDigest, chacha20poly1305.KeySize)
+	a, err := chacha20poly1305.NewX(key)
+	if err != nil {
+		panic("volume: " + err.Error())
+	}
+	return a, func() { clear(key) }
+}
+
+type aeadCipher interface {
+	Seal(dst, nonce, plaintext, additionalData []byte) []byte
+	Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error)
+}
+
+// sealDigest stores the plaintext digest, encrypted (a digest of the
+// plaintext in the clear would tell whether the volume holds a known image).
+func (h *Header) sealDigest(master []byte, digest *[blake2b.Size]byte) error {
+	a, wipe := digestAEAD(master)
+	defer wipe()
+	nonce := h.SealedDigest[:chacha20poly1305.NonceSizeX]
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	a.Seal(h.SealedDigest[len(nonce):len(nonce)], nonce, digest[:], h.UUID[:])
+	h.Flags |= FlagDigest
+	return nil
+}
+
+// openDigest returns the recorded plaintext digest, or ok false if none.
+func (h *Header) openDigest(master []byte) (digest [blake2b.Size]byte, ok bool, err error) {
+	if h.Flags&FlagDigest == 0 {
+		return digest, false, nil
+	}
+	a, wipe := digestAEAD(master)
+	defer wipe()
+	n := chacha20poly1305.NonceSizeX
+	if _, err := a.Open(digest[:0], h.SealedDigest[:n], h.SealedDigest[n:], h.UUID[:]); err != nil {
+		return digest, false, errors.New("the recorded digest does not decrypt: header damaged")
+	}
+	return digest, true, nil
+}

@@ -1,0 +1,275 @@
+package volume
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/xtsctl/xtsctl/blake2b"
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Byte offsets in a key slot (docs/FORMAT.md, "Key slot").
+const (
+	slotOffState    = 0
+	slotOffKDF      = 4
+	slotOffTime     = 8
+	slotOffMemory   = 12
+	slotOffThreads  = 16
+	slotOffAEAD     = 20
+	slotOffSalt     = 24
+	slotOffNonce    = 56
+	slotOffWrapped  = 80
+	slotOffChecksum = 480
+
+	slotActive   = 1
+	kdfArgon2id  = 1
+	aeadXChaCha  = 1
+	saltSize     = 32
+	wrapOverhead = chacha20poly1305.Overhead
+	maxWrapped   = 64 + wrapOverhead
+)
+
+// KDFParams are the Argon2id costs of one key slot.
+type KDFParams struct {
+	Time      uint32 // passes over the memory, at least 1
+	MemoryKiB uint32 // memory in KiB, at least 8 per thread
+	Threads   uint8  // parallelism (lanes), at least 1
+}
+
+// Bounds on what a slot may ask for: unlocking must not be a way to make
+// xtsctl allocate without limit.
+const (
+	MaxKDFMemoryKiB = 4 << 20 // 4 GiB
+	MaxKDFTime      = 1000
+)
+
+func (p KDFParams) Check() error {
+	switch {
+	case p.Threads < 1:
+		return errors.New("argon2id: parallelism must be at least 1")
+	case p.Time < 1 || p.Time > MaxKDFTime:
+		return fmt.Errorf("argon2id: %d passes (want 1..%d)", p.Time, MaxKDFTime)
+	case p.MemoryKiB < 8*uint32(p.Threads) || p.MemoryKiB > MaxKDFMemoryKiB:
+		return fmt.Errorf("argon2id: memory %d KiB (want %d KiB..4 GiB)", p.MemoryKiB, 8*uint32(p.Threads))
+	}
+	return nil
+}
+
+func (p KDFParams) String() string {
+	return fmt.Sprintf("argon2id, %d passes, %d KiB, %d threads", p.Time, p.MemoryKiB, p.Threads)
+}
+
+// KeySlot is one passphrase's copy of the master key, wrapped.
+type KeySlot struct {
+	Active  bool
+	KDF     KDFParams
+	Salt    [saltSize]byte
+	Nonce   [chacha20poly1305.NonceSizeX]byte
+	Wrapped [maxWrapped]byte // the first KeySize+16 bytes are used
+}
+
+var errSlotChecksum = errors.New("checksum mismatch")
+
+func parseSlot(b []byte, keySize int) (KeySlot, error) {
+	if allZero(b) {
+		return KeySlot{}, nil
+	}
+	sum := blake2b.Sum256(b[:slotOffChecksum])
+	if !bytes.Equal(sum[:], b[slotOffChecksum:SlotSize]) {
+		return KeySlot{}, errSlotChecksum
+	}
+	s := KeySlot{
+		Active: le32(b, slotOffState) == slotActive,
+		KDF: KDFParams{
+			Time:      le32(b, slotOffTime),
+			MemoryKiB: le32(b, slotOffMemory),
+			Threads:   uint8(le32(b, slotOffThreads)),
+		},
+	}
+	switch {
+	case !s.Active:
+		return KeySlot{}, fmt.Errorf("unknown slot state %d", le32(b, slotOffState))
+	case le32(b, slotOffKDF) != kdfArgon2id:
+		return KeySlot{}, fmt.Errorf("unknown key derivation function %d", le32(b, slotOffKDF))
+	case le32(b, slotOffAEAD) != aeadXChaCha:
+		return KeySlot{}, fmt.Errorf("unknown key wrapping %d", le32(b, slotOffAEAD))
+	case le32(b, slotOffThreads) > 255:
+		return KeySlot{}, fmt.Errorf("argon2id parallelism %d is above 255", le32(b, slotOffThreads))
+	case !allZero(b[slotOffWrapped+keySize+wrapOverhead : slotOffChecksum]):
+		return KeySlot{}, errors.New("reserved bytes are not zero")
+	}
+	if err := s.KDF.Check(); err != nil {
+		return KeySlot{}, err
+	}
+	copy(s.Salt[:], b[slotOffSalt:])
+	copy(s.Nonce[:], b[slotOffNonce:])
+	copy(s.Wrapped[:keySize+wrapOverhead], b[slotOffWrapped:])
+	return s, nil
+}
+
+// marshal encodes the slot into b (SlotSize bytes, zeroed by the caller).
+func (s *KeySlot) marshal(b []byte, keySize int) error {
+	if !s.Active {
+		if *s != (KeySlot{}) {
+			return errors.New("an empty slot must be all zero")
+		}
+		return nil
+	}
+	if err := s.KDF.Check(); err != nil {
+		return err
+	}
+	if !allZero(s.Wrapped[keySize+wrapOverhead:]) {
+		return errors.New("wrapped key longer than the key size")
+	}
+	s.params(b)
+	copy(b[slotOffNonce:], s.Nonce[:])
+	copy(b[slotOffWrapped:], s.Wrapped[:keySize+wrapOverhead])
+	sum := blake2b.Sum256(b[:slotOffChecksum])
+	copy(b[slotOffChecksum:], sum[:])
+	return nil
+}
+
+// params writes the slot's parameters (state, KDF, AEAD, salt): the part
+// of the slot bound to the wrapped key as associated data.
+func (s *KeySlot) params(b []byte) {
+	put32(b, slotOffState, slotActive)
+	put32(b, slotOffKDF, kdfArgon2id)
+	put32(b, slotOffTime, s.KDF.Time)
+	put32(b, slotOffMemory, s.KDF.MemoryKiB)
+	put32(b, slotOffThreads, uint32(s.KDF.Threads))
+	put32(b, slotOffAEAD, aeadXChaCha)
+	copy(b[slotOffSalt:], s.Salt[:])
+}
+
+// associatedData binds a wrapped key to its slot parameters, its volume and
+// its slot number: a slot copied to another volume or index does not open.
+func (s *KeySlot) associatedData(uuid [16]byte, index, keySize int) []byte {
+	ad := make([]byte, slotOffNonce+16+8)
+	s.params(ad)
+	copy(ad[slotOffNonce:], uuid[:])
+	put32(ad, slotOffNonce+16, uint32(index))
+	put32(ad, slotOffNonce+20, uint32(keySize))
+	return ad
+}
+
+// kdfTestHook, when set by a test, replaces the costs of every new slot so
+// that tests do not spend seconds and gigabytes per passphrase.
+var kdfTestHook func(KDFParams) KDFParams
+
+// SetTestKDF makes every new key slot use p regardless of what is asked,
+// and returns a function restoring the previous behaviour. It exists for
+// tests of xtsctl (including its command-line tests); never call it from
+// other code: it weakens passphrase protection.
+func SetTestKDF(p KDFParams) (restore func()) {
+	old := kdfTestHook
+	kdfTestHook = func(KDFParams) KDFParams { return p }
+	return func() { kdfTestHook = old }
+}
+
+func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
+	return argon2.IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
+}
+
+// newSlot wraps key under passphrase with fresh salt and nonce.
+func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (KeySlot, error) {
+	if kdfTestHook != nil {
+		p = kdfTestHook(p)
+	}
+	if err := p.Check(); err != nil {
+		return KeySlot{}, err
+	}
+	s := KeySlot{Active: true, KDF: p}
+	if _, err := rand.Read(s.Salt[:]); err != nil {
+		return KeySlot{}, err
+	}
+	if _, err := rand.Read(s.Nonce[:]); err != nil {
+		return KeySlot{}, err
+	}
+	wk := wrappingKey(passphrase, s.Salt[:], p)
+	defer clear(wk)
+	aead, err := chacha20poly1305.NewX(wk)
+	if err != nil {
+		return KeySlot{}, err
+	}
+	aead.Seal(s.Wrapped[:0], s.Nonce[:], key, s.associatedData(uuid, index, len(key)))
+	return s, nil
+}
+
+// errWrongPassphrase: the slot is intact but the passphrase does not open it.
+var errWrongPassphrase = errors.New("wrong passphrase")
+
+// unwrap recovers the master key; an intact slot that does not open means a
+// wrong passphrase (the slot checksum has already told damage apart).
+func (s *KeySlot) unwrap(passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
+	wk := wrappingKey(passphrase, s.Salt[:], s.KDF)
+	defer clear(wk)
+	aead, err := chacha20poly1305.NewX(wk)
+	if err != nil {
+		return nil, err
+	}
+	key, err := aead.Open(nil, s.Nonce[:], s.Wrapped[:keySize+wrapOverhead], s.associatedData(uuid, index, keySize))
+	if err != nil {
+		return nil, errWrongPassphrase
+	}
+	return key, nil
+}
+
+// DefaultKDFTime is how long unlocking one slot takes on the machine that
+// makes it, as with cryptsetup's --iter-time default.
+const DefaultKDFTime = 2 * time.Second
+
+// DefaultKDFMemoryKiB is the memory Argon2id uses when RAM allows (1 GiB,
+// cryptsetup's maximum).
+const DefaultKDFMemoryKiB = 1 << 20
+
+// defaultKDFMemory is DefaultKDFMemoryKiB, or half the available RAM if
+// that is less.
+func defaultKDFMemory() uint32 {
+	if avail := availableMemoryKiB(); avail > 0 {
+		return uint32(min(DefaultKDFMemoryKiB, avail/2))
+	}
+	return DefaultKDFMemoryKiB
+}
+
+// CalibrateKDF picks Argon2id costs taking about target on this machine,
+// like cryptsetup's PBKDF benchmark: memory as given (0: DefaultKDFMemoryKiB,
+// lowered to half the available RAM), threads up to 4, and as many passes
+// as fit in target; if one pass at that memory is already too slow, the
+// memory is lowered instead.
+func CalibrateKDF(target time.Duration, memoryKiB uint32) KDFParams {
+	if memoryKiB == 0 {
+		memoryKiB = defaultKDFMemory()
+	}
+	p := KDFParams{Time: 1, Threads: uint8(min(4, max(1, runtime.NumCPU()))), MemoryKiB: memoryKiB}
+	p.MemoryKiB = max(p.MemoryKiB, 8*uint32(p.Threads))
+	if kdfTestHook != nil {
+		return kdfTestHook(p)
+	}
+	// Measure one pass at a fraction of the memory (cost is linear in
+	// memory × passes) so calibrating costs well under the target itself.
+	probe := p
+	probe.MemoryKiB = max(8*uint32(p.Threads), p.MemoryKiB/8)
+	salt := make([]byte, saltSize)
+	start := time.Now()
+	argon2.IDKey([]byte("xtsctl calibration"), salt, probe.Time, probe.MemoryKiB, probe.Threads, 32)
+	perPass := time.Since(start) * time.Duration(p.MemoryKiB) / time.Duration(probe.MemoryKiB)
+	return fitKDF(p, perPass, target)
+}
+
+// fitKDF scales p (one pass taking perPass) to take about target: more
+// passes, or, if one pass is already too slow, less memory.
+func fitKDF(p KDFParams, perPass, target time.Duration) KDFParams {
+	perPass = max(perPass, time.Microsecond)
+	if passes := target / perPass; passes >= 1 {
+		p.Time = uint32(min(passes, MaxKDFTime))
+		return p
+	}
+	p.Time = 1
+	p.MemoryKiB = max(8*uint32(p.Threads), uint32(float64(p.MemoryKiB)*float64(target)/float64(perPass)))
+	return p
+}

@@ -1,0 +1,109 @@
+package volume
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeTestImage(t *testing.T, dev *memDevice) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vol.img")
+	if err := os.WriteFile(path, dev.b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestOpenPath: Open by path locks the image (one writer, or readers),
+// OpenWithKey accepts the master key and refuses another.
+func TestOpenPath(t *testing.T) {
+	plain := randomData(3, 128<<10)
+	dev, _ := newTestVolume(t, plain, 4096, 32, 64)
+	path := writeTestImage(t, dev)
+
+	rw, err := Open(path, testPass, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, testPass, true); err == nil || !strings.Contains(err.Error(), "in use by another xtsctl process") {
+		t.Fatalf("second open while open for writing: %v", err)
+	}
+	key := rw.MasterKey()
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro1, err := OpenWithKey(path, key, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro2, err := Open(path, testPass, true)
+	if err != nil {
+		t.Fatalf("two readers: %v", err)
+	}
+	buf := make([]byte, len(plain))
+	if err := ro1.ReadSectors(buf, 0); err != nil || !bytes.Equal(buf, plain) {
+		t.Fatalf("read with the key: %v", err)
+	}
+	ro1.Close()
+	ro2.Close()
+	key[0] ^= 1
+	if _, err := OpenWithKey(path, key, true); !errors.Is(err, ErrHeaderMAC) {
+		t.Fatalf("wrong key: %v", err)
+	}
+	if _, err := OpenWithKey(path, key[:32], true); err == nil {
+		t.Fatal("short key accepted")
+	}
+}
+
+// TestKDFParamsStored: a slot records the costs it was made with, and
+// those costs (not the test hook's) are what unlocking uses.
+func TestKDFParamsStored(t *testing.T) {
+	restore := SetTestKDF(KDFParams{Time: 2, MemoryKiB: 256, Threads: 2})
+	dev, h := newTestVolume(t, make([]byte, 4096), 4096, 0, 32)
+	restore()
+	if got := h.Slots[0].KDF; got != (KDFParams{Time: 2, MemoryKiB: 256, Threads: 2}) {
+		t.Fatalf("slot KDF %+v", got)
+	}
+	hs, err := ReadHeaders(dev, dev.size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Header.Slots[0].KDF.Time = 3 // the same slot with other costs: a different wrapping key
+	if _, _, err := hs.Unlock(testPass); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("costs not bound: %v", err)
+	}
+}
+
+// TestCalibrateKDF: calibration gives valid costs within the memory given;
+// fitKDF scales passes, then memory, to the target.
+func TestCalibrateKDF(t *testing.T) {
+	restore := func(old func(KDFParams) KDFParams) { kdfTestHook = old }
+	defer restore(kdfTestHook)
+	kdfTestHook = nil
+	if p := CalibrateKDF(50*time.Millisecond, 16<<10); p.Check() != nil || p.MemoryKiB > 16<<10 {
+		t.Fatalf("CalibrateKDF = %+v", p)
+	}
+	base := KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}
+	for _, c := range []struct {
+		perPass, target time.Duration
+		want            KDFParams
+	}{
+		{500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 4, MemoryKiB: 1 << 20, Threads: 4}},
+		{2 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}},
+		{4 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 19, Threads: 4}},
+		{time.Nanosecond, 2 * time.Second, KDFParams{Time: MaxKDFTime, MemoryKiB: 1 << 20, Threads: 4}},
+		{time.Hour, time.Millisecond, KDFParams{Time: 1, MemoryKiB: 32, Threads: 4}},
+	} {
+		if got := fitKDF(base, c.perPass, c.target); got != c.want {
+			t.Errorf("fitKDF(%v per pass, target %v) = %+v, want %+v", c.perPass, c.target, got, c.want)
+		}
+	}
+	if m := defaultKDFMemory(); m < 64<<10 || m > DefaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
+		t.Fatalf("default memory %d KiB with %d KiB available", m, availableMemoryKiB())
+	}
+}
