@@ -68,7 +68,7 @@ func crashImages(before []byte, log []logEntry, n int, r *rand.Rand) [][]byte {
 	for k := 1; k <= len(secs); k++ {
 		imgs = append(imgs, apply(func(i int) bool { return i < k }), apply(func(i int) bool { return i >= len(secs)-k }))
 	}
-	for range 64 {
+	for range 24 {
 		if len(secs) == 0 {
 			break
 		}

@@ -69,7 +69,7 @@ func TestCreateMatchesSpec(t *testing.T) {
 // written to it, at every sector size, with reads of every alignment.
 func TestReadWriteSectors(t *testing.T) {
 	for _, ss := range []int{512, 4096} {
-		plain := randomData(7, 1<<20)
+		plain := randomData(7, 256<<10)
 		dev, _ := newTestVolume(t, plain, ss, 32, 64)
 		v := mustOpen(t, dev, false)
 		n := uint64(len(plain) / ss)
@@ -199,7 +199,7 @@ func TestIntegrityDetects(t *testing.T) {
 // TestDecryptVerifyDigest: the digest is recorded, checked, and catches
 // data changed behind the tags' back (re-tagged by hand).
 func TestDecryptVerifyDigest(t *testing.T) {
-	plain := randomData(10, 5<<20+4096)
+	plain := randomData(10, streamChunk+2*4096) // two stream chunks
 	dev, _ := newTestVolume(t, plain, 4096, 16, 64)
 	v := mustOpen(t, dev, true)
 	var out bytes.Buffer
