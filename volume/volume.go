@@ -329,6 +329,18 @@ func (v *Volume) WriteSectors(buf []byte, first uint64) error {
 	return nil
 }
 
+// MarkModified records, durably, that the volume is being written (dirty,
+// and its digest stale) without writing through WriteSectors: for a backend
+// that hands the data area to another writer, such as the kernel's
+// dm-crypt. WriteSectors and MarkRegionsDirty call it themselves; Close
+// marks the volume clean again.
+func (v *Volume) MarkModified() error {
+	if v.readOnly {
+		return ErrReadOnly
+	}
+	return v.beginWriting()
+}
+
 // beginWriting persists Dirty and DigestStale before the first write.
 func (v *Volume) beginWriting() error {
 	v.mu.Lock()
