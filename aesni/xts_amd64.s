@@ -1727,20 +1727,20 @@ aes128_38:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X3, X0, X0
 	CMPQ        R12, $0x0a
@@ -1760,8 +1760,8 @@ aes128_39:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 shortDone36:
@@ -1773,13 +1773,15 @@ wide32:
 	JZ             bulk40
 	DECQ           DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
@@ -1797,18 +1799,18 @@ xrest42:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
+	VPSRLQ     X3, X1, X13
 	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X1, X1
-	VPXOR      X7, X1, X1
-	VPSRLQ     $0x3f, X1, X6
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X1, X1
+	VPXOR      X14, X1, X1
+	VPSRLQ     $0x3f, X1, X13
 	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X3, X3
-	VPXOR      X7, X3, X3
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X3, X3
+	VPXOR      X14, X3, X3
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
@@ -1831,20 +1833,20 @@ aes128_43:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X3, X0, X0
 	CMPQ        R12, $0x0a
@@ -1864,8 +1866,8 @@ aes128_44:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 bulk40:
@@ -2230,20 +2232,20 @@ aes128_60:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X3, X0, X0
 	CMPQ        R12, $0x0a
@@ -2263,8 +2265,8 @@ aes128_61:
 	VAESENC     -48(R9), X0, X0
 	VAESENC     -32(R9), X0, X0
 	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESENCLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 shortDone58:
@@ -2291,13 +2293,15 @@ wide54:
 	JZ              bulk62
 	DECQ            DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
@@ -2315,16 +2319,16 @@ xrest64:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
+	VPSRLQ     X3, X1, X13
 	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X31, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPTERNLOGD $0x96, X7, X6, X1
-	VPSRLQ     $0x3f, X1, X6
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
 	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPTERNLOGD $0x96, X7, X6, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
@@ -2346,20 +2350,20 @@ aes128_65:
 	VAESENC     X27, X0, X0
 	VAESENC     X28, X0, X0
 	VAESENC     X29, X0, X0
-	VPXORD      X30, X1, X4
-	VAESENCLAST X4, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_66
@@ -2378,8 +2382,8 @@ aes128_66:
 	VAESENC     X27, X0, X0
 	VAESENC     X28, X0, X0
 	VAESENC     X29, X0, X0
-	VPXORD      X30, X3, X4
-	VAESENCLAST X4, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 bulk62:
@@ -4691,20 +4695,20 @@ aes128_140:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
@@ -4724,8 +4728,8 @@ aes128_141:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 shortDone138:
@@ -4737,13 +4741,15 @@ wide134:
 	JZ             bulk142
 	DECQ           DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
@@ -4761,18 +4767,18 @@ xrest144:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
+	VPSRLQ     X3, X1, X13
 	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X1, X1
-	VPXOR      X7, X1, X1
-	VPSRLQ     $0x3f, X1, X6
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X1, X1
+	VPXOR      X14, X1, X1
+	VPSRLQ     $0x3f, X1, X13
 	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X9, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPXOR      X6, X3, X3
-	VPXOR      X7, X3, X3
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X3, X3
+	VPXOR      X14, X3, X3
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
@@ -4795,20 +4801,20 @@ aes128_145:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
@@ -4828,8 +4834,8 @@ aes128_146:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 bulk142:
@@ -5194,20 +5200,20 @@ aes128_162:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
@@ -5227,8 +5233,8 @@ aes128_163:
 	VAESDEC     -48(R9), X0, X0
 	VAESDEC     -32(R9), X0, X0
 	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X4
-	VAESDECLAST X4, X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 shortDone160:
@@ -5255,13 +5261,15 @@ wide156:
 	JZ              bulk164
 	DECQ            DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a
-	// qword move plus one carry-less multiplication, then one step of
-	// x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),
-	// X2 = the last 16 bytes of src shifted so the tail starts at byte 0
-	// (VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first
-	// tail bytes end the buffer, stored at dst+n-16 before block m's final
-	// store overwrites the rest; X0 = blend(X2, X0) is XEXed again.
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
@@ -5279,16 +5287,16 @@ xrest166:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X6
+	VPSRLQ     X3, X1, X13
 	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X31, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPTERNLOGD $0x96, X7, X6, X1
-	VPSRLQ     $0x3f, X1, X6
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
 	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X6, X7
-	VPSLLDQ    $0x08, X6, X6
-	VPTERNLOGD $0x96, X7, X6, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
@@ -5310,20 +5318,20 @@ aes128_167:
 	VAESDEC     X27, X0, X0
 	VAESDEC     X28, X0, X0
 	VAESDEC     X29, X0, X0
-	VPXORD      X30, X3, X4
-	VAESDECLAST X4, X0, X0
+	VPXORD      X30, X3, X8
+	VAESDECLAST X8, X0, X0
 	LEAQ        (SI)(R13*1), R14
 	VMOVDQU     (R14)(R11*1), X2
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X5
-	VPSHUFB     X5, X2, X2
-	VMOVDQU     (R8)(R11*1), X6
-	VPSHUFB     X6, X0, X7
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X7, (R14)(R11*1)
-	VPBLENDVB   X5, X0, X2, X0
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X1, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_168
@@ -5342,8 +5350,8 @@ aes128_168:
 	VAESDEC     X27, X0, X0
 	VAESDEC     X28, X0, X0
 	VAESDEC     X29, X0, X0
-	VPXORD      X30, X1, X4
-	VAESDECLAST X4, X0, X0
+	VPXORD      X30, X1, X8
+	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
 bulk164:

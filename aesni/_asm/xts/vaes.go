@@ -440,7 +440,7 @@ func vaesKernel(f flavor, dec bool) {
 	TESTQ(c.tail, c.tail)
 	JZ(LabelRef(bulk))
 	DECQ(c.blocks)
-	c.steal()
+	c.steal(asX(c.tw))
 	Label(bulk)
 	c.bulk()
 	VZEROUPPER()
@@ -449,17 +449,18 @@ func vaesKernel(f flavor, dec bool) {
 
 // steal does the ciphertext stealing over whole block m = DX (the last) and
 // the R11 tail bytes after it, before the bulk touches blocks 0..m-1.
-func (c *vk) steal() {
+func (c *vk) steal(base VecPhysical) {
 	poly := c.polyX()
-	tw := asX(c.tw)
-	Comment("Ciphertext stealing. X1 = T_m = T*x^m (m = DX): x^64 steps, each a",
-		"qword move plus one carry-less multiplication, then one step of",
-		"x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP when decrypting),",
-		"X2 = the last 16 bytes of src shifted so the tail starts at byte 0",
-		"(VPSHUFB with a ctsShuffle window X5), X7 = X0 shifted so its first",
-		"tail bytes end the buffer, stored at dst+n-16 before block m's final",
-		"store overwrites the rest; X0 = blend(X2, X0) is XEXed again.")
-	VMOVDQA(tw, X1)
+	Comment("Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X"+fmt.Sprint(base.PhysicalIndex())+"):",
+		"x^64 steps, each a qword move plus one carry-less multiplication,",
+		"then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP",
+		"when decrypting), X2 = the last 16 bytes of src shifted so the tail",
+		"starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0",
+		"shifted so its first tail bytes end the buffer, stored at dst+n-16",
+		"before block m's final store overwrites the rest; X0 = blend(X2, X0)",
+		"is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are",
+		"left alone).")
+	VMOVDQA(base, X1)
 	MOVQ(c.blocks, R13)
 	l64, rest := newLabel("x64_"), newLabel("xrest")
 	Label(l64)
@@ -475,17 +476,17 @@ func (c *vk) steal() {
 	MOVQ(U32(64), R14)
 	SUBQ(R13, R14)
 	VMOVQ(R14, X3)
-	VPSRLQ(X3, X1, X6)
+	VPSRLQ(X3, X1, X13)
 	VPSLLQ(X2, X1, X1)
-	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X6, X7)
-	VPSLLDQ(Imm(8), X6, X6)
-	c.xor3(X1, X6, X7)
-	c.mulXBits(X3, X1, 1, X6, X7, c.xmmCLMUL(), poly)
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X13, X14)
+	VPSLLDQ(Imm(8), X13, X13)
+	c.xor3(X1, X13, X14)
+	c.mulXBits(X3, X1, 1, X13, X14, c.xmmCLMUL(), poly)
 	c.stealAt(X1, X3, false)
 }
 
-// stealAt is the data part of the stealing over block m = DX (X1 = T_m,
-// X3 = T_m+1), see steal.
+// stealAt is the data part of the stealing over block m = DX (tm = T_m,
+// tm1 = T_m+1), see steal.
 func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
 	first, second := tm, tm1
 	if c.dec {
@@ -494,20 +495,20 @@ func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
 	MOVQ(c.blocks, R13)
 	SHLQ(Imm(4), R13)
 	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
-	c.xex1(X0, first, X4, memKeys)
+	c.xex1(X0, first, X8, memKeys)
 	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
 	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
 	LEAQ(ctsShuffle, R8)
 	MOVQ(U32(32), R10)
 	SUBQ(c.tail, R10)
-	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X5)
-	VPSHUFB(X5, X2, X2)
-	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X6)
-	VPSHUFB(X6, X0, X7)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X11)
+	VPSHUFB(X11, X2, X2)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X13)
+	VPSHUFB(X13, X0, X14)
 	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
-	VMOVDQU(X7, Mem{Base: R14, Index: c.tail, Scale: 1})
-	VPBLENDVB(X5, X0, X2, X0)
-	c.xex1(X0, second, X4, memKeys)
+	VMOVDQU(X14, Mem{Base: R14, Index: c.tail, Scale: 1})
+	VPBLENDVB(X11, X0, X2, X0)
+	c.xex1(X0, second, X8, memKeys)
 	VMOVDQU(X0, Mem{Base: c.dst, Index: R13, Scale: 1})
 }
 
