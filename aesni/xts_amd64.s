@@ -400,13 +400,15 @@ invLoop:
 // func xtsEncAESNI1(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsEncAESNI1(SB), NOSPLIT, $0-56
-	// XTS-AES encryption of one data unit, 1 block(s) per main-loop iteration.
+	// XTS-AES encryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The final XOR with a block's tweak is folded into its last round key
+	// (X4 in the one-block loop).
+	// Per iteration: one block, XORed with key 0 and its tweak, AES, the
+	// next tweak T*x. Then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -637,15 +639,16 @@ done6:
 // func xtsEncAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsEncAESNI4(SB), NOSPLIT, $0-56
-	// XTS-AES encryption of one data unit, 4 block(s) per main-loop iteration.
+	// XTS-AES encryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The final XOR with a block's tweak is folded into its last round key
+	// (X4-X7, which hold the tweaks in the 4-way loop; X4 in the one-block loop).
 	// Main loop, per iteration: 4 tweaks into X4-X7, 4 blocks in X0-X3
-	// XORed with them, AES on all 4 round by round, XOR again.
+	// XORed with them, AES on all 4 round by round. Then one block at a
+	// time, then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -1003,16 +1006,18 @@ done16:
 // func xtsEncAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsEncAESNI8(SB), NOSPLIT, $128-56
-	// XTS-AES encryption of one data unit, 8 block(s) per main-loop iteration.
+	// XTS-AES encryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The 8-way loop XORs the tweaks back from the stack after the last
+	// round; the 4-way step and the one-block loop fold them into the last
+	// round key (X4-X7, X4).
 	// Main loop, per iteration: 8 tweaks T*x^i (stored on the stack, X0-X7
 	// hold the blocks), 8 blocks XORed with them, AES on all 8 round by round,
-	// XOR with the tweaks again.
+	// XOR with the tweaks again. Then at most one 4-way step (as in the
+	// 4-way kernel), then one block at a time, then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -1609,8 +1614,11 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
-	// Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so
-	// that its two dependent AES chains overlap the bulk; then the bulk.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
+	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
+	// bulk.
 	MOVQ    ks+0(FP), AX
 	MOVQ    tk+8(FP), BX
 	MOVQ    rounds+16(FP), R12
@@ -2114,8 +2122,11 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
 	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
-	// Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so
-	// that its two dependent AES chains overlap the bulk; then the bulk.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
+	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
+	// bulk.
 	MOVQ    ks+0(FP), AX
 	MOVQ    tk+8(FP), BX
 	MOVQ    rounds+16(FP), R12
@@ -3368,13 +3379,15 @@ done93:
 // func xtsDecAESNI1(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
-	// XTS-AES decryption of one data unit, 1 block(s) per main-loop iteration.
+	// XTS-AES decryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The final XOR with a block's tweak is folded into its last round key
+	// (X4 in the one-block loop).
+	// Per iteration: one block, XORed with key 0 and its tweak, AES, the
+	// next tweak T*x. Then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -3605,15 +3618,16 @@ done108:
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
-	// XTS-AES decryption of one data unit, 4 block(s) per main-loop iteration.
+	// XTS-AES decryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The final XOR with a block's tweak is folded into its last round key
+	// (X4-X7, which hold the tweaks in the 4-way loop; X4 in the one-block loop).
 	// Main loop, per iteration: 4 tweaks into X4-X7, 4 blocks in X0-X3
-	// XORed with them, AES on all 4 round by round, XOR again.
+	// XORed with them, AES on all 4 round by round. Then one block at a
+	// time, then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -3971,16 +3985,18 @@ done118:
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
 // Requires: AES, SSE2, SSSE3
 TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
-	// XTS-AES decryption of one data unit, 8 block(s) per main-loop iteration.
+	// XTS-AES decryption of one data unit with AES-NI (legacy SSE encoding).
 	// Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the
 	// address of their last round keys, DI dst, SI src, DX whole blocks left
 	// before stealing, R11 n%16; X8 round key, X9 the tweak T of the next
-	// block, X10 the gfMulX constant, X11 scratch. The final XOR with a
-	// block's tweak is folded into its last round key (X4-X7, or X4 in the
-	// one-block loop).
+	// block, X10 the gfMulX constant, X11 scratch.
+	// The 8-way loop XORs the tweaks back from the stack after the last
+	// round; the 4-way step and the one-block loop fold them into the last
+	// round key (X4-X7, X4).
 	// Main loop, per iteration: 8 tweaks T*x^i (stored on the stack, X0-X7
 	// hold the blocks), 8 blocks XORed with them, AES on all 8 round by round,
-	// XOR with the tweaks again.
+	// XOR with the tweaks again. Then at most one 4-way step (as in the
+	// 4-way kernel), then one block at a time, then the stealing.
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), CX
@@ -4577,8 +4593,11 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
-	// Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so
-	// that its two dependent AES chains overlap the bulk; then the bulk.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
+	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
+	// bulk.
 	MOVQ    ks+0(FP), AX
 	MOVQ    tk+8(FP), BX
 	MOVQ    rounds+16(FP), R12
@@ -5082,8 +5101,11 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
 	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
-	// Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so
-	// that its two dependent AES chains overlap the bulk; then the bulk.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
+	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
+	// bulk.
 	MOVQ    ks+0(FP), AX
 	MOVQ    tk+8(FP), BX
 	MOVQ    rounds+16(FP), R12

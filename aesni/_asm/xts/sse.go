@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -112,23 +113,37 @@ func sseKernel(ways int, dec bool) {
 		kt, t, mask, tmp          = X8, X9, X10, X11
 	)
 	vs := []VecPhysical{X0, X1, X2, X3, X4, X5, X6, X7}[:ways]
-	Comment(fmt.Sprintf("XTS-AES %s of one data unit, %d block(s) per main-loop iteration.", map[bool]string{false: "encryption", true: "decryption"}[dec], ways),
+	fold := "The final XOR with a block's tweak is folded into its last round key\n" +
+		"(X4 in the one-block loop)."
+	switch ways {
+	case 4:
+		fold = "The final XOR with a block's tweak is folded into its last round key\n" +
+			"(X4-X7, which hold the tweaks in the 4-way loop; X4 in the one-block loop)."
+	case 8:
+		fold = "The 8-way loop XORs the tweaks back from the stack after the last\n" +
+			"round; the 4-way step and the one-block loop fold them into the last\n" +
+			"round key (X4-X7, X4)."
+	}
+	Comment(append([]string{fmt.Sprintf("XTS-AES %s of one data unit with AES-NI (legacy SSE encoding).", map[bool]string{false: "encryption", true: "decryption"}[dec]),
 		"Registers: AX key1 schedule, BX key2 schedule, CX rounds, R9/R10 the",
 		"address of their last round keys, DI dst, SI src, DX whole blocks left",
 		"before stealing, R11 n%16; X8 round key, X9 the tweak T of the next",
-		"block, X10 the gfMulX constant, X11 scratch. The final XOR with a",
-		"block's tweak is folded into its last round key (X4-X7, or X4 in the",
-		"one-block loop).")
+		"block, X10 the gfMulX constant, X11 scratch."}, strings.Split(fold, "\n")...)...)
 	var saved Mem
 	switch ways {
 	case 8:
 		saved = AllocLocal(8 * 16)
 		Comment("Main loop, per iteration: 8 tweaks T*x^i (stored on the stack, X0-X7",
 			"hold the blocks), 8 blocks XORed with them, AES on all 8 round by round,",
-			"XOR with the tweaks again.")
+			"XOR with the tweaks again. Then at most one 4-way step (as in the",
+			"4-way kernel), then one block at a time, then the stealing.")
 	case 4:
 		Comment("Main loop, per iteration: 4 tweaks into X4-X7, 4 blocks in X0-X3",
-			"XORed with them, AES on all 4 round by round, XOR again.")
+			"XORed with them, AES on all 4 round by round. Then one block at a",
+			"time, then the stealing.")
+	case 1:
+		Comment("Per iteration: one block, XORed with key 0 and its tweak, AES, the",
+			"next tweak T*x. Then the stealing.")
 	}
 	Load(Param("ks"), ks)
 	Load(Param("tk"), tk)

@@ -410,8 +410,11 @@ func vaesKernel(f flavor, dec bool) {
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address",
 		"of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.")
 	Comment(regs...)
-	Comment("Order: T = E_K2(tweak); ciphertext stealing first if n%16 != 0, so",
-		"that its two dependent AES chains overlap the bulk; then the bulk.")
+	Comment("Order: T = E_K2(tweak). Units shorter than one vector of blocks take",
+		"the short xmm path (round keys as memory operands, no tweak vectors).",
+		"Otherwise: round keys and tweak vectors; ciphertext stealing first if",
+		"n%16 != 0, so that its two dependent AES chains overlap the bulk; the",
+		"bulk.")
 	Load(Param("ks"), c.ks)
 	Load(Param("tk"), c.tk)
 	Load(Param("rounds"), c.rounds)
