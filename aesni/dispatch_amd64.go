@@ -53,44 +53,40 @@ func init() {
 	selectFromEnv()
 }
 
-// The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, 3.3 GHz)
-// with every kernel forced (BENCHMARKS.md, "AES-XTS kernels", has the
-// tables): XTS-AES-256, thread CPU time, minimum of 8 runs on a shared
-// machine, `go test -bench 'Encrypt$|EncryptLatency' ./aesni`.
+// The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, family
+// 26) with every kernel forced: XTS-AES-256, thread CPU time, minimum of 8
+// runs on a shared 2-core machine, `go test -bench 'Encrypt$|EncryptLatency'
+// ./aesni`; BENCHMARKS.md ("AES-XTS kernels") has the full tables.
 //
-//   - Below one vector of blocks the VAES kernels would only pay their
-//     set-up (broadcasting 15 round keys, building four tweak vectors).
-//     Under 64 bytes the 1-way AES-NI kernel matches the best of them
-//     (16 bytes: 20.8 ns aesni1, 20.7 vaes512; 48: 21.6 and 20.3; 63: 37.8
-//     and 37.4; latency at 16: 39.2 and 39.0); at 64 bytes the zmm kernel
-//     is ahead (20.4 ns against 25.5) and stays ahead at every larger size
-//     (128: 20.0 against 31.6 for vaes256 and 38.1 for aesni1).
-//   - The ymm kernel reaches 32 bytes, its vector, level with aesni1
-//     (19.8 and 20.0 ns) and is ahead from 48 bytes on.
-//   - Between the AES-NI kernels, aesni4 is the fastest from 128 bytes to
-//     16 KiB (4096: 705 ns, aesni8 746, aesni1 812): with AESENC at 4 cycles
-//     and 2 per cycle, out-of-order execution overlaps successive 4-way
-//     iterations, while the 8-way loop spends loads and stores on its
-//     spilled tweaks. Cores with a slower AESENC (7 cycles before Skylake)
-//     may prefer aesni8; none is here to measure, so it is not chosen.
-const (
-	vaes512Min = 64 // one zmm vector of blocks
-	vaes256Min = 32 // one ymm vector of blocks
-)
+// Short data units must not pay the wide kernels' set-up (15 round keys
+// broadcast to zmm, four tweak vectors built). The threshold sits inside
+// the VAES kernels, one compare before any set-up: under one vector of
+// blocks (64 bytes zmm, 32 ymm) they take an xmm path with the round keys
+// as memory operands (_asm/xts, short). Measured there, that path beats
+// the legacy-SSE aesni1, which must load every round key into a register
+// first (48 bytes: 2307 MB/s against 2055; 16 bytes: 766 against 753;
+// latency at 16: 38.5 ns against 40.9), and the wide path wins from one
+// vector on (64 bytes: 2937 MB/s against 2337 for aesni1, latency 47.3 ns
+// against 46.5; 128 bytes: 6124 against 3953 for vaes256). So on a VAES
+// CPU the family's kernel takes every length, and the switch below needs
+// no length threshold of its own there.
+//
+// On CPUs with AES-NI but no VAES, aesni4 is chosen at every length: it
+// was the fastest AES-NI kernel from 64 bytes to 16 KiB (4096: 5977 MB/s,
+// aesni8 5315, aesni1 5005) and level below. With AESENC at 4 cycles and 2
+// per cycle, out-of-order execution overlaps successive 4-way iterations,
+// while the 8-way loop spends loads and stores on its spilled tweaks.
+// Cores with a 7-cycle AESENC (before Skylake) may prefer aesni8; none is
+// here to measure, so it is not chosen.
 
 // autoPick chooses the kernel for an n-byte data unit: a switch on the
-// kernel family chosen once in init, then on the length.
-func autoPick(n int) Impl {
+// kernel family chosen once in init. (The VAES kernels switch on the
+// length themselves, see above.)
+func autoPick(int) Impl {
 	switch widest {
 	case VAES512:
-		if n < vaes512Min {
-			return AESNI1
-		}
 		return VAES512
 	case VAES256:
-		if n < vaes256Min {
-			return AESNI1
-		}
 		return VAES256
 	case AESNI4:
 		return AESNI4
@@ -98,17 +94,7 @@ func autoPick(n int) Impl {
 	return Generic
 }
 
-func dispatchTable() []DispatchRange {
-	switch widest {
-	case VAES512:
-		return []DispatchRange{{16, AESNI1}, {vaes512Min, VAES512}}
-	case VAES256:
-		return []DispatchRange{{16, AESNI1}, {vaes256Min, VAES256}}
-	case AESNI4:
-		return []DispatchRange{{16, AESNI4}}
-	}
-	return []DispatchRange{{16, Generic}}
-}
+func dispatchTable() []DispatchRange { return []DispatchRange{{16, widest}} }
 
 func expandKey(c *Cipher, k1, k2 []byte) {
 	if !useAESNI {

@@ -1655,8 +1655,10 @@ aes128_31:
 	MOVQ        DX, R11
 	ANDQ        $0x0f, R11
 	SHRQ        $0x04, DX
-	CMPQ        DX, $0x02
-	JAE         wide32
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ DX, $0x02
+	JAE  wide32
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
@@ -2163,8 +2165,10 @@ aes128_53:
 	MOVQ        DX, R11
 	ANDQ        $0x0f, R11
 	SHRQ        $0x04, DX
-	CMPQ        DX, $0x04
-	JAE         wide54
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ DX, $0x04
+	JAE  wide54
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
@@ -4634,8 +4638,10 @@ aes128_133:
 	MOVQ        DX, R11
 	ANDQ        $0x0f, R11
 	SHRQ        $0x04, DX
-	CMPQ        DX, $0x02
-	JAE         wide134
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ DX, $0x02
+	JAE  wide134
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
@@ -5142,8 +5148,10 @@ aes128_155:
 	MOVQ        DX, R11
 	ANDQ        $0x0f, R11
 	SHRQ        $0x04, DX
-	CMPQ        DX, $0x04
-	JAE         wide156
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ DX, $0x04
+	JAE  wide156
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.

@@ -432,7 +432,11 @@ func vaesKernel(f flavor, dec bool) {
 	MOVQ(c.blocks, c.tail)
 	ANDQ(Imm(15), c.tail)
 	SHRQ(Imm(4), c.blocks)
+	// The short-unit threshold, one vector of blocks, was measured (see
+	// the comment above autoPick in dispatch_amd64.go): below it the xmm
+	// path is faster in throughput and latency, from it the wide path.
 	wide := newLabel("wide")
+	Comment("Fewer whole blocks than one vector: the short path, no wide set-up.")
 	CMPQ(c.blocks, Imm(uint64(c.f.lanes)))
 	JAE(LabelRef(wide))
 	c.short()
