@@ -7,6 +7,8 @@
 // func cpuid(leaf uint32, subleaf uint32) (eax uint32, ebx uint32, ecx uint32, edx uint32)
 // Requires: CPUID
 TEXT ·cpuid(SB), NOSPLIT, $0-24
+	// CPUID with EAX = leaf, ECX = subleaf; returns EAX, EBX, ECX, EDX.
+	// No loop; only those four registers are used.
 	MOVL leaf+0(FP), AX
 	MOVL subleaf+4(FP), CX
 	CPUID
@@ -18,6 +20,9 @@ TEXT ·cpuid(SB), NOSPLIT, $0-24
 
 // func xgetbv() (eax uint32, edx uint32)
 TEXT ·xgetbv(SB), NOSPLIT, $0-8
+	// XGETBV with ECX = 0 reads XCR0 (the register state the OS saves:
+	// bits 1-2 SSE/AVX, 5-7 AVX-512) into EDX:EAX. Callers first check
+	// CPUID.1:ECX.OSXSAVE[bit 27]. No loop.
 	XORL CX, CX
 	XGETBV
 	MOVL AX, eax+0(FP)

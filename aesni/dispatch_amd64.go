@@ -40,17 +40,22 @@ func init() {
 	available[VAES256] = useVAES256
 	available[VAES512] = useVAES512
 
-	switch {
-	case useVAES512 && !(preferYMM && useVAES256):
-		widest = VAES512
-	case useVAES256:
-		widest = VAES256
-	case useAESNI:
-		widest = AESNI4
-	default:
-		widest = Generic
-	}
+	widest = chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM)
 	selectFromEnv()
+}
+
+// chooseWidest picks the kernel family: zmm where it runs, unless the core
+// downclocks under zmm and the ymm kernel runs too; then ymm; then AES-NI.
+func chooseWidest(aesni, vaes256, vaes512, preferYMM bool) Impl {
+	switch {
+	case vaes512 && !(preferYMM && vaes256):
+		return VAES512
+	case vaes256:
+		return VAES256
+	case aesni:
+		return AESNI4
+	}
+	return Generic
 }
 
 // The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, family

@@ -203,3 +203,50 @@ func TestGODEBUGMasks(t *testing.T) {
 		t.Errorf("XTSCTL_XTS_IMPL=nonsense: %s", got)
 	}
 }
+
+func TestPreferYMM(t *testing.T) {
+	for _, tc := range []struct {
+		p    cpuProbe
+		want bool
+	}{
+		{cpuProbe{intel: true, family: 6, model: 0x6a}, true},  // Ice Lake-SP
+		{cpuProbe{intel: true, family: 6, model: 0x7e}, true},  // Ice Lake client
+		{cpuProbe{intel: true, family: 6, model: 0x8c}, true},  // Tiger Lake
+		{cpuProbe{intel: true, family: 6, model: 0x8f}, false}, // Sapphire Rapids
+		{cpuProbe{intel: true, family: 6, model: 0xa7}, false}, // Rocket Lake
+		{cpuProbe{family: 0x19, model: 0x11}, false},           // AMD Zen 4
+		{cpuProbe{family: 0x1a, model: 0x02}, false},           // AMD Zen 5
+	} {
+		if got := tc.p.zmmDownclocks(); got != tc.want {
+			t.Errorf("%+v: zmmDownclocks = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		aesni, vaes256, vaes512, preferYMM bool
+		want                               Impl
+	}{
+		{true, true, true, false, VAES512},
+		{true, true, true, true, VAES256}, // a downclocking core gets ymm
+		{true, false, true, true, VAES512},
+		{true, true, false, false, VAES256}, // VAES on ymm without AVX-512
+		{true, false, false, false, AESNI4},
+		{false, false, false, false, Generic},
+	} {
+		if got := chooseWidest(tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM); got != tc.want {
+			t.Errorf("chooseWidest(%v, %v, %v, %v) = %v, want %v", tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM, got, tc.want)
+		}
+	}
+}
+
+// TestProbeMatchesCPU checks our CPUID probe against what the kernel
+// reports in /proc/cpuinfo.
+func TestProbeMatchesCPU(t *testing.T) {
+	flags := cpuinfoFlags(t)
+	p := probeCPU()
+	if p.vaes != flags["vaes"] || p.vpclmulqdq != flags["vpclmulqdq"] {
+		t.Errorf("probe: vaes=%v vpclmulqdq=%v; /proc/cpuinfo: vaes=%v vpclmulqdq=%v", p.vaes, p.vpclmulqdq, flags["vaes"], flags["vpclmulqdq"])
+	}
+	if flags["avx"] && !p.osYMM {
+		t.Errorf("the kernel reports avx but the probe finds no OS ymm support")
+	}
+}

@@ -8,7 +8,7 @@
 # benchmarks report cpu-MB/s from the benchmark thread's CPU time. On a
 # shared machine that keeps other processes' load out of the numbers (it
 # does not remove their cache and memory traffic). Each Go figure is the
-# best of COUNT runs; openssl runs once per size for OPENSSL_SECONDS.
+# median of COUNT runs; openssl runs once per size for OPENSSL_SECONDS.
 #
 # Usage: scripts/bench-peers.sh   (env: COUNT=5 BENCHTIME=200ms OPENSSL_SECONDS=2)
 set -euo pipefail
@@ -26,14 +26,22 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //') (
 echo "xtsctl: dispatch ${XTSCTL_XTS_IMPL:-auto}; go test -bench Peers ./xts -count=$COUNT -benchtime=$BENCHTIME"
 go test -run '^$' -bench '^BenchmarkPeers$' -benchtime="$BENCHTIME" -count="$COUNT" ./xts >"$tmp/go.txt"
 
-# best cpu-MB/s per benchmark: "peer size MBps"
+# median cpu-MB/s per benchmark: "peer size MBps". The median, not the
+# best: thread CPU time keeps preemption out, but the other processes'
+# cache traffic and the odd accounting glitch still scatter single runs.
 awk '/^BenchmarkPeers\// {
 	split($1, parts, "/"); peer = parts[2]; sub("peer=", "", peer)
 	size = parts[3]; sub("size=", "", size); sub("-[0-9]+$", "", size)
-	for (i = 2; i < NF; i++) if ($(i+1) == "cpu-MB/s") v = $i
-	key = peer " " size
-	if (!(key in best) || v > best[key]) best[key] = v
-} END { for (k in best) print k, best[k] }' "$tmp/go.txt" >"$tmp/go.best"
+	for (i = 2; i < NF; i++) if ($(i+1) == "cpu-MB/s") print peer, size, $i
+}' "$tmp/go.txt" | sort -k1,1 -k2,2n -k3,3g | awk '
+	{ key = $1 " " $2; n[key]++; v[key, n[key]] = $3 }
+	END {
+		for (key in n) {
+			c = n[key]
+			m = (c % 2) ? v[key, (c + 1) / 2] : (v[key, c / 2] + v[key, c / 2 + 1]) / 2
+			print key, m
+		}
+	}' >"$tmp/go.best"
 
 if ! command -v openssl >/dev/null; then
 	echo "bench-peers: openssl not found; its column stays empty" >&2

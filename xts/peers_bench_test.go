@@ -31,6 +31,7 @@ func BenchmarkPeers(b *testing.B) {
 		b.Run(fmt.Sprintf("peer=xtsctl/size=%d", size), func(b *testing.B) {
 			buf := make([]byte, size)
 			b.SetBytes(int64(size))
+			b.ReportAllocs()
 			stop := cpuClock(b, size)
 			for i := uint64(0); b.Loop(); i++ {
 				ours.Encrypt(buf, buf, i)
@@ -41,6 +42,7 @@ func BenchmarkPeers(b *testing.B) {
 			b.Run(fmt.Sprintf("peer=xcrypto/size=%d", size), func(b *testing.B) {
 				buf := make([]byte, size)
 				b.SetBytes(int64(size))
+				b.ReportAllocs()
 				stop := cpuClock(b, size)
 				for i := uint64(0); b.Loop(); i++ {
 					theirs.Encrypt(buf, buf, i)
@@ -54,6 +56,7 @@ func BenchmarkPeers(b *testing.B) {
 			const batch = 64 << 10
 			buf := make([]byte, batch)
 			b.SetBytes(batch)
+			b.ReportAllocs()
 			stop := cpuClock(b, batch)
 			for i := uint64(0); b.Loop(); i++ {
 				ours.EncryptSectors(buf, buf, unit, i*batch/uint64(unit), 1)

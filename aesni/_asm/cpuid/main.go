@@ -15,8 +15,8 @@ func main() {
 	ConstraintExpr("amd64,gc,!purego")
 
 	TEXT("cpuid", NOSPLIT, "func(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)")
-	Doc("cpuid executes CPUID with EAX = leaf and ECX = subleaf.",
-		"Registers: only the four CPUID outputs; no loop.")
+	Comment("CPUID with EAX = leaf, ECX = subleaf; returns EAX, EBX, ECX, EDX.",
+		"No loop; only those four registers are used.")
 	Load(Param("leaf"), EAX)
 	Load(Param("subleaf"), ECX)
 	CPUID()
@@ -27,9 +27,9 @@ func main() {
 	RET()
 
 	TEXT("xgetbv", NOSPLIT, "func() (eax, edx uint32)")
-	Doc("xgetbv reads XCR0 (the register-state components the OS saves),",
-		"which decides whether ymm and zmm state may be used at all.",
-		"Callers must first check CPUID.1:ECX.OSXSAVE[bit 27].")
+	Comment("XGETBV with ECX = 0 reads XCR0 (the register state the OS saves:",
+		"bits 1-2 SSE/AVX, 5-7 AVX-512) into EDX:EAX. Callers first check",
+		"CPUID.1:ECX.OSXSAVE[bit 27]. No loop.")
 	XORL(ECX, ECX)
 	XGETBV()
 	Store(EAX, Return("eax"))
