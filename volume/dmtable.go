@@ -41,28 +41,39 @@ func (t CryptTarget) OptParams() []string {
 	return nil
 }
 
-// Params formats the crypt target's parameters as the kernel parses them
-// (Documentation/admin-guide/device-mapper/dm-crypt.rst):
+// AppendParams appends the crypt target's parameters as the kernel parses
+// them (Documentation/admin-guide/device-mapper/dm-crypt.rst):
 //
 //	<cipher> <key> <iv_offset> <device path> <offset> [<#opt_params> <opt_params>]
 //
-// key is the master key, or nil for KeyPlaceholder.
-func (t CryptTarget) Params(key []byte, device string) string {
-	k := KeyPlaceholder
-	if key != nil {
-		k = hex.EncodeToString(key)
+// key is the master key, or nil for KeyPlaceholder. Building into a byte
+// slice lets a caller wipe a line that holds the key.
+func (t CryptTarget) AppendParams(dst, key []byte, device string) []byte {
+	dst = append(dst, t.Cipher...)
+	dst = append(dst, ' ')
+	if key == nil {
+		dst = append(dst, KeyPlaceholder...)
+	} else {
+		dst = hex.AppendEncode(dst, key)
 	}
-	s := fmt.Sprintf("%s %s %d %s %d", t.Cipher, k, t.IVOffset, device, t.Offset)
+	dst = fmt.Appendf(dst, " %d %s %d", t.IVOffset, device, t.Offset)
 	if opt := t.OptParams(); len(opt) > 0 {
-		s += fmt.Sprintf(" %d", len(opt))
+		dst = fmt.Appendf(dst, " %d", len(opt))
 		for _, o := range opt {
-			s += " " + o
+			dst = append(dst, ' ')
+			dst = append(dst, o...)
 		}
 	}
-	return s
+	return dst
 }
 
-// Line formats the whole table line: 0 <length> crypt <params>.
+// AppendLine appends the whole table line: 0 <length> crypt <params>.
+func (t CryptTarget) AppendLine(dst, key []byte, device string) []byte {
+	dst = fmt.Appendf(dst, "0 %d crypt ", t.Length)
+	return t.AppendParams(dst, key, device)
+}
+
+// Line is AppendLine as a string (for a line without the key).
 func (t CryptTarget) Line(key []byte, device string) string {
-	return fmt.Sprintf("0 %d crypt %s", t.Length, t.Params(key, device))
+	return string(t.AppendLine(nil, key, device))
 }

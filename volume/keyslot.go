@@ -227,9 +227,9 @@ const DefaultKDFTime = 2 * time.Second
 // cryptsetup's maximum).
 const DefaultKDFMemoryKiB = 1 << 20
 
-// defaultKDFMemory is DefaultKDFMemoryKiB, or half the available RAM if
-// that is less.
-func defaultKDFMemory() uint32 {
+// DefaultKDFMemory is the memory in KiB Argon2id uses by default:
+// DefaultKDFMemoryKiB, or half the available RAM if that is less.
+func DefaultKDFMemory() uint32 {
 	if avail := availableMemoryKiB(); avail > 0 {
 		return uint32(min(DefaultKDFMemoryKiB, avail/2))
 	}
@@ -243,7 +243,7 @@ func defaultKDFMemory() uint32 {
 // memory is lowered instead.
 func CalibrateKDF(target time.Duration, memoryKiB uint32) KDFParams {
 	if memoryKiB == 0 {
-		memoryKiB = defaultKDFMemory()
+		memoryKiB = DefaultKDFMemory()
 	}
 	p := KDFParams{Time: 1, Threads: uint8(min(4, max(1, runtime.NumCPU()))), MemoryKiB: memoryKiB}
 	p.MemoryKiB = max(p.MemoryKiB, 8*uint32(p.Threads))

@@ -103,7 +103,7 @@ func TestCalibrateKDF(t *testing.T) {
 			t.Errorf("fitKDF(%v per pass, target %v) = %+v, want %+v", c.perPass, c.target, got, c.want)
 		}
 	}
-	if m := defaultKDFMemory(); m < 64<<10 || m > DefaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
+	if m := DefaultKDFMemory(); m < 64<<10 || m > DefaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
 		t.Fatalf("default memory %d KiB with %d KiB available", m, availableMemoryKiB())
 	}
 }

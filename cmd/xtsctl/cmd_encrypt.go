@@ -29,6 +29,7 @@ func newEncryptCmd(a *app) *cobra.Command {
 		typ   string
 		force bool
 		pf    plainFlags
+		cf    createFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "encrypt IN OUT",
@@ -38,13 +39,23 @@ func newEncryptCmd(a *app) *cobra.Command {
 OUT is written to a temporary file next to it, synced, then renamed, so it
 appears only when complete; IN is never modified.
 
+By default OUT is an xtsctl volume (docs/FORMAT.md): a header, a key slot
+for the passphrase (asked twice on the terminal, or --passphrase-file), the
+data encrypted as dm-crypt's aes-xts-plain64, and a keyed BLAKE2b tag per
+sector (--integrity none to leave them out). encrypt prints the BLAKE2b-512
+digest of IN, as b2sum does; the volume records it, encrypted, and decrypt
+and verify check it. Passphrase hashing (Argon2id) is calibrated to take
+--kdf-time on this machine.
+
 With --type plain, OUT is byte for byte what the device would hold after
 writing IN through
   cryptsetup open --type plain --cipher aes-xts-plain64 --key-file KEY \
       --key-size 512 (or 256 for a 32-byte key) [--sector-size N]
       [--iv-large-sectors] [--offset N] [--skip N]
 so the kernel's dm-crypt opens it with the same options.`,
-		Example: `  head -c 64 /dev/urandom > disk.key && chmod 600 disk.key
+		Example: `  xtsctl encrypt disk.img disk.vol
+  xtsctl encrypt --passphrase-file pass.txt --sector-size 512 --tag-size 16 disk.img disk.vol
+  head -c 64 /dev/urandom > disk.key && chmod 600 disk.key
   xtsctl encrypt --type plain --key-file disk.key disk.img disk.enc
   xtsctl encrypt --type plain --key-file disk.key --sector-size 4096 disk.img disk.enc`,
 		Args: argsNamed("IN", "OUT"),
@@ -53,25 +64,30 @@ so the kernel's dm-crypt opens it with the same options.`,
 				return err
 			}
 			if typ == typePlain {
+				if err := rejectFlags(cmd, typ, createOnly); err != nil {
+					return err
+				}
 				return encryptPlain(a, &pf, args[0], args[1], force)
 			}
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return encryptVolume(a, cmd, args[0], args[1], force)
+			return encryptVolume(a, cmd, &cf, args[0], args[1], force)
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume or plain")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
+	cf.register(cmd.Flags())
 	return cmd
 }
 
 func newDecryptCmd(a *app) *cobra.Command {
 	var (
-		typ   string
-		force bool
-		pf    plainFlags
+		typ      string
+		force    bool
+		pf       plainFlags
+		passFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "decrypt IN OUT",
@@ -81,26 +97,36 @@ func newDecryptCmd(a *app) *cobra.Command {
 OUT is written to a temporary file next to it, synced, then renamed, so it
 appears only when complete; IN is never modified.
 
+An xtsctl volume (the default type) is unlocked with its passphrase; every
+sector's tag is checked before it is decrypted (a bad one stops decrypt, and
+OUT is not written) and the end-to-end digest at the end. decrypt prints
+the BLAKE2b-512 digest of OUT, as b2sum does.
+
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,
 --iv-large-sectors, --offset, --skip).`,
-		Example: `  xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img`,
-		Args:    argsNamed("IN", "OUT"),
+		Example: `  xtsctl decrypt disk.vol disk.img
+  xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img`,
+		Args: argsNamed("IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkType(typ); err != nil {
 				return err
 			}
 			if typ == typePlain {
+				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+					return err
+				}
 				return decryptPlain(a, &pf, args[0], args[1], force)
 			}
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return decryptVolume(a, cmd, args[0], args[1], force)
+			return decryptVolume(a, cmd, passFile, args[0], args[1], force)
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
+	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	pf.register(cmd.Flags())
 	return cmd
 }

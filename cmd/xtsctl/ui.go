@@ -85,3 +85,16 @@ func (u *ui) clearProgressLine() {
 		u.progressShown = false
 	}
 }
+
+// promptTTY writes a passphrase prompt to the terminal itself (not stderr,
+// which may be redirected): the prompt is for the person at the keyboard.
+func (u *ui) promptTTY(tty io.Writer, format string, args ...any) {
+	fmt.Fprintf(tty, format, args...)
+}
+
+// stdoutIsTerminal reports whether results are read by a person: secrets
+// (a master key asked for with --show-key) go only there or to a file.
+func (u *ui) stdoutIsTerminal() bool {
+	f, ok := u.stdout.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

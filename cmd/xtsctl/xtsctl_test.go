@@ -5,11 +5,18 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/xtsctl/xtsctl/volume"
 )
+
+// testKDF are the Argon2id costs of key slots made in tests without
+// explicit --kdf-* flags: tiny, so that a test does not spend a second and
+// a gigabyte per passphrase. Explicit flags are honoured (and tested).
+var testKDF = volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}
 
 // TestMain lets the test binary run as the xtsctl command, so scripts (and
 // tests that start xtsctl as a process) exercise the real main path.
 func TestMain(m *testing.M) {
+	testOnlyCalibrate = func() volume.KDFParams { return testKDF }
 	testscript.Main(m, map[string]func(){
 		"xtsctl": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/safefile"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+func init() { registerCommand(newInfoCmd) }
+
+type infoFlags struct {
+	json      bool
+	dmTable   bool
+	showKey   bool
+	keyOutput string
+	device    string
+	passFile  string
+	force     bool
+}
+
+func newInfoCmd(a *app) *cobra.Command {
+	var f infoFlags
+	cmd := &cobra.Command{
+		Use:   "info IMAGE",
+		Short: "Show a volume's header, key slots and state, or its dm-crypt table",
+		Long: `Show what the header of the xtsctl volume IMAGE says: UUID, label, cipher,
+sector size, where the data and the tags are, the state of both header
+copies, the key slots in use and their Argon2id costs, and whether the
+volume was closed cleanly. It needs no passphrase and shows no secret.
+--json prints the same as one JSON object.
+
+--dm-table prints instead the device-mapper table line of the data area,
+in dm-crypt's own format and units (512-byte sectors):
+  0 LENGTH crypt aes-xts-plain64 KEY 0 DEVICE OFFSET [1 sector_size:N]
+where KEY is the placeholder <master-key>, and DEVICE is IMAGE or --device
+(dm-crypt needs a block device: attach an image file to a loop device
+first). dmsetup create NAME --table "LINE" then maps the data area; writes
+through it do not update the integrity tags.
+
+--show-key unlocks the volume and puts the real master key in the line. The
+master key decrypts the volume whatever its passphrases, and cannot be
+changed: xtsctl prints it only to a terminal, or writes it to --key-output
+FILE (mode 0600), never to a pipe.`,
+		Example: `  xtsctl info disk.vol
+  xtsctl info --json disk.vol
+  xtsctl info --dm-table --device /dev/loop0 disk.vol
+  xtsctl info --dm-table --show-key --key-output table.txt --device /dev/loop0 disk.vol`,
+		Args: argsNamed("IMAGE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return info(a, cmd, &f, args[0])
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&f.json, "json", false, "print the information as JSON")
+	fs.BoolVar(&f.dmTable, "dm-table", false, "print the dm-crypt table line of the data area")
+	fs.BoolVar(&f.showKey, "show-key", false, "with --dm-table: unlock and include the master key")
+	fs.StringVar(&f.keyOutput, "key-output", "", "with --show-key: write the line to FILE (mode 0600) instead of the terminal")
+	fs.StringVar(&f.device, "device", "", "with --dm-table: the block device holding the volume (default: IMAGE)")
+	fs.StringVar(&f.passFile, "passphrase-file", "", "with --show-key: read the passphrase from FILE instead of the terminal")
+	fs.BoolVarP(&f.force, "force", "f", false, "with --key-output: overwrite FILE if it exists")
+	return cmd
+}
+
+func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
+	switch {
+	case f.json && f.dmTable:
+		return usageError(errors.New("--json and --dm-table do not go together"))
+	case !f.dmTable && (f.showKey || f.device != "" || f.keyOutput != ""):
+		return usageError(errors.New("--show-key, --device and --key-output go with --dm-table"))
+	case !f.showKey && (f.keyOutput != "" || f.passFile != ""):
+		return usageError(errors.New("--key-output and --passphrase-file go with --show-key"))
+	}
+	in, err := openInput(image)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	hs, err := volume.ReadHeaders(in, in.size)
+	var te *volume.TruncatedError
+	switch {
+	case errors.As(err, &te) && !f.dmTable:
+		a.warningf("%s: %v", image, err) // show what the header says all the same
+	case err != nil:
+		return volumeError(image, err)
+	}
+	warnAll(a, image, hs.Warnings)
+	if f.dmTable {
+		return dmTable(a, f, image, in, hs)
+	}
+	h := hs.Header
+	st, warnings := volume.ReadState(in, h)
+	warnAll(a, image, warnings)
+	j := infoOf(image, in.size, hs, st)
+	if f.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(j)
+	}
+	printInfo(a, j)
+	return nil
+}
+
+// infoJSON is the output of info --json; its field names are part of the
+// CLI's interface.
+type infoJSON struct {
+	Image           string     `json:"image"`
+	Format          string     `json:"format"`
+	Version         int        `json:"version"`
+	Generation      uint64     `json:"generation"`
+	UUID            string     `json:"uuid"`
+	Label           string     `json:"label"`
+	Cipher          string     `json:"cipher"`
+	KeyBits         int        `json:"key_bits"`
+	SectorSize      int        `json:"sector_size"`
+	DataOffset      int64      `json:"data_offset"`
+	DataLength      int64      `json:"data_length"`
+	Sectors         int64      `json:"sectors"`
+	Integrity       string     `json:"integrity"`
+	TagSize         int        `json:"tag_size"`
+	TagOffset       int64      `json:"tag_offset"`
+	TagLength       int64      `json:"tag_length"`
+	StateOffset     int64      `json:"state_offset"`
+	StateLength     int64      `json:"state_length"`
+	RegionSize      int64      `json:"region_size"`
+	Regions         int64      `json:"regions"`
+	SecondaryOffset int64      `json:"secondary_header_offset"`
+	VolumeSize      int64      `json:"volume_size"`
+	ImageSize       int64      `json:"image_size"`
+	HeaderCopies    []copyJSON `json:"header_copies"`
+	KeySlots        []slotJSON `json:"key_slots"`
+	State           stateJSON  `json:"state"`
+	Digest          string     `json:"digest"`
+	DMTable         string     `json:"dm_table"`
+}
+
+type copyJSON struct {
+	Name       string `json:"name"`
+	Offset     int64  `json:"offset"`
+	OK         bool   `json:"ok"`
+	Generation uint64 `json:"generation,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+type slotJSON struct {
+	Slot      int    `json:"slot"`
+	Active    bool   `json:"active"`
+	KDF       string `json:"kdf,omitempty"`
+	Time      uint32 `json:"time,omitempty"`
+	MemoryKiB uint32 `json:"memory_kib,omitempty"`
+	Threads   uint8  `json:"threads,omitempty"`
+}
+
+type stateJSON struct {
+	Known       bool `json:"known"`
+	Clean       bool `json:"clean"`
+	DigestStale bool `json:"digest_stale"`
+}
+
+func infoOf(image string, size int64, hs *volume.Headers, st volume.State) infoJSON {
+	h := hs.Header
+	j := infoJSON{
+		Image: image, Format: "xtsctl-volume", Version: volume.Version, Generation: h.Generation,
+		UUID: h.UUIDString(), Label: h.Label, Cipher: volume.CipherName, KeyBits: 8 * h.KeySize,
+		SectorSize: h.SectorSize, DataOffset: h.DataOffset, DataLength: h.DataLength, Sectors: h.Sectors(),
+		Integrity: h.Integrity.String(), TagSize: h.TagSize, TagOffset: h.TagOffset, TagLength: h.TagLength,
+		StateOffset: volume.StateOffset, StateLength: h.StateLength, RegionSize: h.RegionSize, Regions: h.Regions(),
+		SecondaryOffset: h.SecondaryOffset, VolumeSize: h.Size, ImageSize: size,
+		State:   stateJSON{Known: st.Valid, Clean: st.Valid && !st.Dirty, DigestStale: st.DigestStale || !st.Valid},
+		DMTable: h.CryptTarget().Line(nil, image),
+		Digest:  "none",
+	}
+	if h.Flags&volume.FlagDigest != 0 {
+		j.Digest = "recorded"
+		if j.State.DigestStale {
+			j.Digest = "stale"
+		}
+	}
+	for _, c := range []volume.CopyStatus{hs.Primary, hs.Secondary} {
+		cj := copyJSON{Name: c.Name, Offset: c.Offset, OK: c.Err == nil}
+		if c.Parsed {
+			cj.Generation = c.Generation
+		}
+		if c.Err != nil {
+			cj.Error = c.Err.Error()
+		}
+		j.HeaderCopies = append(j.HeaderCopies, cj)
+	}
+	for i, s := range h.Slots {
+		sj := slotJSON{Slot: i, Active: s.Active}
+		if s.Active {
+			sj.KDF, sj.Time, sj.MemoryKiB, sj.Threads = "argon2id", s.KDF.Time, s.KDF.MemoryKiB, s.KDF.Threads
+		}
+		j.KeySlots = append(j.KeySlots, sj)
+	}
+	return j
+}
+
+func printInfo(a *app, j infoJSON) {
+	row := func(k, format string, args ...any) { a.resultf("%-16s "+format, append([]any{k + ":"}, args...)...) }
+	row("image", "%s (%d bytes)", j.Image, j.ImageSize)
+	row("format", "xtsctl volume, version %d, header generation %d", j.Version, j.Generation)
+	row("uuid", "%s", j.UUID)
+	row("label", "%s", j.Label)
+	row("cipher", "%s, %d-bit key", j.Cipher, j.KeyBits)
+	row("sector size", "%d", j.SectorSize)
+	row("data", "%s (%d sectors) at byte %d", humanBytes(j.DataLength), j.Sectors, j.DataOffset)
+	if j.Integrity == "none" {
+		row("integrity", "none")
+	} else {
+		row("integrity", "%s, %d-byte tags at byte %d (%s)", j.Integrity, j.TagSize, j.TagOffset, humanBytes(j.TagLength))
+	}
+	var copies []string
+	for _, c := range j.HeaderCopies {
+		if c.OK {
+			copies = append(copies, fmt.Sprintf("%s at byte %d ok", c.Name, c.Offset))
+		} else {
+			copies = append(copies, fmt.Sprintf("%s at byte %d DAMAGED (%s)", c.Name, c.Offset, c.Error))
+		}
+	}
+	row("header copies", "%s", strings.Join(copies, "; "))
+	for _, s := range j.KeySlots {
+		if s.Active {
+			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %d passes, %s, %d threads", s.Time, humanBytes(int64(s.MemoryKiB)*1024), s.Threads)
+		}
+	}
+	switch {
+	case !j.State.Known:
+		row("state", "unknown (no intact state record)")
+	case j.State.Clean:
+		row("state", "closed cleanly")
+	default:
+		row("state", "not closed cleanly")
+	}
+	row("dirty regions", "%d of %s", j.Regions, humanBytes(j.RegionSize))
+	switch j.Digest {
+	case "recorded":
+		row("digest", "BLAKE2b-512 of the plaintext, recorded (encrypted)")
+	case "stale":
+		row("digest", "recorded, but the volume was written since")
+	default:
+		row("digest", "none")
+	}
+	row("volume size", "%d bytes (secondary header at byte %d)", j.VolumeSize, j.SecondaryOffset)
+}
+
+func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) error {
+	device := f.device
+	if device == "" {
+		device = image
+		if in.info.Mode().IsRegular() {
+			a.hintf("%s is a file: dm-crypt needs a block device; attach it (losetup --find --show %s) and give that with --device", image, image)
+		}
+	}
+	t := hs.Header.CryptTarget()
+	if !f.showKey {
+		a.resultf("%s", t.Line(nil, device))
+		return nil
+	}
+	if f.keyOutput == "" && !a.stdoutIsTerminal() {
+		return usageError(errors.New("--show-key prints the master key only to a terminal; stdout is not one"),
+			"write it to a file instead: --key-output FILE")
+	}
+	var out *safefile.File
+	if f.keyOutput != "" {
+		o, err := createOutput(f.keyOutput, in, f.force)
+		if err != nil {
+			return err
+		}
+		defer o.Abort()
+		out = o
+	}
+	v, err := unlockVolume(a, image, f.passFile, true)
+	if err != nil {
+		return err
+	}
+	key := v.MasterKey()
+	v.Close()
+	defer clear(key)
+	// The line is built and written as bytes, and wiped: it holds the key.
+	line := append(t.AppendLine(nil, key, device), '\n')
+	defer clear(line)
+	if out == nil {
+		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
+		if _, err := a.stdout.Write(line); err != nil {
+			return withCode(exitOutput, err)
+		}
+		return nil
+	}
+	a.warningf("%s holds the master key of %s: it decrypts the volume whatever its passphrases; keep it secret, delete it after use", f.keyOutput, image)
+	if _, err := out.Write(line); err != nil {
+		return withCode(exitOutput, err)
+	}
+	if err := out.Commit(); err != nil {
+		return withCode(exitOutput, err)
+	}
+	a.infof("wrote the dm-crypt table of %s with its master key to %s", image, f.keyOutput)
+	return nil
+}

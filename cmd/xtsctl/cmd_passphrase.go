@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+func init() { registerCommand(newPassphraseCmd) }
+
+func newPassphraseCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "passphrase add|remove|change IMAGE",
+		Short: "Add, remove or change a volume's passphrases",
+		Long: `Manage the passphrases (key slots, up to 8) of the xtsctl volume IMAGE.
+
+Each change rewrites both header copies, one at a time, each synced: if
+xtsctl is killed or the machine stops at any moment, the volume still opens
+with the old passphrase or the new one. Passphrases are asked on the
+terminal (new ones twice), or read from --passphrase-file (an existing
+passphrase) and --new-passphrase-file.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usageError(errors.New("passphrase: missing subcommand add, remove or change"),
+				"usage: xtsctl passphrase add|remove|change IMAGE")
+		},
+	}
+	cmd.AddCommand(newPassphraseAddCmd(a), newPassphraseRemoveCmd(a), newPassphraseChangeCmd(a))
+	return cmd
+}
+
+type slotFlags struct {
+	passFile, newPassFile string
+	kdf                   kdfFlags
+	force                 bool
+}
+
+func (f *slotFlags) register(cmd *cobra.Command, newPass bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.passFile, "passphrase-file", "", "read the existing passphrase from FILE instead of the terminal")
+	if newPass {
+		fs.StringVar(&f.newPassFile, "new-passphrase-file", "", "read the new passphrase from FILE instead of the terminal")
+		f.kdf.register(fs)
+	}
+}
+
+func newPassphraseAddCmd(a *app) *cobra.Command {
+	var f slotFlags
+	cmd := &cobra.Command{
+		Use:   "add IMAGE",
+		Short: "Add a passphrase in a free key slot",
+		Long: `Add a passphrase to the xtsctl volume IMAGE, in the first free key slot.
+An existing passphrase unlocks the master key, which the new passphrase then
+wraps too.`,
+		Example: "  xtsctl passphrase add disk.vol",
+		Args:    argsNamed("IMAGE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return changeSlots(a, args[0], &f, "add")
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newPassphraseRemoveCmd(a *app) *cobra.Command {
+	var f slotFlags
+	cmd := &cobra.Command{
+		Use:   "remove IMAGE",
+		Short: "Remove a passphrase",
+		Long: `Remove the passphrase given (its key slot is erased) from the xtsctl volume
+IMAGE. Removing the last passphrase makes the volume impossible to open
+(short of a header backup): it needs --force.
+
+A header backup taken before still holds the removed passphrase's key slot.`,
+		Example: "  xtsctl passphrase remove disk.vol",
+		Args:    argsNamed("IMAGE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return changeSlots(a, args[0], &f, "remove")
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
+	return cmd
+}
+
+func newPassphraseChangeCmd(a *app) *cobra.Command {
+	var f slotFlags
+	cmd := &cobra.Command{
+		Use:   "change IMAGE",
+		Short: "Change a passphrase",
+		Long: `Replace a passphrase of the xtsctl volume IMAGE with a new one, in the same
+key slot.`,
+		Example: "  xtsctl passphrase change disk.vol",
+		Args:    argsNamed("IMAGE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return changeSlots(a, args[0], &f, "change")
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+// openForHeader opens image to rewrite its header, with what ReadHeaders
+// found; damaged-but-usable headers come with warnings, a truncated volume
+// is refused.
+func openForHeader(a *app, image string) (*os.File, int64, *volume.Headers, error) {
+	in, err := openInput(image)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	in.Close()
+	f, err := os.OpenFile(image, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, nil, withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, withCode(exitInput, err)
+	}
+	hs, err := volume.ReadHeaders(f, size)
+	if err != nil {
+		f.Close()
+		return nil, 0, hs, volumeError(image, err)
+	}
+	warnAll(a, image, hs.Warnings)
+	return f, size, hs, nil
+}
+
+func changeSlots(a *app, image string, sf *slotFlags, op string) error {
+	f, _, hs, err := openForHeader(a, image)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	prompt := "an existing passphrase for " + image
+	if op == "remove" {
+		prompt = "the passphrase to remove from " + image
+	}
+	pass, err := readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
+	if err != nil {
+		return err
+	}
+	key, slot, err := hs.Unlock(pass)
+	clear(pass)
+	if err != nil {
+		return volumeError(image, err)
+	}
+	defer clear(key)
+
+	if op == "remove" {
+		if len(hs.Header.ActiveSlots()) == 1 && !sf.force {
+			return usageError(fmt.Errorf("key slot %d holds the last passphrase of %s: without it the volume cannot be opened", slot, image),
+				"add another passphrase first (xtsctl passphrase add), or use --force")
+		}
+		if err := volume.RemoveSlot(f, hs, slot); err != nil {
+			return volumeError(image, err)
+		}
+		a.infof("removed key slot %d from %s", slot, image)
+		return nil
+	}
+
+	newPass, err := readPassphrase(a, passphraseRequest{file: sf.newPassFile, flag: "new-passphrase-file",
+		prompt: "the new passphrase for " + image, confirm: true})
+	if err != nil {
+		return err
+	}
+	defer clear(newPass)
+	kdf, err := sf.kdf.params(a)
+	if err != nil {
+		return err
+	}
+	if op == "add" {
+		n, err := volume.AddSlot(f, hs, key, newPass, kdf)
+		if errors.Is(err, volume.ErrSlotsFull) {
+			return withCode(exitUsage, fmt.Errorf("%s: %w", image, err), "remove one first: xtsctl passphrase remove "+image)
+		}
+		if err != nil {
+			return volumeError(image, err)
+		}
+		a.infof("added key slot %d to %s", n, image)
+		return nil
+	}
+	if err := volume.ChangeSlot(f, hs, key, slot, newPass, kdf); err != nil {
+		return volumeError(image, err)
+	}
+	a.infof("changed the passphrase of key slot %d of %s", slot, image)
+	return nil
+}
