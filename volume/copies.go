@@ -183,6 +183,10 @@ func (hs *Headers) warnf(format string, args ...any) {
 // read reads and parses the copy at off.
 func (c *CopyStatus) read(r io.ReaderAt, off, size int64) {
 	c.Offset = off
+	if off == 0 && size < CopySize {
+		c.Err = ErrNotVolume // too small to hold a header
+		return
+	}
 	if off < 0 || off+CopySize > size {
 		c.Err = errors.New("beyond the end of the image")
 		return
@@ -238,7 +242,7 @@ func (hs *Headers) bestEffort() error {
 	hs.Header = &h
 	hs.warnf("both header copies are damaged (primary: %v; secondary: %v); using the intact parts", p.Err, s.Err)
 	if len(hs.Damaged) > 0 {
-		hs.warnf("%s damaged in both header copies", slotList(hs.Damaged))
+		hs.warnf("%s damaged in both header copies", slotsAre(hs.Damaged))
 	}
 	return nil
 }
@@ -254,7 +258,7 @@ var (
 type SlotsDamagedError struct{ Slots []int }
 
 func (e *SlotsDamagedError) Error() string {
-	return fmt.Sprintf("the passphrase opens no intact key slot, and %s damaged in both header copies", slotList(e.Slots))
+	return fmt.Sprintf("the passphrase opens no intact key slot, and %s damaged in both header copies", slotsAre(e.Slots))
 }
 
 // Unlock finds the key slot that passphrase opens and returns the master

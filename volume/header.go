@@ -104,15 +104,28 @@ func (e *SlotAreaError) Error() string {
 	return fmt.Sprintf("key slot area checksum mismatch (damaged: %s)", slotList(e.Damaged))
 }
 
+// slotList names slots: "key slot 3", "key slots 1, 4".
 func slotList(slots []int) string {
 	var b bytes.Buffer
+	b.WriteString("key slot")
+	if len(slots) != 1 {
+		b.WriteString("s")
+	}
 	for i, s := range slots {
 		if i > 0 {
-			b.WriteString(", ")
+			b.WriteString(",")
 		}
-		fmt.Fprintf(&b, "key slot %d", s)
+		fmt.Fprintf(&b, " %d", s)
 	}
 	return b.String()
+}
+
+// slotsAre is slotList followed by "is" or "are".
+func slotsAre(slots []int) string {
+	if len(slots) == 1 {
+		return slotList(slots) + " is"
+	}
+	return slotList(slots) + " are"
 }
 
 // ParseHeader parses and checks one header copy (CopySize bytes): magic,

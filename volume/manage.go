@@ -102,7 +102,11 @@ func (hs *Headers) Backup() ([]byte, error) {
 }
 
 // RestoreError explains why a header backup does not fit a volume.
-type RestoreError struct{ Reason string }
+// OtherVolume says the only objection is the UUID (which force overrides).
+type RestoreError struct {
+	Reason      string
+	OtherVolume bool
+}
 
 func (e *RestoreError) Error() string { return "the backup does not fit this volume: " + e.Reason }
 
@@ -122,7 +126,7 @@ func Restore(dev Device, size int64, current *Headers, backup []byte, force bool
 	if hs == nil {
 		hs = &Headers{Header: h}
 	} else if hs.Header.UUID != h.UUID && !force {
-		return nil, &RestoreError{Reason: fmt.Sprintf("its UUID is %s, the volume's is %s", h.UUIDString(), hs.Header.UUIDString())}
+		return nil, &RestoreError{Reason: fmt.Sprintf("its UUID is %s, the volume's is %s", h.UUIDString(), hs.Header.UUIDString()), OtherVolume: true}
 	}
 	if err := commit(dev, hs, h); err != nil {
 		return nil, err

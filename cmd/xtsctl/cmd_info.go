@@ -99,6 +99,7 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(j)
 	}
 	printInfo(a, j)

@@ -97,7 +97,7 @@ func verify(a *app, image, passFile string) error {
 		a.resultf("data: %d sectors, %d bad", h.Sectors(), res.BadSectors)
 	}
 	if res.BadSectors > 0 {
-		problems = append(problems, fmt.Sprintf("%d bad sectors", res.BadSectors))
+		problems = append(problems, plural(res.BadSectors, "bad sector"))
 	}
 	switch d := res.Digest; {
 	case dm != nil:
@@ -126,4 +126,12 @@ func intList(xs []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// plural formats a count with a noun: "1 bad sector", "2 bad sectors".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

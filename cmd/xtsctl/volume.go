@@ -230,6 +230,8 @@ func volumeError(image string, err error) error {
 		return wrap(exitIntegrity, "xtsctl verify "+image+" lists every bad sector")
 	case errors.As(err, &dm):
 		return wrap(exitIntegrity)
+	case errors.As(err, &rse) && rse.OtherVolume:
+		return wrap(exitUsage, "if you are sure, --force restores it all the same")
 	case errors.As(err, &rse):
 		return wrap(exitUsage)
 	case errors.As(err, &re):
