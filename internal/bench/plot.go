@@ -135,6 +135,8 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 		return fmt.Errorf("unsupported plot format %q", format)
 	}
 	dc := draw.New(canvas)
+	dc.SetColor(color.White) // an opaque page, legend area included
+	dc.Fill(dc.Rectangle.Path())
 	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
 	legend.Top, legend.Left = true, true
 	legend.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - vg.Points(20)
