@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 declare -A need=(
   [mkfs.ext4]=e2fsprogs  # test images, mount tests
   [debugfs]=e2fsprogs
+  [e2fsck]=e2fsprogs     # open/close tests: fsck after a killed server
+  [fio]=fio              # scripts/bench-mount.sh
+  [losetup]=mount        # scripts/bench-mount.sh: the unencrypted baseline
+  [unshare]=util-linux   # open tests: hide /dev/fuse in a private mount namespace
   [qemu-system-x86_64]=qemu-system-x86 # scripts/test-dm-vm.sh: dm-crypt in a guest kernel
   [cpio]=cpio
   [depmod]=kmod
