@@ -107,8 +107,11 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 	if err != nil || e.state == nil {
 		return nil, withCode(exitDevice, errors.New("the server reported ready but wrote no state record"))
 	}
-	if msg.Recovered != nil && msg.Recovered.DirtyRegions > 0 {
-		a.warningf("%s was not closed cleanly: re-tagged %d dirty regions (%d sectors)", req.name, msg.Recovered.DirtyRegions, msg.Recovered.Sectors)
+	for _, w := range msg.Warnings {
+		a.warningf("%s: %s", req.image, w)
+	}
+	if r := msg.Recovered; r != nil {
+		a.warningf("%s was not closed cleanly: recovered, re-tagged %d dirty regions (%d sectors)", req.image, r.DirtyRegions, r.Sectors)
 	}
 	return e.state, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/sys/unix"
@@ -49,6 +50,9 @@ type server struct {
 	ln      net.Listener
 	log     *log.Logger
 	wipe    func() // wipes the key schedule
+	// What open reports: warnings, and the recovery after a crash.
+	warnings  []string
+	recovered *recovery
 
 	mu     sync.Mutex // serialises close attempts
 	closed bool
@@ -116,7 +120,7 @@ func reportReady(f *os.File, err error, ok ...*readyMsg) error {
 }
 
 func (s *server) readyMsg() *readyMsg {
-	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype}
+	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Warnings: s.warnings}
 }
 
 // start unlocks the image, serves it, mounts it and records the state. On
@@ -192,11 +196,12 @@ func (s *server) start(key []byte) (err error) {
 	return nil
 }
 
-// openStore unlocks the image.
+// openStore unlocks the image with key: the raw key of a plain image, the
+// master key of a volume (open checked the passphrase).
 func (s *server) openStore(key []byte) (serve.Store, error) {
 	cfg := s.cfg
-	if cfg.Type != typePlain {
-		return nil, usageError(errNoVolumeFormat)
+	if cfg.Type == typeVolume {
+		return s.openVolume(key)
 	}
 	c, err := xts.NewCipher(key)
 	if err != nil {
@@ -221,6 +226,46 @@ func (s *server) openStore(key []byte) (serve.Store, error) {
 		s.log.Printf("the filesystem of %s has no O_DIRECT: using buffered I/O", cfg.Image)
 	}
 	return store, nil
+}
+
+// openVolume opens an xtsctl volume and, read-write, recovers it from an
+// unclean shutdown first: the regions marked dirty are re-tagged, so that
+// torn writes read as what they are rather than as integrity errors.
+func (s *server) openVolume(key []byte) (serve.Store, error) {
+	cfg := s.cfg
+	v, err := volume.OpenWithKey(cfg.Image, key, cfg.ReadOnly)
+	if err != nil {
+		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
+	}
+	s.wipe = func() {} // Volume.Close wipes its keys
+	for _, w := range v.Warnings() { // open showed them when it unlocked
+		s.log.Printf("warning: %s", w)
+	}
+	if v.State().Dirty {
+		if cfg.ReadOnly {
+			w := "it was not closed cleanly and is open read-only, so it was not recovered: sectors a crash tore read as integrity errors; open it read-write once to recover it"
+			s.log.Printf("warning: %s", w)
+			s.warnings = append(s.warnings, w)
+		} else {
+			regions, err := v.DirtyRegions()
+			if err == nil {
+				var sectors uint64
+				for _, r := range regions {
+					_, n := v.RegionSectors(r)
+					sectors += n
+				}
+				var n int64
+				n, err = v.Recover()
+				s.recovered = &recovery{DirtyRegions: uint64(n), Sectors: sectors}
+				s.log.Printf("recovered from an unclean shutdown: re-tagged %d dirty regions (%d sectors)", n, sectors)
+			}
+			if err != nil {
+				v.Close()
+				return nil, withCode(exitDevice, fmt.Errorf("recover %s: %w", cfg.Image, err))
+			}
+		}
+	}
+	return serve.NewVolumeStore(v, cfg.ReadOnly), nil
 }
 
 // run serves control requests until the volume is closed, SIGTERM

@@ -99,6 +99,7 @@ type readyMsg struct {
 	Device    string       `json:"device,omitempty"`
 	FSType    string       `json:"fstype,omitempty"`
 	Recovered *recovery    `json:"recovered,omitempty"`
+	Warnings  []string     `json:"warnings,omitempty"`
 	Stats     *serve.Stats `json:"stats,omitempty"`
 	Error     string       `json:"error,omitempty"`
 	Code      int          `json:"code,omitempty"`
