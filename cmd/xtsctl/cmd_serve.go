@@ -237,7 +237,7 @@ func (s *server) openVolume(key []byte) (serve.Store, error) {
 	if err != nil {
 		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
 	}
-	s.wipe = func() {} // Volume.Close wipes its keys
+	s.wipe = func() {}               // Volume.Close wipes its keys
 	for _, w := range v.Warnings() { // open showed them when it unlocked
 		s.log.Printf("warning: %s", w)
 	}

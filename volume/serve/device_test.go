@@ -72,7 +72,12 @@ func (m *memStore) WriteSectors(buf []byte, first uint64) error {
 	return nil
 }
 
-func (m *memStore) Sync() error  { m.syncs++; return nil }
+func (m *memStore) Sync() error {
+	m.mu.Lock()
+	m.syncs++
+	m.mu.Unlock()
+	return nil
+}
 func (m *memStore) Close() error { return nil }
 
 // TestDeviceByteRanges writes and reads every alignment around sector
