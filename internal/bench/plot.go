@@ -30,9 +30,9 @@ func PlotFormat(path string) (string, error) {
 
 // Plot geometry: the legend sits beside the chart, not over the lines.
 const (
-	plotWidth   = 11 * vg.Inch
+	plotWidth   = 12 * vg.Inch
 	plotHeight  = 6 * vg.Inch
-	legendWidth = 3.4 * vg.Inch
+	legendWidth = 3.9 * vg.Inch // room for viewers that substitute a wider font
 )
 
 // WritePlot draws single-core encryption throughput against message length,
@@ -108,7 +108,7 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 		f.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		f.Width = vg.Points(1.5)
 		p.Add(f)
-		p.Legend.Add(fmt.Sprintf("roofline: raw AES on %s, %d rounds", rl.Unit, rl.Rounds), f)
+		p.Legend.Add(fmt.Sprintf("AES roofline (%s, %d rounds)", rl.Unit, rl.Rounds), f)
 	}
 	if minX == maxX { // a single length: give the log axis some width
 		minX, maxX = minX/2, maxX*2
