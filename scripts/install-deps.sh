@@ -21,6 +21,11 @@ missing=()
 for cmd in "${!need[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
 done
+# scripts/volume_ref.py (the independent volume-format implementation the
+# tests compare xtsctl with) runs on Debian's python with these modules.
+if ! /usr/bin/python3 -c 'import cryptography, argon2, nacl' >/dev/null 2>&1; then
+  missing+=(python3-cryptography python3-argon2 python3-nacl)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   if [ "$(id -u)" = 0 ]; then

@@ -32,7 +32,6 @@ type createFlags struct {
 	integrity     string
 	tagSize       int
 	label         string
-	regionSize    string
 	passphraseOpt string
 	kdf           kdfFlags
 }
