@@ -92,6 +92,41 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestMeasureGroupInterleaves checks that group members' timed runs
+// alternate, each after its setup, so load changes fall on all alike.
+func TestMeasureGroupInterleaves(t *testing.T) {
+	c := &fakeClock{}
+	var calls []string
+	var selected string
+	newMember := func(name string, perOp time.Duration) member {
+		return member{
+			bytesPerOp: 100,
+			setup:      func() { selected = name },
+			op: func(n int) {
+				if selected != name {
+					t.Errorf("%s ran with %s selected", name, selected)
+				}
+				calls = append(calls, name)
+				c.t += time.Duration(n) * perOp
+			},
+		}
+	}
+	tm := timer{clock: c, budget: 30 * time.Millisecond, runs: 3}
+	stats, err := tm.measureGroup(context.Background(), []member{newMember("a", time.Microsecond), newMember("b", 4*time.Microsecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last 2*runs calls are the timed runs.
+	timed := calls[len(calls)-6:]
+	if want := []string{"a", "b", "a", "b", "a", "b"}; !slices.Equal(timed, want) {
+		t.Errorf("timed runs in order %v, want %v", timed, want)
+	}
+	// 100 bytes per µs is 100 MB/s; per 4 µs, 25 MB/s.
+	if math.Abs(stats[0].Median-100) > 1e-6 || math.Abs(stats[1].Median-25) > 1e-6 {
+		t.Errorf("medians %v and %v, want 100 and 25", stats[0].Median, stats[1].Median)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		name string

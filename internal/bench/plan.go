@@ -60,16 +60,13 @@ func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *op
 	skippedBaseline := map[int]bool{}
 	for _, k := range keys {
 		for _, n := range sizes {
+			baseline := c.Baseline && n%aesni.BlockSize == 0
+			if c.Baseline && !baseline && !skippedBaseline[n] {
+				skippedBaseline[n] = true
+				r.note("no x/crypto/xts figure for %d bytes: it has no ciphertext stealing (lengths must be multiples of 16)", n)
+			}
 			for _, op := range []string{"encrypt", "decrypt"} {
-				for _, v := range variants {
-					p.single = append(p.single, p.unit(k, n, v, op))
-				}
-				if c.Baseline && n%aesni.BlockSize == 0 {
-					p.single = append(p.single, p.baseline(k, n, op))
-				} else if c.Baseline && !skippedBaseline[n] {
-					skippedBaseline[n] = true
-					r.note("no x/crypto/xts figure for %d bytes: it has no ciphertext stealing (lengths must be multiples of 16)", n)
-				}
+				p.single = append(p.single, p.unitGroup(k, n, op, variants, baseline))
 				if peer != nil {
 					p.single = append(p.single, p.peer(peer, k, n, op))
 				}
@@ -102,11 +99,7 @@ func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *op
 					continue
 				}
 				for _, op := range []string{"encrypt", "decrypt"} {
-					for _, v := range variants {
-						for _, w := range workers {
-							p.multi = append(p.multi, p.batch(k, n, v, op, w))
-						}
-					}
+					p.multi = append(p.multi, p.batchGroup(k, n, op, variants, workers))
 				}
 			}
 		}
@@ -204,34 +197,63 @@ func (p *plan) roofline(u aesni.RooflineUnit, keyBits int) point {
 	}
 }
 
-// unit measures one call per message on one core.
-func (p *plan) unit(keyBits, size int, variant, op string) point {
+// unitGroup measures one call per message on one core: every variant,
+// and x/crypto/xts if baseline, their runs interleaved.
+func (p *plan) unitGroup(keyBits, size int, op string, variants []string, baseline bool) point {
 	return point{
-		what: fmt.Sprintf("xtsctl %s, %d-bit key, %d bytes, %s", variant, keyBits, size, op),
+		what: fmt.Sprintf("%d-bit key, %d bytes, %s: %s", keyBits, size, op, strings.Join(variants, " ")),
 		run: func(ctx context.Context, t timer) error {
-			used, err := useVariant(variant, size)
 			defer aesni.Reset()
+			var ms []member
+			var results []Result
+			var checks []func() error
+			for _, v := range variants {
+				used, err := useVariant(v, size)
+				if err != nil {
+					return err
+				}
+				c, err := xts.NewCipher(p.keys[keyBits])
+				if err != nil {
+					return err
+				}
+				defer c.Wipe()
+				f, check := p.unitOp(c, size, op == "decrypt")
+				ms = append(ms, member{bytesPerOp: size, setup: selectVariant(v), op: f})
+				checks = append(checks, check)
+				results = append(results, Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl,
+					Variant: used, Auto: v == Auto, Mode: ModeUnit, Threads: 1})
+			}
+			if baseline {
+				f, err := xcryptoOp(p.keys[keyBits], size, op == "decrypt")
+				if err != nil {
+					return err
+				}
+				ms = append(ms, member{bytesPerOp: size, setup: aesni.Reset, op: f})
+				checks = append(checks, func() error { return nil })
+				results = append(results, Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXCrypto, Mode: ModeUnit, Threads: 1})
+			}
+			stats, err := t.measureGroup(ctx, ms)
 			if err != nil {
 				return err
 			}
-			c, err := xts.NewCipher(p.keys[keyBits])
-			if err != nil {
-				return err
+			for i, r := range results {
+				if err := checks[i](); err != nil {
+					return err
+				}
+				p.add(r, stats[i])
 			}
-			defer c.Wipe()
-			f, check := p.unitOp(c, size, op == "decrypt")
-			s, err := t.measure(ctx, size, f)
-			if err != nil {
-				return err
-			}
-			if err := check(); err != nil {
-				return err
-			}
-			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl, Variant: used,
-				Auto: variant == Auto, Mode: ModeUnit, Threads: 1}, s)
 			return nil
 		},
 	}
+}
+
+// selectVariant returns a setup function that forces v (checked before).
+func selectVariant(v string) func() {
+	if v == Auto {
+		return aesni.Reset
+	}
+	impl, _ := aesni.ParseImpl(v)
+	return func() { _ = aesni.Select(impl) }
 }
 
 var errTagMismatch = errors.New("bench: an integrity tag did not verify during the benchmark")
@@ -289,35 +311,25 @@ func (p *plan) unitOp(c *xts.Cipher, size int, decrypt bool) (op func(n int), ch
 	return op, check
 }
 
-func (p *plan) baseline(keyBits, size int, op string) point {
-	return point{
-		what: fmt.Sprintf("x/crypto/xts, %d-bit key, %d bytes, %s", keyBits, size, op),
-		run: func(ctx context.Context, t timer) error {
-			c, err := xcxts.NewCipher(aes.NewCipher, p.keys[keyBits])
-			if err != nil {
-				return err
-			}
-			buf := randomBytes(size)
-			f := func(n int) {
-				for i := range n {
-					c.Encrypt(buf, buf, uint64(i))
-				}
-			}
-			if op == "decrypt" {
-				f = func(n int) {
-					for i := range n {
-						c.Decrypt(buf, buf, uint64(i))
-					}
-				}
-			}
-			s, err := t.measure(ctx, size, f)
-			if err != nil {
-				return err
-			}
-			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXCrypto, Mode: ModeUnit, Threads: 1}, s)
-			return nil
-		},
+// xcryptoOp returns the timed loop of golang.org/x/crypto/xts, in place.
+func xcryptoOp(key []byte, size int, decrypt bool) (func(n int), error) {
+	c, err := xcxts.NewCipher(aes.NewCipher, key)
+	if err != nil {
+		return nil, err
 	}
+	buf := randomBytes(size)
+	if decrypt {
+		return func(n int) {
+			for i := range n {
+				c.Decrypt(buf, buf, uint64(i))
+			}
+		}, nil
+	}
+	return func(n int) {
+		for i := range n {
+			c.Encrypt(buf, buf, uint64(i))
+		}
+	}, nil
 }
 
 func (p *plan) peer(o *openssl, keyBits, size int, op string) point {
@@ -339,38 +351,51 @@ func (p *plan) peer(o *openssl, keyBits, size int, op string) point {
 	}
 }
 
-// batch measures sector.Codec on batches of sectors with w workers.
-func (p *plan) batch(keyBits, size int, variant, op string, w int) point {
+// batchGroup measures sector.Codec on batches of sectors, for every
+// variant and worker count, their runs interleaved.
+func (p *plan) batchGroup(keyBits, size int, op string, variants []string, workers []int) point {
 	return point{
-		what: fmt.Sprintf("sector layer %s, %d workers, %d-bit key, %d-byte sectors, %s", variant, w, keyBits, size, op),
+		what: fmt.Sprintf("sector layer, %d-bit key, %d-byte sectors, %s: %s, workers %v", keyBits, size, op, strings.Join(variants, " "), workers),
 		run: func(ctx context.Context, t timer) error {
-			used, err := useVariant(variant, size)
 			defer aesni.Reset()
-			if err != nil {
-				return err
-			}
-			c, err := xts.NewCipher(p.keys[keyBits])
-			if err != nil {
-				return err
-			}
-			defer c.Wipe()
-			codec, err := sector.NewCodec(c, sector.Params{Size: size, IVMode: sector.Plain64})
-			if err != nil {
-				return err
-			}
-			codec.SetWorkers(w)
 			length := p.cfg.BatchBytes
-			f, check, stop := p.batchOp(codec, length, size, w, op == "decrypt")
-			s, err := t.measure(ctx, length, f)
-			stop()
+			var ms []member
+			var results []Result
+			var checks []func() error
+			for _, v := range variants {
+				used, err := useVariant(v, size)
+				if err != nil {
+					return err
+				}
+				for _, w := range workers {
+					c, err := xts.NewCipher(p.keys[keyBits])
+					if err != nil {
+						return err
+					}
+					defer c.Wipe()
+					codec, err := sector.NewCodec(c, sector.Params{Size: size, IVMode: sector.Plain64})
+					if err != nil {
+						return err
+					}
+					codec.SetWorkers(w)
+					f, check, stop := p.batchOp(codec, length, size, w, op == "decrypt")
+					defer stop()
+					ms = append(ms, member{bytesPerOp: length, setup: selectVariant(v), op: f})
+					checks = append(checks, check)
+					results = append(results, Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl,
+						Variant: used, Auto: v == Auto, Mode: ModeBatch, Threads: w})
+				}
+			}
+			stats, err := t.measureGroup(ctx, ms)
 			if err != nil {
 				return err
 			}
-			if err := check(); err != nil {
-				return err
+			for i, r := range results {
+				if err := checks[i](); err != nil {
+					return err
+				}
+				p.add(r, stats[i])
 			}
-			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXtsctl, Variant: used,
-				Auto: variant == Auto, Mode: ModeBatch, Threads: w}, s)
 			return nil
 		},
 	}

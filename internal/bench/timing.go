@@ -60,7 +60,7 @@ type wallClock struct{ start time.Time }
 func (c *wallClock) now() time.Duration { return time.Since(c.start) }
 func (*wallClock) name() string         { return "wall" }
 
-// timer runs one measurement: calibrate (which doubles as warm-up), one more
+// timer runs measurements: calibrate (which doubles as warm-up), one more
 // warm-up run of the final length, then the timed runs.
 type timer struct {
 	clock  clock
@@ -72,16 +72,70 @@ type timer struct {
 // to scale the iteration count.
 const minCalibration = 200 * time.Microsecond
 
+// A member is one loop of a measured group.
+type member struct {
+	bytesPerOp int
+	setup      func() // run before each of the member's runs, untimed (selects a variant)
+	op         func(n int)
+}
+
 // measure times op, which performs n operations of bytesPerOp bytes each
 // and must not allocate, and returns MB/s statistics over t.runs runs.
 func (t timer) measure(ctx context.Context, bytesPerOp int, op func(n int)) (Stats, error) {
+	s, err := t.measureGroup(ctx, []member{{bytesPerOp: bytesPerOp, op: op}})
+	if err != nil {
+		return Stats{}, err
+	}
+	return s[0], nil
+}
+
+// measureGroup times several loops that are to be compared, interleaving
+// their runs (run 1 of each, then run 2 of each, ...), so that a change of
+// load on a shared machine falls on all of them alike and their ratios
+// stay fair. Each member is calibrated and warmed up first.
+func (t timer) measureGroup(ctx context.Context, ms []member) ([]Stats, error) {
 	perRun := max(t.budget/time.Duration(t.runs), time.Microsecond)
+	ns := make([]int, len(ms))
+	for i, m := range ms {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		m.prepare()
+		ns[i] = t.calibrate(m.op, perRun)
+		t.time(m.op, ns[i]) // warm-up at the final length: caches, branch predictors, clock ramp
+	}
+	mbps := make([][]float64, len(ms))
+	for range t.runs {
+		for i, m := range ms {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			m.prepare()
+			d := t.time(m.op, ns[i])
+			mbps[i] = append(mbps[i], float64(ns[i])*float64(m.bytesPerOp)/max(d.Seconds(), 1e-9)/1e6)
+		}
+	}
+	stats := make([]Stats, len(ms))
+	for i := range ms {
+		stats[i] = summarise(mbps[i])
+	}
+	return stats, nil
+}
+
+func (m member) prepare() {
+	if m.setup != nil {
+		m.setup()
+	}
+}
+
+// calibrate returns how many operations of op fill perRun, growing the
+// count until a run is long enough to trust.
+func (t timer) calibrate(op func(n int), perRun time.Duration) int {
 	n := 1
 	for {
 		d := t.time(op, n)
 		if d >= min(perRun, minCalibration) || n >= 1<<30 {
-			n = scale(n, d, perRun)
-			break
+			return scale(n, d, perRun)
 		}
 		if d <= 0 {
 			n *= 100
@@ -89,19 +143,6 @@ func (t timer) measure(ctx context.Context, bytesPerOp int, op func(n int)) (Sta
 			n = scale(n, d, 2*minCalibration)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return Stats{}, err
-	}
-	t.time(op, n) // warm-up at the final length: caches, branch predictors, clock ramp
-	mbps := make([]float64, t.runs)
-	for i := range mbps {
-		if err := ctx.Err(); err != nil {
-			return Stats{}, err
-		}
-		d := t.time(op, n)
-		mbps[i] = float64(n) * float64(bytesPerOp) / max(d.Seconds(), 1e-9) / 1e6
-	}
-	return summarise(mbps), nil
 }
 
 func (t timer) time(op func(n int), n int) time.Duration {
