@@ -33,7 +33,7 @@ name=bench-$$
 raw_loop=
 cleanup() {
   "$bin" close "$name" >/dev/null 2>&1 || true
-  [ -n "$raw_loop" ] && losetup -d "$raw_loop" 2>/dev/null || true
+  if [ -n "$raw_loop" ]; then losetup -d "$raw_loop" 2>/dev/null || true; fi
   rm -f "$dir/enc.img" "$dir/raw.img" "$dir/key"
 }
 trap cleanup EXIT
@@ -84,12 +84,21 @@ for i in $(seq "$rounds"); do
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# Each round measures both devices back to back, under about the same load
+# from whatever else runs on the machine, so the ratio is taken per round
+# and its median reported (the medians of each side are shown too).
+ratios() { # ratios "enc values" "raw values"
+  paste -d' ' <(echo "$1" | tr ' ' '\n' | grep .) <(echo "$2" | tr ' ' '\n' | grep .) |
+    awk '{printf " %.3f", $1 / $2}'
+}
 printf '\n%-26s %12s %12s %7s %7s\n' test xtsctl plain-loop ratio target
 for t in write:"seq write 1M (MB/s)":0.4 read:"seq read 1M (MB/s)":0.5 rand:"rand read 4K (IOPS)":0.3; do
   key=${t%%:*}; rest=${t#*:}; label=${rest%:*}; target=${rest##*:}
   e=$(echo "${sum[enc.$key]}" | median); r=$(echo "${sum[raw.$key]}" | median)
-  ratio=$(awk -v e="$e" -v r="$r" 'BEGIN {printf "%.2f", e / r}')
+  rs=$(ratios "${sum[enc.$key]}" "${sum[raw.$key]}")
+  ratio=$(echo "$rs" | median)
   ok=$(awk -v x="$ratio" -v t="$target" 'BEGIN {print (x >= t) ? "ok" : "BELOW"}')
-  printf '%-26s %12s %12s %6sx %5sx %s\n' "$label" "$e" "$r" "$ratio" "$target" "$ok"
+  printf '%-26s %12s %12s %6.2fx %5sx %s   (per round:%s)\n' "$label" "$e" "$r" "$ratio" "$target" "$ok" "$rs"
 done
-echo "(medians of $rounds rounds; all rounds: $(for k in "${!sum[@]}"; do printf '%s=[%s ] ' "$k" "${sum[$k]}"; done))"
+echo "(MB/s and IOPS: medians of $rounds rounds; ratio: median of the per-round ratios)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
