@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -89,13 +91,21 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	msg, rerr := readReady(readyR, exited)
+	msg, rerr := readReady(a, readyR, exited)
 	if werr != nil || rerr != nil || !msg.OK {
 		cmd.Process.Kill()
 		<-exited
+		// A server that failed cleans up after itself; one that was
+		// killed half-way (interrupt, timeout) may have left mounts.
+		partial := &entry{name: req.name, state: &runState{Name: req.name, Mountpoint: req.mount}}
+		if err := (fuseBackend{}).cleanup(a, partial); err != nil {
+			a.warningf("%v", err)
+		}
 		switch {
 		case msg != nil && !msg.OK:
 			return nil, msg.asError()
+		case errors.Is(rerr, context.Canceled):
+			return nil, withCode(exitInterrupted, fmt.Errorf("interrupted; %s was not opened", req.name))
 		case rerr != nil:
 			return nil, withCode(exitDevice, fmt.Errorf("the server failed to start: %w", rerr), "see "+logPath(req.name))
 		}
@@ -116,8 +126,8 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 	return e.state, nil
 }
 
-// readReady waits for the server's readiness message.
-func readReady(r io.Reader, exited <-chan error) (*readyMsg, error) {
+// readReady waits for the server's readiness message, or for an interrupt.
+func readReady(a *app, r io.Reader, exited <-chan error) (*readyMsg, error) {
 	type result struct {
 		msg *readyMsg
 		err error
@@ -144,6 +154,8 @@ func readReady(r io.Reader, exited <-chan error) (*readyMsg, error) {
 			return nil, res.err
 		}
 		return res.msg, nil
+	case <-a.ctx.Done():
+		return nil, a.ctx.Err()
 	case <-time.After(readyTimeout):
 		return nil, fmt.Errorf("no answer after %v", readyTimeout)
 	}
@@ -213,7 +225,15 @@ func (fuseBackend) stats(st *runState) (*serve.Stats, error) {
 // device on its FUSE file and the FUSE mount itself.
 func (fuseBackend) cleanup(a *app, e *entry) error {
 	fuseDir := filepath.Join(stateDir(e.name), "fuse")
-	if st := e.state; st != nil && st.Mountpoint != "" && st.Device != "" && serve.MountSource(st.Mountpoint) == st.Device {
+	fuseFile := filepath.Join(fuseDir, serve.FileName)
+	loops, _ := loopdev.BackedBy(fuseFile)
+	// The filesystem is ours to unmount if it sits on our device: the one
+	// recorded, or (for an open killed before it recorded one) a loop
+	// device on our FUSE file.
+	ours := func(src string) bool {
+		return src != "" && (e.state != nil && src == e.state.Device || slices.Contains(loops, src))
+	}
+	if st := e.state; st != nil && st.Mountpoint != "" && ours(serve.MountSource(st.Mountpoint)) {
 		if err := serve.Unmount(st.Mountpoint); err != nil {
 			// Its device is gone; a lazy unmount lets go of it
 			// once the last user does.
@@ -223,11 +243,9 @@ func (fuseBackend) cleanup(a *app, e *entry) error {
 			a.warningf("%s was busy: detached it lazily", st.Mountpoint)
 		}
 	}
-	if devs, err := loopdev.BackedBy(filepath.Join(fuseDir, serve.FileName)); err == nil {
-		for _, d := range devs {
-			if err := loopdev.DetachPath(d); err != nil {
-				return withCode(exitDevice, err)
-			}
+	for _, d := range loops {
+		if err := loopdev.DetachPath(d); err != nil {
+			return withCode(exitDevice, err)
 		}
 	}
 	if serve.MountSource(fuseDir) != "" {
