@@ -121,7 +121,7 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 		a.warningf("%s: %s", req.image, w)
 	}
 	if r := msg.Recovered; r != nil {
-		a.warningf("%s was not closed cleanly: recovered, re-tagged %d dirty regions (%d sectors)", req.image, r.DirtyRegions, r.Sectors)
+		a.warningf("%s was not closed cleanly: recovered, re-tagged %s (%d sectors)", req.image, plural(int64(r.DirtyRegions), "dirty region"), r.Sectors)
 	}
 	return e.state, nil
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
@@ -16,9 +17,9 @@ func init() { registerCommand(newOpenCmd) }
 
 func newOpenCmd(a *app) *cobra.Command {
 	var (
-		typ, backendName string
-		pf               plainFlags
-		req              openRequest
+		typ, backendName, passFile string
+		pf                         plainFlags
+		req                        openRequest
 	)
 	cmd := &cobra.Command{
 		Use:   "open IMAGE NAME",
@@ -27,13 +28,21 @@ func newOpenCmd(a *app) *cobra.Command {
 
 With the fuse backend (the default), a background xtsctl process serves the
 decrypted data through FUSE as one file and attaches a loop device to it;
-every sector is decrypted, and for xtsctl volumes verified, on its way. The
-device path is printed once the device is ready. With --mount, the
-filesystem on it is mounted on DIR.
+every sector is decrypted on its way. For xtsctl volumes every sector's tag
+is checked on every read: a sector that fails reads as an I/O error (EIO),
+never as unverified data, and is logged and counted (xtsctl status);
+writes re-tag. A volume that was not closed cleanly (server killed, power
+lost) is recovered first: only the regions it marked dirty are re-tagged,
+and open says how many. The device path is printed once the device is
+ready. With --mount, the filesystem on it is mounted on DIR.
+
+Volumes ask for their passphrase on the terminal, or read it from
+--passphrase-file; plain images take --key-file.
 
 'xtsctl close NAME' undoes it all; 'xtsctl status' lists open volumes.
 Needs root, /dev/fuse and loop devices.`,
-		Example: `  xtsctl open --type plain --key-file disk.key disk.enc secret
+		Example: `  xtsctl open --mount /mnt disk.vol secret
+  xtsctl open --type plain --key-file disk.key disk.enc secret
   mkfs.ext4 /dev/loop3            # the device open printed
   xtsctl close secret
   xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc secret`,
@@ -42,12 +51,17 @@ Needs root, /dev/fuse and loop devices.`,
 			if err := checkType(typ); err != nil {
 				return err
 			}
-			if typ != typePlain {
-				if err := rejectFlags(cmd, typ, plainOnly); err != nil {
+			if typ == typePlain {
+				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+					return err
+				}
+			} else {
+				// The volume's header records its sector size.
+				if err := rejectFlags(cmd, typ, append(plainOnly, "sector-size")); err != nil {
 					return err
 				}
 			}
-			return openImage(a, &pf, typ, backendName, args[0], args[1], &req)
+			return openImage(a, &pf, typ, backendName, passFile, args[0], args[1], &req)
 		},
 	}
 	f := cmd.Flags()
@@ -56,11 +70,12 @@ Needs root, /dev/fuse and loop devices.`,
 	f.StringVar(&req.fstype, "fstype", "", "filesystem type for --mount (default: detected)")
 	f.BoolVar(&req.readOnly, "read-only", false, "serve and mount read-only; the image is never written")
 	f.StringVar(&backendName, "backend", "auto", "how to serve: "+backendNames())
+	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
 	pf.register(f)
 	return cmd
 }
 
-func openImage(a *app, pf *plainFlags, typ, backendName, image, name string, req *openRequest) error {
+func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name string, req *openRequest) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -131,7 +146,23 @@ func openImage(a *app, pf *plainFlags, typ, backendName, image, name string, req
 		req.secret = key
 		req.cipher = describePlain(req.plain, 8*len(key))
 	} else {
-		return usageError(errNoVolumeFormat)
+		// Unlock here, so that a wrong passphrase is reported like
+		// everywhere else and the terminal prompt happens in this
+		// process; the server gets the master key. Read-only takes a
+		// shared lock and writes nothing.
+		v, err := unlockVolume(a, image, passFile, true)
+		if err != nil {
+			return err
+		}
+		key := v.MasterKey()
+		h := v.Header()
+		if err := v.Close(); err != nil {
+			secret.Wipe(key)
+			return volumeError(image, err)
+		}
+		defer secret.Wipe(key)
+		req.secret = key
+		req.cipher = describeVolume(&h)
 	}
 
 	unlock, err := lockRunDir()

@@ -18,10 +18,6 @@ import (
 // Shared by the volume commands: creation flags, passphrase flags, error
 // mapping, descriptions; and encrypt/decrypt with --type volume.
 
-// errNoVolumeFormat is what open says for volumes until it serves them
-// (issue 6).
-var errNoVolumeFormat = errors.New("open does not serve xtsctl volumes in this build yet; use --type plain")
-
 // defaultVolumeSectorSize: 4096-byte sectors halve nothing of dm-crypt's
 // speed and cut the tag area and the tag work by 8 compared with 512.
 const defaultVolumeSectorSize = 4096

@@ -1,0 +1,212 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/volume/serve"
+)
+
+// testVolume formats a volume of size bytes of data with 4096-byte
+// sectors and integrity tags, at a low KDF cost, and returns the flags
+// that open it.
+func testVolume(t *testing.T, dir string, size string) (img string, flags []string) {
+	t.Helper()
+	img = filepath.Join(dir, "disk.vol")
+	pass := filepath.Join(dir, "pass")
+	if err := os.WriteFile(pass, []byte("open sesame\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "format", "-q", "--size", size, "--kdf-memory", "64", "--kdf-iterations", "1", "--passphrase-file", pass, img)
+	return img, []string{"--passphrase-file", pass}
+}
+
+// blockOf finds which data sector of the volume holds the 4096 bytes
+// want, by reading the open device.
+func blockOf(t *testing.T, dev string, want []byte) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, want)
+	if at < 0 || at%4096 != 0 {
+		t.Fatalf("block not found sector-aligned on %s (at %d)", dev, at)
+	}
+	return uint64(at / 4096)
+}
+
+// TestVolumeOpenEndToEnd: format, open, mkfs.ext4, mount, write files of
+// several sizes, close, open, read and compare, close, verify clean. Then
+// flip one byte of a file's sector in the image: reading that file fails
+// with EIO, the others read, status counts the error.
+func TestVolumeOpenEndToEnd(t *testing.T) {
+	skipUnlessServing(t)
+	dir := servingEnv(t)
+	img, flags := testVolume(t, dir, "64M")
+	formatExt4(t, img, "v", flags)
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+
+	mustRun(t, args("open", flags, "--mount", mnt, img, "v")...)
+	files := makeFiles(t, mnt)
+	victim := make([]byte, 16*4096)
+	rand.Read(victim)
+	writeSynced(t, filepath.Join(mnt, "victim"), victim)
+	mustRun(t, "close", "v")
+	verified := mustRun(t, "verify", "--passphrase-file", flags[1], img)
+	if !strings.Contains(verified.stdout, "state: closed cleanly") {
+		t.Errorf("verify after close: %q", verified.stdout)
+	}
+
+	dev := strings.TrimSpace(mustRun(t, args("open", flags, "--read-only", img, "v")...).stdout)
+	n := blockOf(t, dev, victim[5*4096:6*4096])
+	mustRun(t, "close", "v")
+
+	// Flip a byte of that sector's ciphertext in the image.
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := volume.ReadHeaders(f, fileSize(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := hs.Header.Layout.SectorOffset(n) + 1000
+	b := make([]byte, 1)
+	f.ReadAt(b, off)
+	b[0] ^= 0x40
+	f.WriteAt(b, off)
+	f.Close()
+
+	mustRun(t, args("open", flags, "--mount", mnt, img, "v")...)
+	if _, err := os.ReadFile(filepath.Join(mnt, "victim")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("reading the file over the flipped sector: %v, want EIO", err)
+	}
+	checkFiles(t, mnt, files)
+	vs := statusOf(t, "v")
+	if vs.Stats == nil || vs.Stats.IntegrityErrors == 0 || len(vs.Stats.BadSectors) != 1 || vs.Stats.BadSectors[0] != n {
+		t.Errorf("status after the EIO: %+v, want integrity errors for sector %d", vs.Stats, n)
+	}
+	r := mustRun(t, "close", "v")
+	if !strings.Contains(r.stderr, "integrity errors were seen") {
+		t.Errorf("close did not mention the integrity errors: %q", r.stderr)
+	}
+	log, _ := os.ReadFile(logPath("v"))
+	if !strings.Contains(string(log), "sector "+itoa(n)+" failed verification") {
+		t.Errorf("the server log does not name sector %d:\n%s", n, log)
+	}
+}
+
+// TestVolumeKillRecovery: SIGKILL the server in the middle of writes; the
+// next open recovers, reporting the dirty regions; fsck is clean, every
+// write fsynced before the kill is intact, and verify finds every tag good.
+func TestVolumeKillRecovery(t *testing.T) {
+	skipUnlessServing(t)
+	dir := servingEnv(t)
+	img, flags := testVolume(t, dir, "64M")
+	formatExt4(t, img, "vk", flags)
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mustRun(t, args("open", flags, "--mount", mnt, img, "vk")...)
+	synced := makeFiles(t, mnt)
+
+	type chunk struct {
+		n    int
+		data []byte
+	}
+	durable := make(chan chunk, 1<<12)
+	writerDone := make(chan error, 1)
+	go func() {
+		f, err := os.Create(filepath.Join(mnt, "appending"))
+		if err != nil {
+			writerDone <- err
+			return
+		}
+		defer f.Close()
+		for n := 0; n < 1<<12; n++ {
+			data := make([]byte, 64<<10)
+			rand.Read(data)
+			if _, err := f.WriteAt(data, int64(n)*int64(len(data))); err != nil {
+				writerDone <- err
+				return
+			}
+			if err := f.Sync(); err != nil {
+				writerDone <- err
+				return
+			}
+			durable <- chunk{n, data}
+		}
+		writerDone <- errors.New("the writer was never interrupted")
+	}()
+	for len(durable) < 16 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	e, err := readEntry("vk")
+	if err != nil || e.state == nil {
+		t.Fatalf("no state for vk: %v", err)
+	}
+	syscall.Kill(e.state.PID, syscall.SIGKILL)
+	if err := <-writerDone; err == nil || err.Error() == "the writer was never interrupted" {
+		t.Errorf("the writer ended with %v, want an I/O error", err)
+	}
+	close(durable)
+	for processAlive(e.state.PID, e.state.PIDStart) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r := mustRun(t, args("open", flags, img, "vk")...)
+	if !regexp.MustCompile(`was not closed cleanly: recovered, re-tagged [1-9][0-9]* dirty regions? \([1-9][0-9]* sectors\)`).MatchString(r.stderr) {
+		t.Errorf("open after the kill does not report the recovery: %q", r.stderr)
+	}
+	dev := strings.TrimSpace(r.stdout)
+	if err := serve.MountFilesystem(dev, mnt, "ext4", false); err != nil { // replays the journal
+		t.Fatal(err)
+	}
+	checkFiles(t, mnt, synced)
+	appended, _ := os.ReadFile(filepath.Join(mnt, "appending"))
+	for c := range durable {
+		at := c.n * len(c.data)
+		if len(appended) < at+len(c.data) || sha256.Sum256(appended[at:at+len(c.data)]) != sha256.Sum256(c.data) {
+			t.Errorf("chunk %d was fsynced before the kill but is lost or changed", c.n)
+		}
+	}
+	if err := serve.Unmount(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("e2fsck", "-f", "-n", dev).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck after the kill: %v\n%s", err, out)
+	}
+	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 {
+		t.Errorf("integrity errors after recovery: %+v", vs.Stats)
+	}
+	mustRun(t, "close", "vk")
+	v := mustRun(t, "verify", "--passphrase-file", flags[1], img)
+	if !strings.Contains(v.stdout, "state: closed cleanly") {
+		t.Errorf("verify after recovery and close: %q", v.stdout)
+	}
+}
+
+func fileSize(t *testing.T, f *os.File) int64 {
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
