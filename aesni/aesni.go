@@ -2,9 +2,12 @@
 // XTS-AES-256, with ciphertext stealing).
 //
 // A Cipher holds the expanded key schedules of one XTS key. Each call
-// encrypts or decrypts whole data units; the kernel that does the work is
-// chosen by a switch on the CPU's features (read once at start-up) and on the
-// data-unit length, so the per-block path never makes an indirect call.
+// encrypts or decrypts whole data units with one direct call into an
+// assembly kernel (AES-NI on xmm, VAES on ymm or zmm; see Impl), chosen by a
+// switch on the CPU's features, read once at start-up; the VAES kernels
+// then switch on the data-unit length, so that units shorter than one
+// vector skip the wide set-up. The per-block path never makes an indirect
+// call. DispatchTable and PrefersYMM report the choice.
 //
 // The pure-Go reference in xts_generic.go is the oracle every kernel is
 // tested against and the fallback where no kernel runs (other GOARCHes, the

@@ -1781,26 +1781,15 @@ wide32:
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
 	JZ             bulk40
-	DECQ           DX
-
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
-	VMOVDQA X10, X1
-	MOVQ    DX, R13
+	VMOVDQA        X10, X11
+	MOVQ           DX, R13
 
 x64_41:
 	CMPQ       R13, $0x40
 	JB         xrest42
-	VPCLMULQDQ $0x01, X9, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
+	VPCLMULQDQ $0x01, X9, X11, X2
+	VPSLLDQ    $0x08, X11, X11
+	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
 	JMP        x64_41
 
@@ -1809,76 +1798,12 @@ xrest42:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X13
-	VPSLLQ     X2, X1, X1
+	VPSRLQ     X3, X11, X13
+	VPSLLQ     X2, X11, X11
 	VPCLMULQDQ $0x01, X9, X13, X14
 	VPSLLDQ    $0x08, X13, X13
-	VPXOR      X13, X1, X1
-	VPXOR      X14, X1, X1
-	VPSRLQ     $0x3f, X1, X13
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X9, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPXOR      X13, X3, X3
-	VPXOR      X14, X3, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X1, X0, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_43
-	VAESENC    16(AX), X0, X0
-	VAESENC    32(AX), X0, X0
-	VAESENC    48(AX), X0, X0
-	VAESENC    64(AX), X0, X0
-
-aes128_43:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_44
-	VAESENC     16(AX), X0, X0
-	VAESENC     32(AX), X0, X0
-	VAESENC     48(AX), X0, X0
-	VAESENC     64(AX), X0, X0
-
-aes128_44:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
+	VPXOR      X13, X11, X11
+	VPXOR      X14, X11, X11
 
 bulk40:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -1912,9 +1837,9 @@ bulk40:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main45:
+main43:
 	CMPQ           DX, $0x08
-	JB             vec46
+	JB             vec44
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1929,7 +1854,7 @@ main45:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_49
+	JE             aes128_47
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1951,7 +1876,7 @@ main45:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_49:
+aes128_47:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2029,18 +1954,18 @@ aes128_49:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main45
+	JMP            main43
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec46:
+vec44:
 	CMPQ           DX, $0x02
-	JB             partial47
+	JB             partial45
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_50
+	JE             aes128_48
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2050,7 +1975,7 @@ vec46:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_50:
+aes128_48:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2079,24 +2004,24 @@ aes128_50:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec46
+	JMP            vec44
 
-partial47:
+partial45:
 	TESTQ DX, DX
-	JZ    bulkDone48
+	JZ    bulkDone46
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_52
+	JE      aes128_50
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_52:
+aes128_50:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2112,7 +2037,48 @@ aes128_52:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone48:
+bulkDone46:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ     R11, R11
+	JZ        stolen51
+	VMOVDQU   -16(DI), X0
+	VMOVDQU   -16(SI)(R11*1), X1
+	LEAQ      ctsShuffle<>+0(SB), R8
+	MOVQ      $0x00000020, R10
+	SUBQ      R11, R10
+	VMOVDQU   (R8)(R10*1), X2
+	VPSHUFB   X2, X1, X1
+	VMOVDQU   (R8)(R11*1), X3
+	VPSHUFB   X3, X0, X5
+	VMOVDQU   X5, -16(DI)(R11*1)
+	VPBLENDVB X2, X0, X1, X0
+	VPXOR     (AX), X0, X0
+	VPXOR     X11, X0, X0
+	CMPQ      R12, $0x0a
+	JE        aes128_52
+	VAESENC   16(AX), X0, X0
+	VAESENC   32(AX), X0, X0
+	VAESENC   48(AX), X0, X0
+	VAESENC   64(AX), X0, X0
+
+aes128_52:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X11, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen51:
 	VZEROUPPER
 	RET
 
@@ -2306,26 +2272,15 @@ wide54:
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
 	JZ              bulk62
-	DECQ            DX
-
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
-	VMOVDQA X12, X1
-	MOVQ    DX, R13
+	VMOVDQA         X12, X15
+	MOVQ            DX, R13
 
 x64_63:
 	CMPQ       R13, $0x40
 	JB         xrest64
-	VPCLMULQDQ $0x01, X31, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X15, X2
+	VPSLLDQ    $0x08, X15, X15
+	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
 	JMP        x64_63
 
@@ -2334,72 +2289,11 @@ xrest64:
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X13
-	VPSLLQ     X2, X1, X1
+	VPSRLQ     X3, X15, X13
+	VPSLLQ     X2, X15, X15
 	VPCLMULQDQ $0x01, X31, X13, X14
 	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X1
-	VPSRLQ     $0x3f, X1, X13
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPTERNLOGD $0x96, X16, X1, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_65
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_65:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPTERNLOGD  $0x96, X16, X3, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_66
-	VAESENC     X17, X0, X0
-	VAESENC     X18, X0, X0
-	VAESENC     X19, X0, X0
-	VAESENC     X20, X0, X0
-
-aes128_66:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
+	VPTERNLOGD $0x96, X14, X13, X15
 
 bulk62:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
@@ -2429,9 +2323,9 @@ bulk62:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main67:
+main65:
 	CMPQ       DX, $0x10
-	JB         vec68
+	JB         vec66
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2441,7 +2335,7 @@ main67:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_71
+	JE         aes128_69
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2459,7 +2353,7 @@ main67:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_71:
+aes128_69:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2527,22 +2421,22 @@ aes128_71:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main67
+	JMP         main65
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec68:
+vec66:
 	CMPQ       DX, $0x04
-	JB         partial69
+	JB         partial67
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_72
+	JE         aes128_70
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_72:
+aes128_70:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2561,28 +2455,28 @@ aes128_72:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec68
+	JMP         vec66
 
-partial69:
+partial67:
 	TESTQ DX, DX
-	JZ    bulkDone70
+	JZ    bulkDone68
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one73
+	JB         one71
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_74
+	JE         aes128_72
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_74:
+aes128_72:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -2599,11 +2493,53 @@ aes128_74:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone70
+	JZ            bulkDone68
 
-one73:
+one71:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_73
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_73:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone68:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen74
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
 	JE         aes128_75
 	VAESENC    X17, X0, X0
@@ -2621,13 +2557,11 @@ aes128_75:
 	VAESENC     X27, X0, X0
 	VAESENC     X28, X0, X0
 	VAESENC     X29, X0, X0
-	VPXORD      X30, X4, X8
+	VPXORD      X30, X15, X8
 	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
+	VMOVDQU     X0, -16(DI)
 
-bulkDone70:
+stolen74:
 	VZEROUPPER
 	RET
 
@@ -4766,15 +4700,11 @@ wide134:
 	JZ             bulk142
 	DECQ           DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
+	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
+	// X0 = PP = XEX^-1(C_m, T_m+1); X2 = the tail of src moved to byte 0
+	// (ctsShuffle window X5); PP's first tail bytes, moved to the end (X7),
+	// stored at dst+n-16; CC = blend(X2, PP) waits for the bulk's final
+	// vector, which decrypts it as block m.
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
@@ -4833,37 +4763,14 @@ aes128_145:
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X1, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_146
-	VAESDEC     16(AX), X0, X0
-	VAESDEC     32(AX), X0, X0
-	VAESDEC     48(AX), X0, X0
-	VAESDEC     64(AX), X0, X0
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X11
 
-aes128_146:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-bulk142:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
@@ -4895,9 +4802,9 @@ bulk142:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main147:
+main146:
 	CMPQ           DX, $0x08
-	JB             vec148
+	JB             vec147
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4912,7 +4819,7 @@ main147:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_151
+	JE             aes128_150
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -4934,7 +4841,7 @@ main147:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_151:
+aes128_150:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5012,18 +4919,18 @@ aes128_151:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main147
+	JMP            main146
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec148:
+vec147:
 	CMPQ           DX, $0x02
-	JB             partial149
+	JB             partial148
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_152
+	JE             aes128_151
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5033,7 +4940,7 @@ vec148:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_152:
+aes128_151:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5062,24 +4969,299 @@ aes128_152:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec148
+	JMP            vec147
 
-partial149:
+partial148:
+	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
+	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
+	TESTQ          DX, DX
+	JZ             group0_153
+	VMOVDQU        (SI), X0
+	VINSERTI128    $0x01, X11, Y0, Y0
+	VBROADCASTI128 (AX), Y8
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y8, Y0, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_154
+	VBROADCASTI128 16(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 32(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 48(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 64(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+
+aes128_154:
+	VBROADCASTI128 -144(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -128(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -112(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -96(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -80(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -64(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -48(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -32(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -16(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 (R9), Y8
+	VPXOR          Y8, Y4, Y13
+	VAESDECLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	JMP            groupDone152
+
+group0_153:
+	VMOVDQA X11, X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_155
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_155:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X13
+	VAESDECLAST X13, X0, X0
+	VMOVDQU     X0, (DI)
+
+groupDone152:
+	JMP end156
+
+bulk142:
+	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	VPERMQ     $0x44, Y10, Y13
+	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y4, Y4
+	VPXOR      Y15, Y4, Y4
+	VPSRLQ     $0x3e, Y4, Y14
+	VPSLLQ     $0x02, Y4, Y5
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y5, Y5
+	VPXOR      Y15, Y5, Y5
+	VPSRLQ     $0x3c, Y4, Y14
+	VPSLLQ     $0x04, Y4, Y6
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y6, Y6
+	VPXOR      Y15, Y6, Y6
+	VPSRLQ     $0x3a, Y4, Y14
+	VPSLLQ     $0x06, Y4, Y7
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y7, Y7
+	VPXOR      Y15, Y7, Y7
+
+	// Main loop, per iteration: 8 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR, the rounds over all four, the last round
+	// with key^tweak; then every tweak vector times x^8 (a byte shift and
+	// one carry-less multiplication per vector).
+main157:
+	CMPQ           DX, $0x08
+	JB             vec158
+	VMOVDQU        (SI), Y0
+	VMOVDQU        32(SI), Y1
+	VMOVDQU        64(SI), Y2
+	VMOVDQU        96(SI), Y3
+	VBROADCASTI128 (AX), Y8
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y8, Y0, Y0
+	VPXOR          Y5, Y1, Y1
+	VPXOR          Y8, Y1, Y1
+	VPXOR          Y6, Y2, Y2
+	VPXOR          Y8, Y2, Y2
+	VPXOR          Y7, Y3, Y3
+	VPXOR          Y8, Y3, Y3
+	CMPQ           R12, $0x0a
+	JE             aes128_161
+	VBROADCASTI128 16(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 32(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 48(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 64(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+
+aes128_161:
+	VBROADCASTI128 -144(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -128(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -112(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -96(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -80(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -64(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -48(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -32(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 -16(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VAESDEC        Y8, Y1, Y1
+	VAESDEC        Y8, Y2, Y2
+	VAESDEC        Y8, Y3, Y3
+	VBROADCASTI128 (R9), Y8
+	VPXOR          Y8, Y4, Y13
+	VAESDECLAST    Y13, Y0, Y0
+	VPXOR          Y8, Y5, Y14
+	VAESDECLAST    Y14, Y1, Y1
+	VPXOR          Y8, Y6, Y15
+	VAESDECLAST    Y15, Y2, Y2
+	VPXOR          Y8, Y7, Y13
+	VAESDECLAST    Y13, Y3, Y3
+	VMOVDQU        Y0, (DI)
+	VMOVDQU        Y1, 32(DI)
+	VMOVDQU        Y2, 64(DI)
+	VMOVDQU        Y3, 96(DI)
+	VPSRLDQ        $0x0f, Y4, Y13
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPSLLDQ        $0x01, Y4, Y4
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y14
+	VPCLMULQDQ     $0x00, Y9, Y14, Y14
+	VPSLLDQ        $0x01, Y5, Y5
+	VPXOR          Y14, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y15
+	VPCLMULQDQ     $0x00, Y9, Y15, Y15
+	VPSLLDQ        $0x01, Y6, Y6
+	VPXOR          Y15, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPSLLDQ        $0x01, Y7, Y7
+	VPXOR          Y13, Y7, Y7
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000080, DI
+	SUBQ           $0x08, DX
+	JMP            main157
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec158:
+	CMPQ           DX, $0x02
+	JB             partial159
+	VMOVDQU        (SI), Y0
+	VBROADCASTI128 (AX), Y8
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y8, Y0, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_162
+	VBROADCASTI128 16(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 32(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 48(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 64(AX), Y8
+	VAESDEC        Y8, Y0, Y0
+
+aes128_162:
+	VBROADCASTI128 -144(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -128(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -112(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -96(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -80(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -64(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -48(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -32(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 -16(R9), Y8
+	VAESDEC        Y8, Y0, Y0
+	VBROADCASTI128 (R9), Y8
+	VPXOR          Y8, Y4, Y13
+	VAESDECLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	VMOVDQA        Y5, Y4
+	VMOVDQA        Y6, Y5
+	VMOVDQA        Y7, Y6
+	ADDQ           $0x20, SI
+	ADDQ           $0x20, DI
+	SUBQ           $0x02, DX
+	JMP            vec158
+
+partial159:
 	TESTQ DX, DX
-	JZ    bulkDone150
+	JZ    bulkDone160
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_154
+	JE      aes128_164
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_154:
+aes128_164:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5095,12 +5277,13 @@ aes128_154:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone150:
+bulkDone160:
+end156:
 	VZEROUPPER
 	RET
 
 // func xtsDecVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
-// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX2, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
 TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES decryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
@@ -5128,13 +5311,13 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_155
+	JE      aes128_165
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_155:
+aes128_165:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5151,31 +5334,31 @@ aes128_155:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x04
-	JAE  wide156
+	JAE  wide166
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail157
+	JZ    shortNoTail167
 	DECQ  DX
 
-shortNoTail157:
+shortNoTail167:
 	VMOVDQA X12, X4
 
-shortLoop158:
+shortLoop168:
 	TESTQ   DX, DX
-	JZ      shortSteal159
+	JZ      shortSteal169
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_161
+	JE      aes128_171
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_161:
+aes128_171:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5196,11 +5379,11 @@ aes128_161:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop158
+	JMP         shortLoop168
 
-shortSteal159:
+shortSteal169:
 	TESTQ   R11, R11
-	JZ      shortDone160
+	JZ      shortDone170
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5214,13 +5397,13 @@ shortSteal159:
 	VPXOR   (AX), X0, X0
 	VPXOR   X3, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_162
+	JE      aes128_172
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_162:
+aes128_172:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5247,13 +5430,13 @@ aes128_162:
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_163
+	JE          aes128_173
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_163:
+aes128_173:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5267,10 +5450,10 @@ aes128_163:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone160:
+shortDone170:
 	RET
 
-wide156:
+wide166:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -5288,31 +5471,27 @@ wide156:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk164
+	JZ              bulk174
 	DECQ            DX
 
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
+	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
+	// X0 = PP = XEX^-1(C_m, T_m+1); X2 = the tail of src moved to byte 0
+	// (ctsShuffle window X5); PP's first tail bytes, moved to the end (X7),
+	// stored at dst+n-16; CC = blend(X2, PP) waits for the bulk's final
+	// vector, which decrypts it as block m.
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_165:
+x64_175:
 	CMPQ       R13, $0x40
-	JB         xrest166
+	JB         xrest176
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_165
+	JMP        x64_175
 
-xrest166:
+xrest176:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5332,13 +5511,13 @@ xrest166:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_167
+	JE         aes128_177
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_167:
+aes128_177:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -5355,36 +5534,14 @@ aes128_167:
 	LEAQ        ctsShuffle<>+0(SB), R8
 	MOVQ        $0x00000020, R10
 	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
 	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPTERNLOGD  $0x96, X16, X1, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_168
-	VAESDEC     X17, X0, X0
-	VAESDEC     X18, X0, X0
-	VAESDEC     X19, X0, X0
-	VAESDEC     X20, X0, X0
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X15
 
-aes128_168:
-	VAESDEC     X21, X0, X0
-	VAESDEC     X22, X0, X0
-	VAESDEC     X23, X0, X0
-	VAESDEC     X24, X0, X0
-	VAESDEC     X25, X0, X0
-	VAESDEC     X26, X0, X0
-	VAESDEC     X27, X0, X0
-	VAESDEC     X28, X0, X0
-	VAESDEC     X29, X0, X0
-	VPXORD      X30, X1, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-bulk164:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
@@ -5412,9 +5569,9 @@ bulk164:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main169:
+main178:
 	CMPQ       DX, $0x10
-	JB         vec170
+	JB         vec179
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5424,7 +5581,7 @@ main169:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_173
+	JE         aes128_182
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -5442,7 +5599,7 @@ main169:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_173:
+aes128_182:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -5510,22 +5667,22 @@ aes128_173:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main169
+	JMP         main178
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec170:
+vec179:
 	CMPQ       DX, $0x04
-	JB         partial171
+	JB         partial180
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_174
+	JE         aes128_183
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_174:
+aes128_183:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5544,28 +5701,308 @@ aes128_174:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec170
+	JMP         vec179
 
-partial171:
+partial180:
+	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
+	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
+	// r = 0: CC alone in xmm.
+	CMPQ         DX, $0x02
+	JB           group1_185
+	VMOVDQU      (SI), Y0
+	JE           groupZ187
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_189
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_189:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	JMP         group3_188
+
+groupZ187:
+	VINSERTI32X4 $0x02, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_190
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_190:
+	VAESDEC       Z21, Z0, Z0
+	VAESDEC       Z22, Z0, Z0
+	VAESDEC       Z23, Z0, Z0
+	VAESDEC       Z24, Z0, Z0
+	VAESDEC       Z25, Z0, Z0
+	VAESDEC       Z26, Z0, Z0
+	VAESDEC       Z27, Z0, Z0
+	VAESDEC       Z28, Z0, Z0
+	VAESDEC       Z29, Z0, Z0
+	VPXORD        Z30, Z4, Z8
+	VAESDECLAST   Z8, Z0, Z0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X1
+	VMOVDQU       X1, 32(DI)
+	JMP           groupDone184
+
+group3_188:
+	VMOVDQU64 Z0, (DI)
+	JMP       groupDone184
+
+group1_185:
+	TESTQ       DX, DX
+	JZ          group0_186
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, X15, Y0, Y0
+	VPTERNLOGD  $0x96, Y16, Y4, Y0
+	CMPQ        R12, $0x0a
+	JE          aes128_191
+	VAESDEC     Y17, Y0, Y0
+	VAESDEC     Y18, Y0, Y0
+	VAESDEC     Y19, Y0, Y0
+	VAESDEC     Y20, Y0, Y0
+
+aes128_191:
+	VAESDEC     Y21, Y0, Y0
+	VAESDEC     Y22, Y0, Y0
+	VAESDEC     Y23, Y0, Y0
+	VAESDEC     Y24, Y0, Y0
+	VAESDEC     Y25, Y0, Y0
+	VAESDEC     Y26, Y0, Y0
+	VAESDEC     Y27, Y0, Y0
+	VAESDEC     Y28, Y0, Y0
+	VAESDEC     Y29, Y0, Y0
+	VPXORD      Y30, Y4, Y8
+	VAESDECLAST Y8, Y0, Y0
+	VMOVDQU     Y0, (DI)
+	JMP         groupDone184
+
+group0_186:
+	VMOVDQA    X15, X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_192
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_192:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+
+groupDone184:
+	JMP end193
+
+bulk174:
+	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLQ     $0x3c, Z4, Z9
+	VPSLLQ     $0x04, Z4, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLQ     $0x38, Z4, Z9
+	VPSLLQ     $0x08, Z4, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLQ     $0x34, Z4, Z9
+	VPSLLQ     $0x0c, Z4, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR, the rounds over all four, the last round
+	// with key^tweak; then every tweak vector times x^16 (a byte shift and
+	// one carry-less multiplication per vector).
+main194:
+	CMPQ       DX, $0x10
+	JB         vec195
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_198
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_198:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VPXORD      Z30, Z5, Z9
+	VAESDECLAST Z9, Z1, Z1
+	VPXORD      Z30, Z6, Z10
+	VAESDECLAST Z10, Z2, Z2
+	VPXORD      Z30, Z7, Z11
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VPSRLDQ     $0x0e, Z4, Z8
+	VPCLMULQDQ  $0x00, Z31, Z8, Z8
+	VPSLLDQ     $0x02, Z4, Z4
+	VPXORD      Z8, Z4, Z4
+	VPSRLDQ     $0x0e, Z5, Z9
+	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPSLLDQ     $0x02, Z5, Z5
+	VPXORD      Z9, Z5, Z5
+	VPSRLDQ     $0x0e, Z6, Z10
+	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPSLLDQ     $0x02, Z6, Z6
+	VPXORD      Z10, Z6, Z6
+	VPSRLDQ     $0x0e, Z7, Z11
+	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPSLLDQ     $0x02, Z7, Z7
+	VPXORD      Z11, Z7, Z7
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main194
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec195:
+	CMPQ       DX, $0x04
+	JB         partial196
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_199
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_199:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec195
+
+partial196:
 	TESTQ DX, DX
-	JZ    bulkDone172
+	JZ    bulkDone197
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one175
+	JB         one200
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_176
+	JE         aes128_201
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_176:
+aes128_201:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -5582,19 +6019,19 @@ aes128_176:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone172
+	JZ            bulkDone197
 
-one175:
+one200:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_177
+	JE         aes128_202
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_177:
+aes128_202:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -5610,7 +6047,8 @@ aes128_177:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone172:
+bulkDone197:
+end193:
 	VZEROUPPER
 	RET
 
@@ -5676,7 +6114,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_178
+	JE              aes128_203
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5686,7 +6124,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_178:
+aes128_203:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5708,7 +6146,7 @@ aes128_178:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group179:
+group204:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5726,7 +6164,7 @@ group179:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_182
+	JE              aes128_207
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5736,7 +6174,7 @@ group179:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_182:
+aes128_207:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5759,7 +6197,7 @@ aes128_182:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit180:
+unit205:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
@@ -5789,9 +6227,9 @@ unit180:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main183:
+main208:
 	CMPQ       DX, $0x10
-	JB         vec184
+	JB         vec209
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5801,7 +6239,7 @@ main183:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_187
+	JE         aes128_212
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -5819,7 +6257,7 @@ main183:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_187:
+aes128_212:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -5887,22 +6325,22 @@ aes128_187:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main183
+	JMP         main208
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec184:
+vec209:
 	CMPQ       DX, $0x04
-	JB         partial185
+	JB         partial210
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_188
+	JE         aes128_213
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_188:
+aes128_213:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5921,28 +6359,28 @@ aes128_188:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec184
+	JMP         vec209
 
-partial185:
+partial210:
 	TESTQ DX, DX
-	JZ    bulkDone186
+	JZ    bulkDone211
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one189
+	JB         one214
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_190
+	JE         aes128_215
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_190:
+aes128_215:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -5959,19 +6397,19 @@ aes128_190:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone186
+	JZ            bulkDone211
 
-one189:
+one214:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_191
+	JE         aes128_216
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_191:
+aes128_216:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -5987,15 +6425,15 @@ aes128_191:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone186:
+bulkDone211:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done181
+	JZ      done206
 	DECQ    R11
-	JNZ     unit180
-	JMP     group179
+	JNZ     unit205
+	JMP     group204
 
-done181:
+done206:
 	VZEROUPPER
 	RET
 
@@ -6040,7 +6478,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_192
+	JE             aes128_217
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -6050,7 +6488,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_192:
+aes128_217:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -6072,7 +6510,7 @@ aes128_192:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group193:
+group218:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -6084,7 +6522,7 @@ group193:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_196
+	JE             aes128_221
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -6094,7 +6532,7 @@ group193:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_196:
+aes128_221:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -6117,7 +6555,7 @@ aes128_196:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit194:
+unit219:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -6151,9 +6589,9 @@ unit194:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main197:
+main222:
 	CMPQ           DX, $0x08
-	JB             vec198
+	JB             vec223
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6168,7 +6606,7 @@ main197:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_201
+	JE             aes128_226
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6190,7 +6628,7 @@ main197:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_201:
+aes128_226:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6268,18 +6706,18 @@ aes128_201:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main197
+	JMP            main222
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec198:
+vec223:
 	CMPQ           DX, $0x02
-	JB             partial199
+	JB             partial224
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_202
+	JE             aes128_227
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6289,7 +6727,7 @@ vec198:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_202:
+aes128_227:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6318,24 +6756,24 @@ aes128_202:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec198
+	JMP            vec223
 
-partial199:
+partial224:
 	TESTQ DX, DX
-	JZ    bulkDone200
+	JZ    bulkDone225
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_204
+	JE      aes128_229
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_204:
+aes128_229:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6351,14 +6789,14 @@ aes128_204:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone200:
+bulkDone225:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done195
+	JZ     done220
 	DECQ   R11
-	JNZ    unit194
-	JMP    group193
+	JNZ    unit219
+	JMP    group218
 
-done195:
+done220:
 	VZEROUPPER
 	RET

@@ -292,8 +292,11 @@ func (c *vk) loadKeys() {
 }
 
 // bulk encrypts or decrypts DX whole blocks from SI to DI, advancing SI and
-// DI past them, with block i's tweak T*x^i where T is lane 0 of c.tw.
-func (c *vk) bulk() {
+// DI past them, with block i's tweak T*x^i where T is lane 0 of c.tw. With
+// lastCC (decryption with stealing) the register lastCC is block DX, the
+// last, decrypted in the final vector with the blocks left over (see
+// finalGroup).
+func (c *vk) bulk(lastCC VecPhysical) {
 	L := c.f.lanes
 	a, b, cc := c.tmp[0], c.tmp[1], c.tmp[2]
 	Comment(fmt.Sprintf("Tweak vectors: T0's lanes are T*x^0..T*x^%d, T1..T3 = T0*x^%d, x^%d, x^%d.", L-1, L, 2*L, 3*L))
@@ -350,6 +353,11 @@ func (c *vk) bulk() {
 	JMP(LabelRef(vec))
 
 	Label(part)
+	if lastCC != nil {
+		c.finalGroup(lastCC)
+		Label(done)
+		return
+	}
 	TESTQ(c.blocks, c.blocks)
 	JZ(LabelRef(done))
 	one := newLabel("one")
@@ -446,10 +454,25 @@ func vaesKernel(f flavor, dec bool) {
 	bulk := newLabel("bulk")
 	TESTQ(c.tail, c.tail)
 	JZ(LabelRef(bulk))
-	DECQ(c.blocks)
-	c.steal(asX(c.tw))
-	Label(bulk)
-	c.bulk()
+	if dec {
+		// Decryption: PP = D(C_m, T_m+1) first; its CC then joins the
+		// bulk's final vector at block m, with T_m.
+		DECQ(c.blocks)
+		c.stealDecFirst(c.tm1())
+		c.bulk(c.tm1())
+		end := newLabel("end")
+		JMP(LabelRef(end))
+		Label(bulk)
+		c.bulk(nil)
+		Label(end)
+	} else {
+		// Encryption: block m runs in the bulk with its own tweak, so
+		// only the final stealing block costs an xmm AES chain.
+		c.tweakPow(c.tm1(), asX(c.tw))
+		Label(bulk)
+		c.bulk(nil)
+		c.stealLast()
+	}
 	VZEROUPPER()
 	RET()
 }
@@ -492,8 +515,179 @@ func (c *vk) steal(base VecPhysical) {
 	c.stealAt(X1, X3, false)
 }
 
-// stealAt is the data part of the stealing over block m = DX (tm = T_m,
-// tm1 = T_m+1), see steal.
+// tm1 is the register that carries T_m+1 across the bulk when encrypting
+// (one the bulk does not touch).
+func (c *vk) tm1() VecPhysical {
+	if c.f.zmm {
+		return X15
+	}
+	return X11
+}
+
+// tweakPow sets dst = tw * x^DX (xmm): x^64 steps, each a qword move and
+// one carry-less multiplication, then one step of x^(DX%64). Scratch: X2,
+// X3, X13, X14, R13, R14.
+func (c *vk) tweakPow(dst, tw VecPhysical) {
+	poly := c.polyX()
+	VMOVDQA(tw, dst)
+	MOVQ(c.blocks, R13)
+	l64, rest := newLabel("x64_"), newLabel("xrest")
+	Label(l64)
+	CMPQ(R13, Imm(64))
+	JB(LabelRef(rest))
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, dst, X2)
+	VPSLLDQ(Imm(8), dst, dst)
+	VPXOR(X2, dst, dst)
+	SUBQ(Imm(64), R13)
+	JMP(LabelRef(l64))
+	Label(rest)
+	VMOVQ(R13, X2)
+	MOVQ(U32(64), R14)
+	SUBQ(R13, R14)
+	VMOVQ(R14, X3)
+	VPSRLQ(X3, dst, X13)
+	VPSLLQ(X2, dst, dst)
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X13, X14)
+	VPSLLDQ(Imm(8), X13, X13)
+	c.xor3(dst, X13, X14)
+}
+
+// stealLast finishes an encryption whose bulk included block m: SI and DI
+// point just past it, R11 tail bytes follow, c.tm1() holds T_m+1.
+func (c *vk) stealLast() {
+	done := newLabel("stolen")
+	Comment("Ciphertext stealing after the bulk (encryption): X0 = CC, block m's",
+		"ciphertext, read back; X1 = the tail of src moved to byte 0; the first",
+		"tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed",
+		"with T_m+1 into block m.")
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(done))
+	VMOVDQU(Mem{Base: c.dst, Disp: -16}, X0)
+	VMOVDQU(Mem{Base: c.src, Index: c.tail, Scale: 1, Disp: -16}, X1)
+	LEAQ(ctsShuffle, R8)
+	MOVQ(U32(32), R10)
+	SUBQ(c.tail, R10)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X2)
+	VPSHUFB(X2, X1, X1)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X3)
+	VPSHUFB(X3, X0, X5)
+	VMOVDQU(X5, Mem{Base: c.dst, Index: c.tail, Scale: 1, Disp: -16})
+	VPBLENDVB(X2, X0, X1, X0)
+	c.xex1(X0, c.tm1(), X8, false)
+	VMOVDQU(X0, Mem{Base: c.dst, Disp: -16})
+	Label(done)
+}
+
+// stealDecFirst starts the stealing of a decryption (DX = m, the last
+// whole block): X1 = T_m, X3 = T_m+1 as in steal, PP = XEX^-1(C_m, T_m+1),
+// the tail of the plaintext (PP's first tail bytes) stored at dst+n-16,
+// and cc = C_m+1 || PP[tail:], which the bulk decrypts as block m.
+func (c *vk) stealDecFirst(cc VecPhysical) {
+	poly := c.polyX()
+	Comment("Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;",
+		"X0 = PP = XEX^-1(C_m, T_m+1); X2 = the tail of src moved to byte 0",
+		"(ctsShuffle window X5); PP's first tail bytes, moved to the end (X7),",
+		"stored at dst+n-16; CC = blend(X2, PP) waits for the bulk's final",
+		"vector, which decrypts it as block m.")
+	VMOVDQA(asX(c.tw), X1)
+	MOVQ(c.blocks, R13)
+	l64, rest := newLabel("x64_"), newLabel("xrest")
+	Label(l64)
+	CMPQ(R13, Imm(64))
+	JB(LabelRef(rest))
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X1, X2)
+	VPSLLDQ(Imm(8), X1, X1)
+	VPXOR(X2, X1, X1)
+	SUBQ(Imm(64), R13)
+	JMP(LabelRef(l64))
+	Label(rest)
+	VMOVQ(R13, X2)
+	MOVQ(U32(64), R14)
+	SUBQ(R13, R14)
+	VMOVQ(R14, X3)
+	VPSRLQ(X3, X1, X13)
+	VPSLLQ(X2, X1, X1)
+	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X13, X14)
+	VPSLLDQ(Imm(8), X13, X13)
+	c.xor3(X1, X13, X14)
+	c.mulXBits(X3, X1, 1, X13, X14, c.xmmCLMUL(), poly)
+	MOVQ(c.blocks, R13)
+	SHLQ(Imm(4), R13)
+	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
+	c.xex1(X0, X3, X8, false)
+	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
+	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
+	LEAQ(ctsShuffle, R8)
+	MOVQ(U32(32), R10)
+	SUBQ(c.tail, R10)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X5)
+	VPSHUFB(X5, X2, X2)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X6)
+	VPSHUFB(X6, X0, X7)
+	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
+	VMOVDQU(X7, Mem{Base: R14, Index: c.tail, Scale: 1})
+	VPBLENDVB(X5, X0, X2, cc)
+}
+
+// finalGroup decrypts the r = DX (< L) blocks left after the bulk's whole
+// vectors together with cc as block m, whose tweak T_m is lane r of T0, in
+// one vector where they fit, and stores the r+1 plaintext blocks.
+func (c *vk) finalGroup(cc VecPhysical) {
+	done := newLabel("groupDone")
+	if c.f.zmm {
+		Comment("Final group: r = DX blocks from src and CC (block m). r = 2 or 3:",
+			"one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];",
+			"r = 0: CC alone in xmm.")
+		r1, r0, z, st3 := newLabel("group1_"), newLabel("group0_"), newLabel("groupZ"), newLabel("group3_")
+		CMPQ(c.blocks, Imm(2))
+		JB(LabelRef(r1))
+		VMOVDQU(Mem{Base: c.src}, Y0)
+		JE(LabelRef(z))
+		VINSERTI32X4(Imm(2), Mem{Base: c.src, Disp: 32}, Z0, Z0)
+		VINSERTI32X4(Imm(3), cc, Z0, Z0)
+		c.xexVec(c.V[:1], c.T[:1])
+		JMP(LabelRef(st3))
+		Label(z)
+		VINSERTI32X4(Imm(2), cc, Z0, Z0)
+		c.xexVec(c.V[:1], c.T[:1])
+		VMOVDQU(Y0, Mem{Base: c.dst})
+		VEXTRACTI32X4(Imm(2), Z0, X1)
+		VMOVDQU(X1, Mem{Base: c.dst, Disp: 32})
+		JMP(LabelRef(done))
+		Label(st3)
+		VMOVDQU64(Z0, Mem{Base: c.dst})
+		JMP(LabelRef(done))
+		Label(r1)
+		TESTQ(c.blocks, c.blocks)
+		JZ(LabelRef(r0))
+		VMOVDQU(Mem{Base: c.src}, X0)
+		VINSERTI128(Imm(1), cc, Y0, Y0)
+		c.xexY(Y0, Y4)
+		VMOVDQU(Y0, Mem{Base: c.dst})
+		JMP(LabelRef(done))
+		Label(r0)
+	} else {
+		Comment("Final group: r = DX (0 or 1) blocks from src and CC (block m):",
+			"r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.")
+		r0 := newLabel("group0_")
+		TESTQ(c.blocks, c.blocks)
+		JZ(LabelRef(r0))
+		VMOVDQU(Mem{Base: c.src}, X0)
+		VINSERTI128(Imm(1), cc, Y0, Y0)
+		c.xexVec(c.V[:1], c.T[:1])
+		VMOVDQU(Y0, Mem{Base: c.dst})
+		JMP(LabelRef(done))
+		Label(r0)
+	}
+	VMOVDQA(cc, X0)
+	c.xex1(X0, X4, asX(c.tmp[0]), false)
+	VMOVDQU(X0, Mem{Base: c.dst})
+	Label(done)
+}
+
+// stealAt does the stealing over whole block m = DX and the tail after
+// it, one xmm block after the other (tm = T_m, tm1 = T_m+1); decryption
+// (see steal) and the short path use it.
 func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
 	first, second := tm, tm1
 	if c.dec {
@@ -643,7 +837,7 @@ func vaesSectors(f flavor, dec bool) {
 	MOVQ(U32(uint32(L)), R11)
 	Label(sector)
 	MOVQ(R10, c.blocks)
-	c.bulk()
+	c.bulk(nil)
 	if f.zmm {
 		VALIGNQ(Imm(2), c.tw, c.tw, c.tw)
 	} else {
