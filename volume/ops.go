@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"runtime"
 	"sync"
@@ -29,7 +28,7 @@ type CreateOptions struct {
 
 // Create writes a new volume to dev holding the size bytes of plaintext
 // that r yields (a stream of zeros makes an empty volume), and returns its
-// header and the BLAKE2b-512 digest of the plaintext, which the header
+// header and the end-to-end digest of the plaintext (Digest), which the header
 // records. dev must read as zeros where nothing was written (a new file).
 // The caller syncs dev. progress, if not nil, receives the bytes done.
 func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
@@ -76,28 +75,46 @@ func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts Creat
 	}
 	defer e.wipe()
 
-	// Give the device its full size first, so a short device fails now.
-	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
-		return nil, digest, fmt.Errorf("cannot write output: %w", err)
+	// Write in order of offsets where possible: on tmpfs, filling a hole
+	// costs several times an append. Tags of a volume up to 8 GiB (with the
+	// default sizes) wait in memory and follow the data; above that, the
+	// whole volume is preallocated and tags are written as they come.
+	var allTags []byte
+	if l.TagLength <= maxBufferedTags {
+		allTags = make([]byte, l.TagLength)
+	} else if !preallocate(dev, l.Size) {
+		if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
+			return nil, digest, &WriteError{err}
+		}
 	}
-	sum, _ := blake2b.New512(nil)
-	err = StreamStages(ctx, io.NewOffsetWriter(dev, l.DataOffset), r, size, l.SectorSize, Stages{
-		Read: func(buf []byte) error { sum.Write(buf); return nil },
-		Transform: func(buf []byte, first uint64) error {
-			tags := e.encryptAndTag(buf, first)
-			if tags == nil {
-				return nil
-			}
+	e.digest = newTreeDigest(size)
+	err = Stream(ctx, io.NewOffsetWriter(dev, l.DataOffset), r, size, l.SectorSize, func(buf []byte, first uint64) error {
+		tags := e.encryptChunk(buf, first)
+		switch {
+		case tags == nil:
+		case allTags != nil:
+			copy(allTags[l.TagPosition(first)-l.TagOffset:], tags)
+		default:
 			if _, err := dev.WriteAt(tags, l.TagPosition(first)); err != nil {
-				return fmt.Errorf("cannot write output: %w", err)
+				return &WriteError{err}
 			}
-			return nil
-		},
+		}
+		return nil
 	}, progress)
 	if err != nil {
 		return nil, digest, err
 	}
-	copy(digest[:], sum.Sum(nil))
+	if allTags != nil {
+		if _, err := dev.WriteAt(allTags, l.TagOffset); err != nil {
+			return nil, digest, &WriteError{err}
+		}
+	}
+	// The secondary copy's region ends the volume; WriteHeader fills its
+	// first CopySize bytes.
+	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
+		return nil, digest, &WriteError{err}
+	}
+	digest = e.digest.sum()
 	if err := h.sealDigest(key, &digest); err != nil {
 		return nil, digest, err
 	}
@@ -113,6 +130,10 @@ func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts Creat
 	return h, digest, nil
 }
 
+// maxBufferedTags bounds the tags Create keeps in memory until the data is
+// written.
+const maxBufferedTags = 64 << 20
+
 // newMasterKey returns a random XTS key with distinct halves (the xts
 // package refuses equal halves).
 func newMasterKey(size int) ([]byte, error) {
@@ -127,14 +148,17 @@ func newMasterKey(size int) ([]byte, error) {
 	}
 }
 
-// engine is the per-volume crypto: XTS for the data, the tag key.
+// engine is the per-volume crypto of the streaming operations: XTS, the
+// tags and the end-to-end digest, each chunk split in pieces over all cores.
 type engine struct {
 	l       Layout
 	cipher  *xts.Cipher
 	codec   *sector.Codec // single-threaded: engine splits work itself
-	tagKey  []byte
+	tagKey  []byte        // nil without integrity
+	digest  *treeDigest   // nil when the digest is not wanted
 	workers int
-	tags    []byte // scratch for one chunk's tags
+	tags    []byte // scratch: one chunk's tags
+	leaves  []byte // scratch: one chunk's leaf digests
 }
 
 func newEngine(key []byte, h *Header) (*engine, error) {
@@ -158,89 +182,119 @@ func newEngine(key []byte, h *Header) (*engine, error) {
 func (e *engine) wipe() {
 	e.cipher.Wipe()
 	clear(e.tagKey)
+	clear(e.leaves)
 }
 
-// pieceSize is the unit of work of one core: big enough to amortise a
-// goroutine, small enough that a piece is still in cache when it is tagged
-// right after being encrypted.
-const pieceSize = 256 << 10
+// pieceSize is the unit of work of one core: a whole number of digest
+// leaves and of sectors, big enough to amortise the hand-off, small enough
+// to stay in cache between hashing, encrypting and tagging it.
+const pieceSize = 512 << 10
 
-// parallel runs f over buf in pieces on every core; f gets the piece and
-// the number of its first sector.
-func (e *engine) parallel(buf []byte, first uint64, f func(piece []byte, first uint64, pieceIndex int)) {
-	ss := e.l.SectorSize
-	per := pieceSize / ss
-	pieces := (len(buf)/ss + per - 1) / per
+// parallel runs f over buf in pieces on every core; f gets the piece, the
+// number of its first sector and its index.
+func (e *engine) parallel(buf []byte, first uint64, f func(piece []byte, first uint64, index int)) {
+	per := pieceSize / e.l.SectorSize
+	pieces := (len(buf) + pieceSize - 1) / pieceSize
+	piece := func(p int) {
+		lo, hi := p*pieceSize, min((p+1)*pieceSize, len(buf))
+		f(buf[lo:hi], first+uint64(p*per), p)
+	}
 	if pieces <= 1 || e.workers <= 1 {
 		for p := range pieces {
-			lo, hi := p*per*ss, min((p+1)*per*ss, len(buf))
-			f(buf[lo:hi], first+uint64(p*per), p)
+			piece(p)
 		}
 		return
 	}
-	var wg sync.WaitGroup
 	next := make(chan int, pieces)
 	for p := range pieces {
 		next <- p
 	}
 	close(next)
+	var wg sync.WaitGroup
 	for range min(e.workers, pieces) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range next {
-				lo, hi := p*per*ss, min((p+1)*per*ss, len(buf))
-				f(buf[lo:hi], first+uint64(p*per), p)
+				piece(p)
 			}
 		}()
 	}
 	wg.Wait()
 }
 
-// chunkTags returns scratch space for the tags of buf.
-func (e *engine) chunkTags(buf []byte) []byte {
-	n := len(buf) / e.l.SectorSize * e.l.TagSize
-	if cap(e.tags) < n {
-		e.tags = make([]byte, n)
+// scratch returns (*buf)[:n], growing it when needed.
+func scratch(buf *[]byte, n int) []byte {
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
 	}
-	return e.tags[:n]
+	return (*buf)[:n]
 }
 
-// encryptAndTag encrypts buf in place and returns the tags of its sectors
-// (nil without integrity); the slice is reused by the next call.
-func (e *engine) encryptAndTag(buf []byte, first uint64) []byte {
-	if e.tagKey == nil {
-		e.parallel(buf, first, func(p []byte, n uint64, _ int) { e.codec.Encrypt(p, p, n) })
-		return nil
+// pieceTags and pieceLeaves are the parts of a chunk's tags and leaf
+// digests that belong to piece i of length n.
+func (e *engine) pieceTags(tags []byte, i, n int) []byte {
+	ts := e.l.TagSize
+	return tags[i*pieceSize/e.l.SectorSize*ts:][:n/e.l.SectorSize*ts]
+}
+
+func pieceLeaves(leaves []byte, i, n int) []byte {
+	return leaves[i*pieceSize/DigestLeafSize*blake2b.Size:][:leafCount(n)*blake2b.Size]
+}
+
+// encryptChunk hashes the plaintext chunk into the digest, encrypts it in
+// place and returns its tags (nil without integrity; the slice is reused by
+// the next call). Chunks must come in order.
+func (e *engine) encryptChunk(buf []byte, first uint64) []byte {
+	var tags, leaves []byte
+	if e.tagKey != nil {
+		tags = scratch(&e.tags, len(buf)/e.l.SectorSize*e.l.TagSize)
 	}
-	tags := e.chunkTags(buf)
-	ts, per := e.l.TagSize, pieceSize/e.l.SectorSize
+	if e.digest != nil {
+		leaves = scratch(&e.leaves, leafCount(len(buf))*blake2b.Size)
+	}
 	e.parallel(buf, first, func(p []byte, n uint64, i int) {
+		if leaves != nil {
+			leafSums(pieceLeaves(leaves, i, len(p)), p)
+		}
 		e.codec.Encrypt(p, p, n)
-		t := tags[i*per*ts:][:len(p)/e.l.SectorSize*ts]
-		blake2b.SumSectors(t, ts, e.tagKey, n, p, e.l.SectorSize)
+		if tags != nil {
+			blake2b.SumSectors(e.pieceTags(tags, i, len(p)), e.l.TagSize, e.tagKey, n, p, e.l.SectorSize)
+		}
 	})
+	if leaves != nil {
+		e.digest.add(leaves)
+	}
 	return tags
 }
 
-// tagAndDecrypt computes the tags of the ciphertext in buf into computed,
-// then decrypts buf in place (when decrypt is set).
-func (e *engine) tagAndDecrypt(buf []byte, first uint64, computed []byte, decrypt bool) {
-	ts, per := e.l.TagSize, pieceSize/e.l.SectorSize
+// decryptChunk computes the tags of the ciphertext chunk into computed
+// (with integrity), then, when decrypt is set, decrypts it in place and
+// hashes the plaintext into the digest. Chunks must come in order.
+func (e *engine) decryptChunk(buf []byte, first uint64, computed []byte, decrypt bool) {
+	var leaves []byte
+	if e.digest != nil {
+		leaves = scratch(&e.leaves, leafCount(len(buf))*blake2b.Size)
+	}
 	e.parallel(buf, first, func(p []byte, n uint64, i int) {
 		if e.tagKey != nil {
-			t := computed[i*per*ts:][:len(p)/e.l.SectorSize*ts]
-			blake2b.SumSectors(t, ts, e.tagKey, n, p, e.l.SectorSize)
+			blake2b.SumSectors(e.pieceTags(computed, i, len(p)), e.l.TagSize, e.tagKey, n, p, e.l.SectorSize)
 		}
 		if decrypt {
 			e.codec.Decrypt(p, p, n)
 		}
+		if leaves != nil {
+			leafSums(pieceLeaves(leaves, i, len(p)), p)
+		}
 	})
+	if leaves != nil {
+		e.digest.add(leaves)
+	}
 }
 
 // DigestCheck says what became of the end-to-end digest.
 type DigestCheck struct {
-	Computed [blake2b.Size]byte // BLAKE2b-512 of the plaintext read (if Done)
+	Computed [blake2b.Size]byte // end-to-end digest of the plaintext read (if Done)
 	Done     bool               // the plaintext was read and hashed
 	Recorded bool               // the header holds a digest
 	Stale    bool               // the data was written since: not compared
@@ -312,51 +366,38 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 		return dc, err
 	}
 	defer e.wipe()
-	var sum hash.Hash
 	if hashIt {
-		sum, _ = blake2b.New512(nil)
+		e.digest = newTreeDigest(v.l.DataLength)
 	}
-	stored := make([]byte, 0)
+	var stored, computed []byte
 	l := v.l
-	err = StreamStages(ctx, w, io.NewSectionReader(v.dev, l.DataOffset, l.DataLength), l.DataLength, l.SectorSize, Stages{
-		Transform: func(buf []byte, first uint64) error {
-			var computed []byte
-			if e.tagKey != nil {
-				computed = e.chunkTags(buf)
-				if cap(stored) < len(computed) {
-					stored = make([]byte, len(computed))
-				}
-				stored = stored[:len(computed)]
-				if _, err := v.dev.ReadAt(stored, l.TagPosition(first)); err != nil {
-					return fmt.Errorf("cannot read tags: %w", err)
-				}
+	err = Stream(ctx, w, io.NewSectionReader(v.dev, l.DataOffset, l.DataLength), l.DataLength, l.SectorSize, func(buf []byte, first uint64) error {
+		if e.tagKey != nil {
+			n := len(buf) / l.SectorSize * l.TagSize
+			stored, computed = scratch(&stored, n), scratch(&computed, n)
+			if _, err := v.dev.ReadAt(stored, l.TagPosition(first)); err != nil {
+				return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
 			}
-			e.tagAndDecrypt(buf, first, computed, decrypt)
-			if e.tagKey == nil {
-				return nil
-			}
-			bad := v.compareTags(stored, computed, first)
-			if len(bad) > 0 && onBad == nil {
-				clear(buf)
-				return &IntegrityError{Sectors: bad}
-			}
-			for _, b := range bad {
-				onBad(b)
-			}
+		}
+		e.decryptChunk(buf, first, computed, decrypt)
+		if e.tagKey == nil {
 			return nil
-		},
-		Write: func(buf []byte) error {
-			if sum != nil {
-				sum.Write(buf)
-			}
-			return nil
-		},
+		}
+		bad := v.compareTags(stored, computed, first)
+		if len(bad) > 0 && onBad == nil {
+			clear(buf)
+			return &IntegrityError{Sectors: bad}
+		}
+		for _, b := range bad {
+			onBad(b)
+		}
+		return nil
 	}, progress)
 	if err != nil {
 		return dc, err
 	}
-	if sum != nil {
-		copy(dc.Computed[:], sum.Sum(nil))
+	if e.digest != nil {
+		dc.Computed = e.digest.sum()
 		dc.Done = true
 	}
 	if ok && !stale && dc.Done {

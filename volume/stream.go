@@ -48,23 +48,6 @@ const (
 // returns when ctx is cancelled, or at the first error. Its buffers are wiped
 // before it returns: they held plaintext.
 func Stream(ctx context.Context, w io.Writer, r io.Reader, size int64, sectorSize int, fn Transform, progress func(done int64)) error {
-	return StreamStages(ctx, w, r, size, sectorSize, Stages{Transform: fn}, progress)
-}
-
-// Stages are the work StreamStages does on each chunk, in order. Read runs
-// on the reading goroutine right after the chunk is read, Write on the
-// writing goroutine just before it is written; both see the chunks in order
-// and overlap with Transform working on other chunks, so a sequential
-// computation (a digest of the whole stream) costs no time on the
-// transform's path. Nil stages are skipped; an error stops the stream.
-type Stages struct {
-	Read      func(buf []byte) error
-	Transform Transform
-	Write     func(buf []byte) error
-}
-
-// StreamStages is Stream with a hook before and after the transform.
-func StreamStages(ctx context.Context, w io.Writer, r io.Reader, size int64, sectorSize int, st Stages, progress func(done int64)) error {
 	if size%int64(sectorSize) != 0 {
 		return fmt.Errorf("volume: stream of %d bytes is not a whole number of %d-byte sectors", size, sectorSize)
 	}
@@ -111,12 +94,6 @@ func StreamStages(ctx context.Context, w io.Writer, r io.Reader, size int64, sec
 				cancel(&ReadError{err})
 				return
 			}
-			if st.Read != nil {
-				if err := st.Read(buf[:n]); err != nil {
-					cancel(err)
-					return
-				}
-			}
 			select {
 			case toWork <- job{buf[:n], uint64(off / int64(sectorSize))}:
 			case <-ctx.Done():
@@ -129,11 +106,9 @@ func StreamStages(ctx context.Context, w io.Writer, r io.Reader, size int64, sec
 		defer wg.Done()
 		defer close(toWrite)
 		for j := range toWork {
-			if st.Transform != nil {
-				if err := st.Transform(j.buf, j.first); err != nil {
-					cancel(err)
-					return
-				}
+			if err := fn(j.buf, j.first); err != nil {
+				cancel(err)
+				return
 			}
 			select {
 			case toWrite <- j:
@@ -147,12 +122,6 @@ func StreamStages(ctx context.Context, w io.Writer, r io.Reader, size int64, sec
 	for j := range toWrite {
 		if ctx.Err() != nil {
 			break
-		}
-		if st.Write != nil {
-			if err := st.Write(j.buf); err != nil {
-				cancel(err)
-				break
-			}
 		}
 		if _, err := w.Write(j.buf); err != nil {
 			cancel(&WriteError{err})

@@ -207,8 +207,8 @@ func TestDecryptVerifyDigest(t *testing.T) {
 	if err != nil || !dc.Match || !bytes.Equal(out.Bytes(), plain) {
 		t.Fatalf("Decrypt: %+v, %v", dc, err)
 	}
-	if want := xblake2b.Sum512(plain); dc.Computed != want {
-		t.Fatal("digest is not BLAKE2b-512 of the plaintext")
+	if want := treeDigestXCrypto(plain); dc.Computed != want {
+		t.Fatal("digest is not the BLAKE2b-512 tree of docs/FORMAT.md")
 	}
 	res, err := v.Verify(context.Background(), nil, nil)
 	if err != nil || !res.Digest.Match || res.BadSectors != 0 {
@@ -458,3 +458,31 @@ func TestReadOnly(t *testing.T) {
 }
 
 var _ io.ReaderAt = (*memDevice)(nil)
+
+// treeDigestXCrypto computes the end-to-end digest as docs/FORMAT.md
+// defines it, with x/crypto's BLAKE2b: BLAKE2b-512 of the prefix, the
+// length, the leaf size and the BLAKE2b-512 of every 64 KiB leaf.
+func treeDigestXCrypto(data []byte) [64]byte {
+	root, _ := xblake2b.New512(nil)
+	root.Write([]byte("xtsctl tree digest v1"))
+	binary.Write(root, binary.LittleEndian, uint64(len(data)))
+	binary.Write(root, binary.LittleEndian, uint64(65536))
+	for off := 0; off < len(data); off += 65536 {
+		leaf := xblake2b.Sum512(data[off:min(off+65536, len(data))])
+		root.Write(leaf[:])
+	}
+	var d [64]byte
+	copy(d[:], root.Sum(nil))
+	return d
+}
+
+// TestDigestTree: Digest matches the independent computation for lengths
+// around the leaf size and the piece size, and for the empty input.
+func TestDigestTree(t *testing.T) {
+	data := randomData(12, 3*pieceSize+DigestLeafSize+100)
+	for _, n := range []int{0, 1, 4096, DigestLeafSize - 1, DigestLeafSize, DigestLeafSize + 1, pieceSize, pieceSize + 512, len(data)} {
+		if Digest(data[:n]) != treeDigestXCrypto(data[:n]) {
+			t.Fatalf("length %d: digests differ", n)
+		}
+	}
+}

@@ -255,10 +255,10 @@ func describeVolume(h *volume.Header) string {
 	return s
 }
 
-// printDigest prints the plaintext digest as b2sum does, so that
-// b2sum -c can check the file named.
-func printDigest(a *app, digest []byte, name string) {
-	a.resultf("%s  %s", hex.EncodeToString(digest), name)
+// printDigest prints the end-to-end digest of the plaintext (a BLAKE2b-512
+// tree, docs/FORMAT.md; not what b2sum prints), as the command's result.
+func printDigest(a *app, digest []byte) {
+	a.resultf("%s", hex.EncodeToString(digest))
 }
 
 func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force bool) error {
@@ -287,7 +287,7 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if err := finish(out, err); err != nil {
 		return volumeError(outPath, err)
 	}
-	printDigest(a, digest, inPath)
+	printDigest(a, digest)
 	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, describeVolume(h), h.UUIDString())
 	return nil
 }
@@ -358,7 +358,7 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 		}
 		return volumeError(inPath, err)
 	}
-	printDigest(a, dc.Computed[:], outPath)
+	printDigest(a, dc.Computed[:])
 	h := v.Header()
 	switch {
 	case dc.Match:
