@@ -206,7 +206,11 @@ func printInfo(a *app, j infoJSON) {
 	row("image", "%s (%d bytes)", j.Image, j.ImageSize)
 	row("format", "xtsctl volume, version %d, header generation %d", j.Version, j.Generation)
 	row("uuid", "%s", j.UUID)
-	row("label", "%s", j.Label)
+	if j.Label == "" {
+		row("label", "(none)")
+	} else {
+		row("label", "%s", j.Label)
+	}
 	row("cipher", "%s, %d-bit key", j.Cipher, j.KeyBits)
 	row("sector size", "%d", j.SectorSize)
 	row("data", "%s (%d sectors) at byte %d", humanBytes(j.DataLength), j.Sectors, j.DataOffset)
