@@ -150,10 +150,11 @@ func crashRecoverOnce(t *testing.T, seed uint64) {
 	d := NewDevice(NewVolumeStore(v, false), false, t.Logf)
 
 	var (
-		crashMu sync.RWMutex
-		crashed atomic.Bool
-		durable = map[uint64][]byte{} // sector -> content synced before the crash
-		wg      sync.WaitGroup
+		crashMu   sync.RWMutex
+		durableMu sync.Mutex
+		crashed   atomic.Bool
+		durable   = map[uint64][]byte{} // sector -> content synced before the crash
+		wg        sync.WaitGroup
 	)
 	for w := range writers {
 		wg.Add(1)
@@ -181,9 +182,11 @@ func crashRecoverOnce(t *testing.T, seed uint64) {
 					}
 					crashMu.RLock()
 					if !crashed.Load() {
+						durableMu.Lock() // writers share the read lock, not the map
 						for _, p := range pending {
 							durable[p] = pendingData[p]
 						}
+						durableMu.Unlock()
 					}
 					crashMu.RUnlock()
 					pending = pending[:0]
