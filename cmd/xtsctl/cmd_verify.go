@@ -76,7 +76,7 @@ func verify(a *app, image, passFile string) error {
 		if err != nil {
 			return volumeError(image, err)
 		}
-		a.resultf("state: not closed cleanly (%d dirty regions)", len(regions))
+		a.resultf("state: not closed cleanly (%s)", plural(int64(len(regions)), "dirty region"))
 		a.warningf("%s: the volume was not closed cleanly: %d regions may hold sectors written just before, whose tags may not match", image, len(regions))
 	default:
 		a.resultf("state: closed cleanly")
