@@ -1781,19 +1781,21 @@ wide32:
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
 	JZ             bulk40
+	CMPQ           DX, $0x08
+	JB             stealFirst41
 	VMOVDQA        X10, X11
 	MOVQ           DX, R13
 
-x64_41:
+x64_43:
 	CMPQ       R13, $0x40
-	JB         xrest42
+	JB         xrest44
 	VPCLMULQDQ $0x01, X9, X11, X2
 	VPSLLDQ    $0x08, X11, X11
 	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
-	JMP        x64_41
+	JMP        x64_43
 
-xrest42:
+xrest44:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1837,9 +1839,9 @@ bulk40:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main43:
+main45:
 	CMPQ           DX, $0x08
-	JB             vec44
+	JB             vec46
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1854,7 +1856,7 @@ main43:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_47
+	JE             aes128_49
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1876,7 +1878,7 @@ main43:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_47:
+aes128_49:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1954,18 +1956,18 @@ aes128_47:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main43
+	JMP            main45
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec44:
+vec46:
 	CMPQ           DX, $0x02
-	JB             partial45
+	JB             partial47
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_48
+	JE             aes128_50
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -1975,7 +1977,7 @@ vec44:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_48:
+aes128_50:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2004,24 +2006,24 @@ aes128_48:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec44
+	JMP            vec46
 
-partial45:
+partial47:
 	TESTQ DX, DX
-	JZ    bulkDone46
+	JZ    bulkDone48
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_50
+	JE      aes128_52
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_50:
+aes128_52:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2037,13 +2039,13 @@ aes128_50:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone46:
+bulkDone48:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ     R11, R11
-	JZ        stolen51
+	JZ        stolen53
 	VMOVDQU   -16(DI), X0
 	VMOVDQU   -16(SI)(R11*1), X1
 	LEAQ      ctsShuffle<>+0(SB), R8
@@ -2058,13 +2060,13 @@ bulkDone46:
 	VPXOR     (AX), X0, X0
 	VPXOR     X11, X0, X0
 	CMPQ      R12, $0x0a
-	JE        aes128_52
+	JE        aes128_54
 	VAESENC   16(AX), X0, X0
 	VAESENC   32(AX), X0, X0
 	VAESENC   48(AX), X0, X0
 	VAESENC   64(AX), X0, X0
 
-aes128_52:
+aes128_54:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2078,7 +2080,342 @@ aes128_52:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen51:
+stolen53:
+	JMP end42
+
+stealFirst41:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X10, X1
+	MOVQ    DX, R13
+
+x64_55:
+	CMPQ       R13, $0x40
+	JB         xrest56
+	VPCLMULQDQ $0x01, X9, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_55
+
+xrest56:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X1, X1
+	VPXOR      X14, X1, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X9, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPXOR      X13, X3, X3
+	VPXOR      X14, X3, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPXOR      (AX), X0, X0
+	VPXOR      X1, X0, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_57
+	VAESENC    16(AX), X0, X0
+	VAESENC    32(AX), X0, X0
+	VAESENC    48(AX), X0, X0
+	VAESENC    64(AX), X0, X0
+
+aes128_57:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X0, X0
+	VPXOR       X3, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_58
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_58:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	VPERMQ     $0x44, Y10, Y13
+	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y4, Y4
+	VPXOR      Y15, Y4, Y4
+	VPSRLQ     $0x3e, Y4, Y14
+	VPSLLQ     $0x02, Y4, Y5
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y5, Y5
+	VPXOR      Y15, Y5, Y5
+	VPSRLQ     $0x3c, Y4, Y14
+	VPSLLQ     $0x04, Y4, Y6
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y6, Y6
+	VPXOR      Y15, Y6, Y6
+	VPSRLQ     $0x3a, Y4, Y14
+	VPSLLQ     $0x06, Y4, Y7
+	VPCLMULQDQ $0x01, Y9, Y14, Y15
+	VPSLLDQ    $0x08, Y14, Y14
+	VPXOR      Y14, Y7, Y7
+	VPXOR      Y15, Y7, Y7
+
+	// Main loop, per iteration: 8 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR, the rounds over all four, the last round
+	// with key^tweak; then every tweak vector times x^8 (a byte shift and
+	// one carry-less multiplication per vector).
+main59:
+	CMPQ           DX, $0x08
+	JB             vec60
+	VMOVDQU        (SI), Y0
+	VMOVDQU        32(SI), Y1
+	VMOVDQU        64(SI), Y2
+	VMOVDQU        96(SI), Y3
+	VBROADCASTI128 (AX), Y8
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y8, Y0, Y0
+	VPXOR          Y5, Y1, Y1
+	VPXOR          Y8, Y1, Y1
+	VPXOR          Y6, Y2, Y2
+	VPXOR          Y8, Y2, Y2
+	VPXOR          Y7, Y3, Y3
+	VPXOR          Y8, Y3, Y3
+	CMPQ           R12, $0x0a
+	JE             aes128_63
+	VBROADCASTI128 16(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 32(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 48(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 64(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+
+aes128_63:
+	VBROADCASTI128 -144(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -128(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -112(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -96(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -80(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -64(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -48(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -32(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 -16(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VAESENC        Y8, Y1, Y1
+	VAESENC        Y8, Y2, Y2
+	VAESENC        Y8, Y3, Y3
+	VBROADCASTI128 (R9), Y8
+	VPXOR          Y8, Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VPXOR          Y8, Y5, Y14
+	VAESENCLAST    Y14, Y1, Y1
+	VPXOR          Y8, Y6, Y15
+	VAESENCLAST    Y15, Y2, Y2
+	VPXOR          Y8, Y7, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y0, (DI)
+	VMOVDQU        Y1, 32(DI)
+	VMOVDQU        Y2, 64(DI)
+	VMOVDQU        Y3, 96(DI)
+	VPSRLDQ        $0x0f, Y4, Y13
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPSLLDQ        $0x01, Y4, Y4
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y14
+	VPCLMULQDQ     $0x00, Y9, Y14, Y14
+	VPSLLDQ        $0x01, Y5, Y5
+	VPXOR          Y14, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y15
+	VPCLMULQDQ     $0x00, Y9, Y15, Y15
+	VPSLLDQ        $0x01, Y6, Y6
+	VPXOR          Y15, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPSLLDQ        $0x01, Y7, Y7
+	VPXOR          Y13, Y7, Y7
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000080, DI
+	SUBQ           $0x08, DX
+	JMP            main59
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec60:
+	CMPQ           DX, $0x02
+	JB             partial61
+	VMOVDQU        (SI), Y0
+	VBROADCASTI128 (AX), Y8
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y8, Y0, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_64
+	VBROADCASTI128 16(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 32(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 48(AX), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 64(AX), Y8
+	VAESENC        Y8, Y0, Y0
+
+aes128_64:
+	VBROADCASTI128 -144(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -128(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -112(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -96(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -80(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -64(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -48(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -32(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 -16(R9), Y8
+	VAESENC        Y8, Y0, Y0
+	VBROADCASTI128 (R9), Y8
+	VPXOR          Y8, Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	VMOVDQA        Y5, Y4
+	VMOVDQA        Y6, Y5
+	VMOVDQA        Y7, Y6
+	ADDQ           $0x20, SI
+	ADDQ           $0x20, DI
+	SUBQ           $0x02, DX
+	JMP            vec60
+
+partial61:
+	TESTQ DX, DX
+	JZ    bulkDone62
+
+	// One block left: xmm, with T0's low lane.
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X0, X0
+	VPXOR   X4, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_66
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_66:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone62:
+end42:
 	VZEROUPPER
 	RET
 
@@ -2111,13 +2448,13 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_53
+	JE      aes128_67
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_53:
+aes128_67:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2134,31 +2471,31 @@ aes128_53:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x04
-	JAE  wide54
+	JAE  wide68
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail55
+	JZ    shortNoTail69
 	DECQ  DX
 
-shortNoTail55:
+shortNoTail69:
 	VMOVDQA X12, X4
 
-shortLoop56:
+shortLoop70:
 	TESTQ   DX, DX
-	JZ      shortSteal57
+	JZ      shortSteal71
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_59
+	JE      aes128_73
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_59:
+aes128_73:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2179,11 +2516,11 @@ aes128_59:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop56
+	JMP         shortLoop70
 
-shortSteal57:
+shortSteal71:
 	TESTQ   R11, R11
-	JZ      shortDone58
+	JZ      shortDone72
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -2197,13 +2534,13 @@ shortSteal57:
 	VPXOR   (AX), X0, X0
 	VPXOR   X1, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_60
+	JE      aes128_74
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_60:
+aes128_74:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2230,13 +2567,13 @@ aes128_60:
 	VPXOR       (AX), X0, X0
 	VPXOR       X3, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_61
+	JE          aes128_75
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_61:
+aes128_75:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2250,10 +2587,10 @@ aes128_61:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone58:
+shortDone72:
 	RET
 
-wide54:
+wide68:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -2271,20 +2608,22 @@ wide54:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk62
+	JZ              bulk76
+	CMPQ            DX, $0x10
+	JB              stealFirst77
 	VMOVDQA         X12, X15
 	MOVQ            DX, R13
 
-x64_63:
+x64_79:
 	CMPQ       R13, $0x40
-	JB         xrest64
+	JB         xrest80
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_63
+	JMP        x64_79
 
-xrest64:
+xrest80:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2295,424 +2634,7 @@ xrest64:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk62:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main65:
-	CMPQ       DX, $0x10
-	JB         vec66
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_69
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_69:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
-	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
-	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
-	VAESENCLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-	JMP         main65
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec66:
-	CMPQ       DX, $0x04
-	JB         partial67
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	CMPQ       R12, $0x0a
-	JE         aes128_70
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
-
-aes128_70:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec66
-
-partial67:
-	TESTQ DX, DX
-	JZ    bulkDone68
-
-	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
-	// xmm. Plain loads and stores of exactly the data, not masked ones: on
-	// AMD a masked store cannot forward to a later load of the same bytes,
-	// which costs the next in-place call on the buffer dearly.
-	CMPQ       DX, $0x02
-	JB         one71
-	VMOVDQU    (SI), Y0
-	VPTERNLOGD $0x96, Y16, Y4, Y0
-	CMPQ       R12, $0x0a
-	JE         aes128_72
-	VAESENC    Y17, Y0, Y0
-	VAESENC    Y18, Y0, Y0
-	VAESENC    Y19, Y0, Y0
-	VAESENC    Y20, Y0, Y0
-
-aes128_72:
-	VAESENC       Y21, Y0, Y0
-	VAESENC       Y22, Y0, Y0
-	VAESENC       Y23, Y0, Y0
-	VAESENC       Y24, Y0, Y0
-	VAESENC       Y25, Y0, Y0
-	VAESENC       Y26, Y0, Y0
-	VAESENC       Y27, Y0, Y0
-	VAESENC       Y28, Y0, Y0
-	VAESENC       Y29, Y0, Y0
-	VPXORD        Y30, Y4, Y8
-	VAESENCLAST   Y8, Y0, Y0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z4, X4
-	ADDQ          $0x20, SI
-	ADDQ          $0x20, DI
-	SUBQ          $0x02, DX
-	JZ            bulkDone68
-
-one71:
-	VMOVDQU    (SI), X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_73
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_73:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-
-bulkDone68:
-	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
-	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
-	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
-	// with T_m+1 into block m.
-	TESTQ      R11, R11
-	JZ         stolen74
-	VMOVDQU    -16(DI), X0
-	VMOVDQU    -16(SI)(R11*1), X1
-	LEAQ       ctsShuffle<>+0(SB), R8
-	MOVQ       $0x00000020, R10
-	SUBQ       R11, R10
-	VMOVDQU    (R8)(R10*1), X2
-	VPSHUFB    X2, X1, X1
-	VMOVDQU    (R8)(R11*1), X3
-	VPSHUFB    X3, X0, X5
-	VMOVDQU    X5, -16(DI)(R11*1)
-	VPBLENDVB  X2, X0, X1, X0
-	VPTERNLOGD $0x96, X16, X15, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_75
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_75:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X15, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, -16(DI)
-
-stolen74:
-	VZEROUPPER
-	RET
-
-// func xtsEncSectorsVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
-TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
-	// XTS-AES encryption of n/unit data units with VAES on 512-bit vectors.
-	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
-	// their last round keys, DI dst, SI src, R8 blocks left in the batch, R10
-	// blocks per unit, DX blocks left in the unit, R13 the next group's first
-	// sector number, R14 step, R11 units left in the current group.
-	// The tweaks of 4 units at a time are encrypted with key2 in one vector
-	// chain (lane j: sector number j of the group), one group ahead, so that
-	// chain runs while the previous group's data is being processed.
-	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
-	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512.
-	MOVQ            ks+0(FP), AX
-	MOVQ            tk+8(FP), BX
-	MOVQ            rounds+16(FP), R12
-	MOVQ            dst+24(FP), DI
-	MOVQ            src+32(FP), SI
-	MOVQ            n+40(FP), R8
-	MOVQ            unit+48(FP), R10
-	MOVQ            sector+56(FP), R13
-	MOVQ            step+64(FP), R14
-	MOVQ            R12, R9
-	SHLQ            $0x04, R9
-	MOVQ            R9, CX
-	ADDQ            AX, R9
-	ADDQ            BX, CX
-	VBROADCASTI32X4 (AX), Z16
-	VBROADCASTI32X4 16(AX), Z17
-	VBROADCASTI32X4 32(AX), Z18
-	VBROADCASTI32X4 48(AX), Z19
-	VBROADCASTI32X4 64(AX), Z20
-	VBROADCASTI32X4 -144(R9), Z21
-	VBROADCASTI32X4 -128(R9), Z22
-	VBROADCASTI32X4 -112(R9), Z23
-	VBROADCASTI32X4 -96(R9), Z24
-	VBROADCASTI32X4 -80(R9), Z25
-	VBROADCASTI32X4 -64(R9), Z26
-	VBROADCASTI32X4 -48(R9), Z27
-	VBROADCASTI32X4 -32(R9), Z28
-	VBROADCASTI32X4 -16(R9), Z29
-	VBROADCASTI32X4 (R9), Z30
-	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
-	SHRQ            $0x04, R8
-	SHRQ            $0x04, R10
-
-	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
-	VMOVQ           R13, X14
-	LEAQ            (R13)(R14*1), DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x01, X15, Z14, Z14
-	LEAQ            (R13)(R14*2), DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x02, X15, Z14, Z14
-	ADDQ            R14, DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x03, X15, Z14, Z14
-	LEAQ            (R13)(R14*4), R13
-	VBROADCASTI32X4 (BX), Z15
-	VPXORD          Z15, Z14, Z14
-	CMPQ            R12, $0x0a
-	JE              aes128_76
-	VBROADCASTI32X4 16(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 32(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 48(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 64(BX), Z15
-	VAESENC         Z15, Z14, Z14
-
-aes128_76:
-	VBROADCASTI32X4 -144(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -128(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -112(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -96(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -80(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -64(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -48(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -32(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -16(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 (CX), Z15
-	VAESENCLAST     Z15, Z14, Z13
-
-group77:
-	VMOVDQA64 Z13, Z12
-
-	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
-	VMOVQ           R13, X14
-	LEAQ            (R13)(R14*1), DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x01, X15, Z14, Z14
-	LEAQ            (R13)(R14*2), DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x02, X15, Z14, Z14
-	ADDQ            R14, DX
-	VMOVQ           DX, X15
-	VINSERTI32X4    $0x03, X15, Z14, Z14
-	LEAQ            (R13)(R14*4), R13
-	VBROADCASTI32X4 (BX), Z15
-	VPXORD          Z15, Z14, Z14
-	CMPQ            R12, $0x0a
-	JE              aes128_80
-	VBROADCASTI32X4 16(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 32(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 48(BX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 64(BX), Z15
-	VAESENC         Z15, Z14, Z14
-
-aes128_80:
-	VBROADCASTI32X4 -144(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -128(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -112(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -96(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -80(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -64(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -48(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -32(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 -16(CX), Z15
-	VAESENC         Z15, Z14, Z14
-	VBROADCASTI32X4 (CX), Z15
-	VAESENCLAST     Z15, Z14, Z13
-	MOVQ            $0x00000004, R11
-
-unit78:
-	MOVQ R10, DX
-
+bulk76:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
@@ -2939,14 +2861,756 @@ aes128_89:
 	ADDQ        $0x10, DI
 
 bulkDone84:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen90
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_91
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_91:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X15, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen90:
+	JMP end78
+
+stealFirst77:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_92:
+	CMPQ       R13, $0x40
+	JB         xrest93
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_92
+
+xrest93:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X1, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_94
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_94:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPTERNLOGD  $0x96, X16, X3, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_95
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_95:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLQ     $0x3c, Z4, Z9
+	VPSLLQ     $0x04, Z4, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLQ     $0x38, Z4, Z9
+	VPSLLQ     $0x08, Z4, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLQ     $0x34, Z4, Z9
+	VPSLLQ     $0x0c, Z4, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR, the rounds over all four, the last round
+	// with key^tweak; then every tweak vector times x^16 (a byte shift and
+	// one carry-less multiplication per vector).
+main96:
+	CMPQ       DX, $0x10
+	JB         vec97
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_100
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_100:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VPXORD      Z30, Z5, Z9
+	VAESENCLAST Z9, Z1, Z1
+	VPXORD      Z30, Z6, Z10
+	VAESENCLAST Z10, Z2, Z2
+	VPXORD      Z30, Z7, Z11
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VPSRLDQ     $0x0e, Z4, Z8
+	VPCLMULQDQ  $0x00, Z31, Z8, Z8
+	VPSLLDQ     $0x02, Z4, Z4
+	VPXORD      Z8, Z4, Z4
+	VPSRLDQ     $0x0e, Z5, Z9
+	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPSLLDQ     $0x02, Z5, Z5
+	VPXORD      Z9, Z5, Z5
+	VPSRLDQ     $0x0e, Z6, Z10
+	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPSLLDQ     $0x02, Z6, Z6
+	VPXORD      Z10, Z6, Z6
+	VPSRLDQ     $0x0e, Z7, Z11
+	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPSLLDQ     $0x02, Z7, Z7
+	VPXORD      Z11, Z7, Z7
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main96
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec97:
+	CMPQ       DX, $0x04
+	JB         partial98
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_101
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_101:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec97
+
+partial98:
+	TESTQ DX, DX
+	JZ    bulkDone99
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one102
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_103
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_103:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone99
+
+one102:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_104
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_104:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone99:
+end78:
+	VZEROUPPER
+	RET
+
+// func xtsEncSectorsVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
+	// XTS-AES encryption of n/unit data units with VAES on 512-bit vectors.
+	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
+	// their last round keys, DI dst, SI src, R8 blocks left in the batch, R10
+	// blocks per unit, DX blocks left in the unit, R13 the next group's first
+	// sector number, R14 step, R11 units left in the current group.
+	// The tweaks of 4 units at a time are encrypted with key2 in one vector
+	// chain (lane j: sector number j of the group), one group ahead, so that
+	// chain runs while the previous group's data is being processed.
+	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
+	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
+	// key2 round key; the rest as in xtsEncVAES512.
+	MOVQ            ks+0(FP), AX
+	MOVQ            tk+8(FP), BX
+	MOVQ            rounds+16(FP), R12
+	MOVQ            dst+24(FP), DI
+	MOVQ            src+32(FP), SI
+	MOVQ            n+40(FP), R8
+	MOVQ            unit+48(FP), R10
+	MOVQ            sector+56(FP), R13
+	MOVQ            step+64(FP), R14
+	MOVQ            R12, R9
+	SHLQ            $0x04, R9
+	MOVQ            R9, CX
+	ADDQ            AX, R9
+	ADDQ            BX, CX
+	VBROADCASTI32X4 (AX), Z16
+	VBROADCASTI32X4 16(AX), Z17
+	VBROADCASTI32X4 32(AX), Z18
+	VBROADCASTI32X4 48(AX), Z19
+	VBROADCASTI32X4 64(AX), Z20
+	VBROADCASTI32X4 -144(R9), Z21
+	VBROADCASTI32X4 -128(R9), Z22
+	VBROADCASTI32X4 -112(R9), Z23
+	VBROADCASTI32X4 -96(R9), Z24
+	VBROADCASTI32X4 -80(R9), Z25
+	VBROADCASTI32X4 -64(R9), Z26
+	VBROADCASTI32X4 -48(R9), Z27
+	VBROADCASTI32X4 -32(R9), Z28
+	VBROADCASTI32X4 -16(R9), Z29
+	VBROADCASTI32X4 (R9), Z30
+	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
+	SHRQ            $0x04, R8
+	SHRQ            $0x04, R10
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_105
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_105:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+
+group106:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_109
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_109:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit107:
+	MOVQ R10, DX
+
+	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLQ     $0x3c, Z4, Z9
+	VPSLLQ     $0x04, Z4, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLQ     $0x38, Z4, Z9
+	VPSLLQ     $0x08, Z4, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLQ     $0x34, Z4, Z9
+	VPSLLQ     $0x0c, Z4, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR, the rounds over all four, the last round
+	// with key^tweak; then every tweak vector times x^16 (a byte shift and
+	// one carry-less multiplication per vector).
+main110:
+	CMPQ       DX, $0x10
+	JB         vec111
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_114
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_114:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VPXORD      Z30, Z5, Z9
+	VAESENCLAST Z9, Z1, Z1
+	VPXORD      Z30, Z6, Z10
+	VAESENCLAST Z10, Z2, Z2
+	VPXORD      Z30, Z7, Z11
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VPSRLDQ     $0x0e, Z4, Z8
+	VPCLMULQDQ  $0x00, Z31, Z8, Z8
+	VPSLLDQ     $0x02, Z4, Z4
+	VPXORD      Z8, Z4, Z4
+	VPSRLDQ     $0x0e, Z5, Z9
+	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPSLLDQ     $0x02, Z5, Z5
+	VPXORD      Z9, Z5, Z5
+	VPSRLDQ     $0x0e, Z6, Z10
+	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPSLLDQ     $0x02, Z6, Z6
+	VPXORD      Z10, Z6, Z6
+	VPSRLDQ     $0x0e, Z7, Z11
+	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPSLLDQ     $0x02, Z7, Z7
+	VPXORD      Z11, Z7, Z7
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main110
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec111:
+	CMPQ       DX, $0x04
+	JB         partial112
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_115
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_115:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec111
+
+partial112:
+	TESTQ DX, DX
+	JZ    bulkDone113
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one116
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_117
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_117:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone113
+
+one116:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_118
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_118:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone113:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done79
+	JZ      done108
 	DECQ    R11
-	JNZ     unit78
-	JMP     group77
+	JNZ     unit107
+	JMP     group106
 
-done79:
+done108:
 	VZEROUPPER
 	RET
 
@@ -2991,7 +3655,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_90
+	JE             aes128_119
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3001,7 +3665,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_90:
+aes128_119:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3023,7 +3687,7 @@ aes128_90:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group91:
+group120:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3035,7 +3699,7 @@ group91:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_94
+	JE             aes128_123
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3045,7 +3709,7 @@ group91:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_94:
+aes128_123:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3068,7 +3732,7 @@ aes128_94:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit92:
+unit121:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -3102,9 +3766,9 @@ unit92:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main95:
+main124:
 	CMPQ           DX, $0x08
-	JB             vec96
+	JB             vec125
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -3119,7 +3783,7 @@ main95:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_99
+	JE             aes128_128
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3141,7 +3805,7 @@ main95:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_99:
+aes128_128:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3219,18 +3883,18 @@ aes128_99:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main95
+	JMP            main124
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec96:
+vec125:
 	CMPQ           DX, $0x02
-	JB             partial97
+	JB             partial126
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_100
+	JE             aes128_129
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -3240,7 +3904,7 @@ vec96:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_100:
+aes128_129:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -3269,24 +3933,24 @@ aes128_100:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec96
+	JMP            vec125
 
-partial97:
+partial126:
 	TESTQ DX, DX
-	JZ    bulkDone98
+	JZ    bulkDone127
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_102
+	JE      aes128_131
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_102:
+aes128_131:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -3302,15 +3966,15 @@ aes128_102:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone98:
+bulkDone127:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done93
+	JZ     done122
 	DECQ   R11
-	JNZ    unit92
-	JMP    group91
+	JNZ    unit121
+	JMP    group120
 
-done93:
+done122:
 	VZEROUPPER
 	RET
 
@@ -3347,7 +4011,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_103
+	JE         aes128_132
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -3357,7 +4021,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_103:
+aes128_132:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -3385,21 +4049,21 @@ aes128_103:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal104
+	JZ    noSteal133
 	DECQ  DX
 
-noSteal104:
+noSteal133:
 	// One block at a time
-loop1_105:
+loop1_134:
 	TESTQ  DX, DX
-	JZ     steal106
+	JZ     steal135
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_107
+	JE     aes128_136
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3409,7 +4073,7 @@ loop1_105:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_107:
+aes128_136:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3440,11 +4104,11 @@ aes128_107:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_105
+	JMP        loop1_134
 
-steal106:
+steal135:
 	TESTQ R11, R11
-	JZ    done108
+	JZ    done137
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -3465,7 +4129,7 @@ steal106:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_109
+	JE     aes128_138
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3475,7 +4139,7 @@ steal106:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_109:
+aes128_138:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3516,7 +4180,7 @@ aes128_109:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_110
+	JE         aes128_139
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -3526,7 +4190,7 @@ aes128_109:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_110:
+aes128_139:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3550,7 +4214,7 @@ aes128_110:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done108:
+done137:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -3587,7 +4251,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_111
+	JE         aes128_140
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -3597,7 +4261,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_111:
+aes128_140:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -3625,13 +4289,13 @@ aes128_111:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal112
+	JZ    noSteal141
 	DECQ  DX
 
-noSteal112:
-loop4_114:
+noSteal141:
+loop4_143:
 	CMPQ   DX, $0x04
-	JB     loop1_113
+	JB     loop1_142
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -3670,7 +4334,7 @@ loop4_114:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_115
+	JE     aes128_144
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -3692,7 +4356,7 @@ loop4_114:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_115:
+aes128_144:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -3754,19 +4418,19 @@ aes128_115:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_114
+	JMP        loop4_143
 
 	// One block at a time
-loop1_113:
+loop1_142:
 	TESTQ  DX, DX
-	JZ     steal116
+	JZ     steal145
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_117
+	JE     aes128_146
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3776,7 +4440,7 @@ loop1_113:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_117:
+aes128_146:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3807,11 +4471,11 @@ aes128_117:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_113
+	JMP        loop1_142
 
-steal116:
+steal145:
 	TESTQ R11, R11
-	JZ    done118
+	JZ    done147
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -3832,7 +4496,7 @@ steal116:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_119
+	JE     aes128_148
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -3842,7 +4506,7 @@ steal116:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_119:
+aes128_148:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3883,7 +4547,7 @@ aes128_119:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_120
+	JE         aes128_149
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -3893,7 +4557,7 @@ aes128_119:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_120:
+aes128_149:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -3917,7 +4581,7 @@ aes128_120:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done118:
+done147:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -3956,7 +4620,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_121
+	JE         aes128_150
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -3966,7 +4630,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_121:
+aes128_150:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -3994,13 +4658,13 @@ aes128_121:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal122
+	JZ    noSteal151
 	DECQ  DX
 
-noSteal122:
-loop8_124:
+noSteal151:
+loop8_153:
 	CMPQ   DX, $0x08
-	JB     loop4_125
+	JB     loop4_154
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4075,7 +4739,7 @@ loop8_124:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_126
+	JE     aes128_155
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4113,7 +4777,7 @@ loop8_124:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_126:
+aes128_155:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4231,11 +4895,11 @@ aes128_126:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_124
+	JMP        loop8_153
 
-loop4_125:
+loop4_154:
 	CMPQ   DX, $0x04
-	JB     loop1_123
+	JB     loop1_152
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4274,7 +4938,7 @@ loop4_125:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_127
+	JE     aes128_156
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4296,7 +4960,7 @@ loop4_125:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_127:
+aes128_156:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4360,16 +5024,16 @@ aes128_127:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_123:
+loop1_152:
 	TESTQ  DX, DX
-	JZ     steal128
+	JZ     steal157
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_129
+	JE     aes128_158
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4379,7 +5043,7 @@ loop1_123:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_129:
+aes128_158:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4410,11 +5074,11 @@ aes128_129:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_123
+	JMP        loop1_152
 
-steal128:
+steal157:
 	TESTQ R11, R11
-	JZ    done130
+	JZ    done159
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4435,7 +5099,7 @@ steal128:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_131
+	JE     aes128_160
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4445,7 +5109,7 @@ steal128:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_131:
+aes128_160:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4486,7 +5150,7 @@ aes128_131:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_132
+	JE         aes128_161
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4496,7 +5160,7 @@ aes128_131:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_132:
+aes128_161:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4520,7 +5184,7 @@ aes128_132:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done130:
+done159:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4552,13 +5216,13 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_133
+	JE      aes128_162
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_133:
+aes128_162:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -4575,31 +5239,31 @@ aes128_133:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x02
-	JAE  wide134
+	JAE  wide163
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail135
+	JZ    shortNoTail164
 	DECQ  DX
 
-shortNoTail135:
+shortNoTail164:
 	VMOVDQA X10, X4
 
-shortLoop136:
+shortLoop165:
 	TESTQ   DX, DX
-	JZ      shortSteal137
+	JZ      shortSteal166
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_139
+	JE      aes128_168
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_139:
+aes128_168:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4620,11 +5284,11 @@ aes128_139:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop136
+	JMP         shortLoop165
 
-shortSteal137:
+shortSteal166:
 	TESTQ   R11, R11
-	JZ      shortDone138
+	JZ      shortDone167
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -4638,13 +5302,13 @@ shortSteal137:
 	VPXOR   (AX), X0, X0
 	VPXOR   X3, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_140
+	JE      aes128_169
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_140:
+aes128_169:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4671,13 +5335,13 @@ aes128_140:
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_141
+	JE          aes128_170
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_141:
+aes128_170:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4691,13 +5355,13 @@ aes128_141:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone138:
+shortDone167:
 	RET
 
-wide134:
+wide163:
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk142
+	JZ             bulk171
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -4708,16 +5372,16 @@ wide134:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_143:
+x64_172:
 	CMPQ       R13, $0x40
-	JB         xrest144
+	JB         xrest173
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_143
+	JMP        x64_172
 
-xrest144:
+xrest173:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -4740,13 +5404,13 @@ xrest144:
 	VPXOR      (AX), X0, X0
 	VPXOR      X3, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_145
+	JE         aes128_174
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_145:
+aes128_174:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -4802,9 +5466,9 @@ aes128_145:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main146:
+main175:
 	CMPQ           DX, $0x08
-	JB             vec147
+	JB             vec176
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4819,7 +5483,7 @@ main146:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_150
+	JE             aes128_179
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -4841,7 +5505,7 @@ main146:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_150:
+aes128_179:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -4919,18 +5583,18 @@ aes128_150:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main146
+	JMP            main175
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec147:
+vec176:
 	CMPQ           DX, $0x02
-	JB             partial148
+	JB             partial177
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_151
+	JE             aes128_180
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4940,7 +5604,7 @@ vec147:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_151:
+aes128_180:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4969,20 +5633,20 @@ aes128_151:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec147
+	JMP            vec176
 
-partial148:
+partial177:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_153
+	JZ             group0_182
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_154
+	JE             aes128_183
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4992,7 +5656,7 @@ partial148:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_154:
+aes128_183:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5015,20 +5679,20 @@ aes128_154:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone152
+	JMP            groupDone181
 
-group0_153:
+group0_182:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_155
+	JE      aes128_184
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_155:
+aes128_184:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5042,10 +5706,10 @@ aes128_155:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone152:
-	JMP end156
+groupDone181:
+	JMP end185
 
-bulk142:
+bulk171:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
@@ -5077,9 +5741,9 @@ bulk142:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main157:
+main186:
 	CMPQ           DX, $0x08
-	JB             vec158
+	JB             vec187
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5094,7 +5758,7 @@ main157:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_161
+	JE             aes128_190
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5116,7 +5780,7 @@ main157:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_161:
+aes128_190:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5194,18 +5858,18 @@ aes128_161:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main157
+	JMP            main186
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec158:
+vec187:
 	CMPQ           DX, $0x02
-	JB             partial159
+	JB             partial188
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_162
+	JE             aes128_191
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5215,7 +5879,7 @@ vec158:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_162:
+aes128_191:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5244,24 +5908,24 @@ aes128_162:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec158
+	JMP            vec187
 
-partial159:
+partial188:
 	TESTQ DX, DX
-	JZ    bulkDone160
+	JZ    bulkDone189
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_164
+	JE      aes128_193
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_164:
+aes128_193:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5277,8 +5941,8 @@ aes128_164:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone160:
-end156:
+bulkDone189:
+end185:
 	VZEROUPPER
 	RET
 
@@ -5311,13 +5975,13 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_165
+	JE      aes128_194
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_165:
+aes128_194:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5334,31 +5998,31 @@ aes128_165:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x04
-	JAE  wide166
+	JAE  wide195
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail167
+	JZ    shortNoTail196
 	DECQ  DX
 
-shortNoTail167:
+shortNoTail196:
 	VMOVDQA X12, X4
 
-shortLoop168:
+shortLoop197:
 	TESTQ   DX, DX
-	JZ      shortSteal169
+	JZ      shortSteal198
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_171
+	JE      aes128_200
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_171:
+aes128_200:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5379,11 +6043,11 @@ aes128_171:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop168
+	JMP         shortLoop197
 
-shortSteal169:
+shortSteal198:
 	TESTQ   R11, R11
-	JZ      shortDone170
+	JZ      shortDone199
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5397,13 +6061,13 @@ shortSteal169:
 	VPXOR   (AX), X0, X0
 	VPXOR   X3, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_172
+	JE      aes128_201
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_172:
+aes128_201:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5430,13 +6094,13 @@ aes128_172:
 	VPXOR       (AX), X0, X0
 	VPXOR       X1, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_173
+	JE          aes128_202
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_173:
+aes128_202:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5450,10 +6114,10 @@ aes128_173:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone170:
+shortDone199:
 	RET
 
-wide166:
+wide195:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -5471,7 +6135,7 @@ wide166:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk174
+	JZ              bulk203
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -5482,16 +6146,16 @@ wide166:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_175:
+x64_204:
 	CMPQ       R13, $0x40
-	JB         xrest176
+	JB         xrest205
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_175
+	JMP        x64_204
 
-xrest176:
+xrest205:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5511,13 +6175,13 @@ xrest176:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_177
+	JE         aes128_206
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_177:
+aes128_206:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -5569,9 +6233,9 @@ aes128_177:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main178:
+main207:
 	CMPQ       DX, $0x10
-	JB         vec179
+	JB         vec208
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5581,7 +6245,7 @@ main178:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_182
+	JE         aes128_211
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -5599,7 +6263,7 @@ main178:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_182:
+aes128_211:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -5667,22 +6331,22 @@ aes128_182:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main178
+	JMP         main207
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec179:
+vec208:
 	CMPQ       DX, $0x04
-	JB         partial180
+	JB         partial209
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_183
+	JE         aes128_212
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_183:
+aes128_212:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5701,27 +6365,27 @@ aes128_183:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec179
+	JMP         vec208
 
-partial180:
+partial209:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_185
+	JB           group1_214
 	VMOVDQU      (SI), Y0
-	JE           groupZ187
+	JE           groupZ216
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_189
+	JE           aes128_218
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_189:
+aes128_218:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5733,19 +6397,19 @@ aes128_189:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_188
+	JMP         group3_217
 
-groupZ187:
+groupZ216:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_190
+	JE           aes128_219
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_190:
+aes128_219:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -5760,26 +6424,26 @@ aes128_190:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone184
+	JMP           groupDone213
 
-group3_188:
+group3_217:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone184
+	JMP       groupDone213
 
-group1_185:
+group1_214:
 	TESTQ       DX, DX
-	JZ          group0_186
+	JZ          group0_215
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_191
+	JE          aes128_220
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_191:
+aes128_220:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -5792,19 +6456,19 @@ aes128_191:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone184
+	JMP         groupDone213
 
-group0_186:
+group0_215:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_192
+	JE         aes128_221
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_192:
+aes128_221:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -5818,10 +6482,10 @@ aes128_192:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone184:
-	JMP end193
+groupDone213:
+	JMP end222
 
-bulk174:
+bulk203:
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
@@ -5849,9 +6513,9 @@ bulk174:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main194:
+main223:
 	CMPQ       DX, $0x10
-	JB         vec195
+	JB         vec224
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5861,7 +6525,7 @@ main194:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_198
+	JE         aes128_227
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -5879,7 +6543,7 @@ main194:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_198:
+aes128_227:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -5947,22 +6611,22 @@ aes128_198:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main194
+	JMP         main223
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec195:
+vec224:
 	CMPQ       DX, $0x04
-	JB         partial196
+	JB         partial225
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_199
+	JE         aes128_228
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_199:
+aes128_228:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -5981,28 +6645,28 @@ aes128_199:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec195
+	JMP         vec224
 
-partial196:
+partial225:
 	TESTQ DX, DX
-	JZ    bulkDone197
+	JZ    bulkDone226
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one200
+	JB         one229
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_201
+	JE         aes128_230
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_201:
+aes128_230:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -6019,19 +6683,19 @@ aes128_201:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone197
+	JZ            bulkDone226
 
-one200:
+one229:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_202
+	JE         aes128_231
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_202:
+aes128_231:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6047,8 +6711,8 @@ aes128_202:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone197:
-end193:
+bulkDone226:
+end222:
 	VZEROUPPER
 	RET
 
@@ -6114,7 +6778,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_203
+	JE              aes128_232
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6124,7 +6788,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_203:
+aes128_232:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6146,7 +6810,7 @@ aes128_203:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group204:
+group233:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -6164,7 +6828,7 @@ group204:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_207
+	JE              aes128_236
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6174,7 +6838,7 @@ group204:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_207:
+aes128_236:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6197,7 +6861,7 @@ aes128_207:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit205:
+unit234:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
@@ -6227,9 +6891,9 @@ unit205:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^16 (a byte shift and
 	// one carry-less multiplication per vector).
-main208:
+main237:
 	CMPQ       DX, $0x10
-	JB         vec209
+	JB         vec238
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6239,7 +6903,7 @@ main208:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_212
+	JE         aes128_241
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6257,7 +6921,7 @@ main208:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_212:
+aes128_241:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6325,22 +6989,22 @@ aes128_212:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main208
+	JMP         main237
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec209:
+vec238:
 	CMPQ       DX, $0x04
-	JB         partial210
+	JB         partial239
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_213
+	JE         aes128_242
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_213:
+aes128_242:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6359,28 +7023,28 @@ aes128_213:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec209
+	JMP         vec238
 
-partial210:
+partial239:
 	TESTQ DX, DX
-	JZ    bulkDone211
+	JZ    bulkDone240
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one214
+	JB         one243
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_215
+	JE         aes128_244
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_215:
+aes128_244:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -6397,19 +7061,19 @@ aes128_215:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone211
+	JZ            bulkDone240
 
-one214:
+one243:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_216
+	JE         aes128_245
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_216:
+aes128_245:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6425,15 +7089,15 @@ aes128_216:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone211:
+bulkDone240:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done206
+	JZ      done235
 	DECQ    R11
-	JNZ     unit205
-	JMP     group204
+	JNZ     unit234
+	JMP     group233
 
-done206:
+done235:
 	VZEROUPPER
 	RET
 
@@ -6478,7 +7142,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_217
+	JE             aes128_246
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -6488,7 +7152,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_217:
+aes128_246:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -6510,7 +7174,7 @@ aes128_217:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group218:
+group247:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -6522,7 +7186,7 @@ group218:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_221
+	JE             aes128_250
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -6532,7 +7196,7 @@ group218:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_221:
+aes128_250:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -6555,7 +7219,7 @@ aes128_221:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit219:
+unit248:
 	MOVQ R10, DX
 
 	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
@@ -6589,9 +7253,9 @@ unit219:
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
 	// with key^tweak; then every tweak vector times x^8 (a byte shift and
 	// one carry-less multiplication per vector).
-main222:
+main251:
 	CMPQ           DX, $0x08
-	JB             vec223
+	JB             vec252
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6606,7 +7270,7 @@ main222:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_226
+	JE             aes128_255
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6628,7 +7292,7 @@ main222:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_226:
+aes128_255:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6706,18 +7370,18 @@ aes128_226:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main222
+	JMP            main251
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec223:
+vec252:
 	CMPQ           DX, $0x02
-	JB             partial224
+	JB             partial253
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_227
+	JE             aes128_256
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6727,7 +7391,7 @@ vec223:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_227:
+aes128_256:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6756,24 +7420,24 @@ aes128_227:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec223
+	JMP            vec252
 
-partial224:
+partial253:
 	TESTQ DX, DX
-	JZ    bulkDone225
+	JZ    bulkDone254
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X0, X0
 	VPXOR   X4, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_229
+	JE      aes128_258
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_229:
+aes128_258:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6789,14 +7453,14 @@ aes128_229:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone225:
+bulkDone254:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done220
+	JZ     done249
 	DECQ   R11
-	JNZ    unit219
-	JMP    group218
+	JNZ    unit248
+	JMP    group247
 
-done220:
+done249:
 	VZEROUPPER
 	RET

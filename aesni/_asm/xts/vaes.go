@@ -466,12 +466,27 @@ func vaesKernel(f flavor, dec bool) {
 		c.bulk(nil)
 		Label(end)
 	} else {
-		// Encryption: block m runs in the bulk with its own tweak, so
-		// only the final stealing block costs an xmm AES chain.
+		// Encryption with at least one main-loop iteration of blocks:
+		// block m runs in the bulk with its own tweak, and only the final
+		// stealing block costs an xmm AES chain (stealLast). Shorter
+		// units steal first (steal), whose two chains then overlap the
+		// bulk. Measured crossover (zmm, interleaved rounds, throughput):
+		// 255 bytes 0.93x for stealing last, 271 bytes 1.27x, 527 bytes
+		// 1.30x, 1420 bytes 1.12x, 4100 bytes 1.09x; 79-191 bytes
+		// 0.83-0.91x.
+		first, end := newLabel("stealFirst"), newLabel("end")
+		CMPQ(c.blocks, Imm(uint64(4*c.f.lanes)))
+		JB(LabelRef(first))
 		c.tweakPow(c.tm1(), asX(c.tw))
 		Label(bulk)
 		c.bulk(nil)
 		c.stealLast()
+		JMP(LabelRef(end))
+		Label(first)
+		DECQ(c.blocks)
+		c.steal(asX(c.tw))
+		c.bulk(nil)
+		Label(end)
 	}
 	VZEROUPPER()
 	RET()
