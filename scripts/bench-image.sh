@@ -3,17 +3,18 @@
 # in one run, on a 1 GiB image in the page cache.
 #
 # Everything lives in a tmpfs (/dev/shm by default, or $BENCH_DIR), so the
-# disk is out of the picture and xtsctl's fsync before its rename costs
-# nothing more than cp's lack of one. Each measurement is repeated
-# (ROUNDS, default 5) with cp and xtsctl interleaved, and the median is
-# kept: the machine may be shared. Argon2id is set to its minimum
-# (--kdf-iterations 1 --kdf-memory 1M) so that passphrase hashing, a fixed
-# cost, is not counted. Prints one line per case: median seconds, MiB/s,
-# and the ratio to cp's throughput.
+# disk is out of the picture and xtsctl's fsync before its rename costs no
+# more than cp's lack of one. Each round runs cp of the plaintext image and
+# every xtsctl case one after the other; a case's ratio in a round is cp's
+# time over its time (both shared the machine's load of that moment), and
+# the reported ratio is the median over ROUNDS (default 7) rounds. Argon2id
+# is set to its minimum (--kdf-iterations 1 --kdf-memory 1M): passphrase
+# hashing is a fixed cost, not throughput. CPU seconds (user + system) are
+# the median too: on a shared machine they move less than wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-7}
 size_mib=${SIZE_MIB:-1024}
 dir=$(mktemp -d "${BENCH_DIR:-/dev/shm}/xtsctl-bench.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -26,41 +27,44 @@ head -c $((size_mib << 20)) /dev/urandom > "$dir/in.img"
 "$x" encrypt -q "${kdf[@]}" "$dir/in.img" "$dir/tagged.vol" >/dev/null
 "$x" encrypt -q "${kdf[@]}" --integrity none "$dir/in.img" "$dir/untagged.vol" >/dev/null
 
-# time_cmd prints the wall time of its command in seconds.
-time_cmd() {
-  local s e
-  s=$(date +%s.%N)
-  "$@" >/dev/null
-  e=$(date +%s.%N)
-  echo "$e - $s" | bc -l
+cases=(cp encrypt-tags encrypt-none decrypt-tags decrypt-none)
+cmd_of() {
+  case $1 in
+    cp) echo cp "$dir/in.img" "$dir/out" ;;
+    encrypt-tags) echo "$x" encrypt -q "${kdf[@]}" "$dir/in.img" "$dir/out" ;;
+    encrypt-none) echo "$x" encrypt -q "${kdf[@]}" --integrity none "$dir/in.img" "$dir/out" ;;
+    decrypt-tags) echo "$x" decrypt -q --passphrase-file "$dir/pass" "$dir/tagged.vol" "$dir/out" ;;
+    decrypt-none) echo "$x" decrypt -q --passphrase-file "$dir/pass" "$dir/untagged.vol" "$dir/out" ;;
+  esac
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-declare -A times
-run_case() { # name command...
-  local name=$1; shift
-  rm -f "$dir/out"
-  times[$name]+="$(time_cmd "$@") "
-}
+declare -A wall cpu ratio
 for _ in $(seq "$rounds"); do
-  run_case cp cp "$dir/in.img" "$dir/out"
-  run_case cp-vol cp "$dir/tagged.vol" "$dir/out"
-  run_case encrypt-tags "$x" encrypt -q "${kdf[@]}" "$dir/in.img" "$dir/out"
-  run_case encrypt-none "$x" encrypt -q "${kdf[@]}" --integrity none "$dir/in.img" "$dir/out"
-  run_case decrypt-tags "$x" decrypt -q --passphrase-file "$dir/pass" "$dir/tagged.vol" "$dir/out"
-  run_case decrypt-none "$x" decrypt -q --passphrase-file "$dir/pass" "$dir/untagged.vol" "$dir/out"
+  declare -A this=()
+  for c in "${cases[@]}"; do
+    rm -f "$dir/out"
+    # shellcheck disable=SC2046 # the command line is split on purpose
+    read -r w u s < <( { /usr/bin/time -f '%e %U %S' $(cmd_of "$c") >/dev/null; } 2>&1 | tail -1)
+    this[$c]=$w
+    wall[$c]+="$w "
+    cpu[$c]+="$(echo "$u + $s" | bc -l) "
+  done
+  for c in "${cases[@]}"; do
+    ratio[$c]+="$(echo "${this[cp]} / ${this[$c]}" | bc -l) "
+  done
 done
+rm -f "$dir/out"
 
-med() { tr ' ' '\n' <<<"${times[$1]}" | grep . | median; }
-cp_t=$(med cp)
-echo "image: ${size_mib} MiB in $(df --output=fstype "$dir" | tail -1) ($dir); $rounds rounds, median; $(nproc) CPUs; $("$x" version)"
-printf '%-14s %8s %9s %9s %s\n' case seconds MiB/s ratio target
-for c in cp cp-vol encrypt-tags encrypt-none decrypt-tags decrypt-none; do
-  t=$(med "$c")
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "image: ${size_mib} MiB on $(df --output=fstype "$dir" | tail -1); $rounds rounds, medians; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$("$x" version)"
+printf '%-13s %8s %8s %8s %8s  %s\n' case wall-s MiB/s ratio cpu-s target
+for c in "${cases[@]}"; do
+  w=$(median "${wall[$c]}")
   target=
   case $c in
-    encrypt-tags|decrypt-tags) target='>= 0.5 x cp';;
-    encrypt-none|decrypt-none) target='>= 0.7 x cp';;
+    *-tags) target='>= 0.5 x cp' ;;
+    *-none) target='>= 0.7 x cp' ;;
   esac
-  printf '%-14s %8.3f %9.0f %9.2f %s\n' "$c" "$t" "$(echo "$size_mib / $t" | bc -l)" "$(echo "$cp_t / $t" | bc -l)" "$target"
+  printf '%-13s %8.2f %8.0f %8.2f %8.2f  %s\n' "$c" "$w" "$(echo "$size_mib / $w" | bc -l)" \
+    "$(median "${ratio[$c]}")" "$(median "${cpu[$c]}")" "$target"
 done

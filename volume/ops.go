@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/sector"
@@ -205,21 +206,22 @@ func (e *engine) parallel(buf []byte, first uint64, f func(piece []byte, first u
 		}
 		return
 	}
-	next := make(chan int, pieces)
-	for p := range pieces {
-		next <- p
+	// The caller works too: one goroutine fewer to wake per chunk.
+	var next atomic.Int64
+	work := func() {
+		for p := int(next.Add(1) - 1); p < pieces; p = int(next.Add(1) - 1) {
+			piece(p)
+		}
 	}
-	close(next)
 	var wg sync.WaitGroup
-	for range min(e.workers, pieces) {
+	for range min(e.workers, pieces) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p := range next {
-				piece(p)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 }
 
