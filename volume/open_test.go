@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -30,7 +29,7 @@ func TestOpenPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(path, testPass, true); err == nil || !strings.Contains(err.Error(), "in use by another xtsctl process") {
+	if _, err := Open(path, testPass, true); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second open while open for writing: %v", err)
 	}
 	key := rw.MasterKey()

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/sector"
@@ -45,6 +47,9 @@ func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts Creat
 	}
 	if len(opts.Label) > MaxLabel {
 		return nil, digest, fmt.Errorf("label is %d bytes, longer than %d", len(opts.Label), MaxLabel)
+	}
+	if !utf8.ValidString(opts.Label) || strings.IndexByte(opts.Label, 0) >= 0 {
+		return nil, digest, errors.New("label must be UTF-8 without NUL bytes")
 	}
 	if len(opts.Passphrase) == 0 {
 		return nil, digest, errors.New("empty passphrase")

@@ -47,8 +47,9 @@ type Volume struct {
 	lastSlot      int
 }
 
-// Errors of sector I/O.
+// Errors of Open and of sector I/O.
 var (
+	ErrInUse    = errors.New("the volume is in use by another process (open for writing there)")
 	ErrReadOnly = errors.New("volume is open read-only")
 	ErrClosed   = errors.New("volume is closed")
 )
@@ -117,7 +118,7 @@ func openPath(path string, readOnly bool, unlock func(*Headers) ([]byte, int, er
 	if err := unix.Flock(int(f.Fd()), lock|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s is in use by another xtsctl process", path)
+			return nil, ErrInUse
 		}
 		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -160,8 +161,8 @@ func (f *createFlags) options(cmd *cobra.Command, sectorSize int) (volume.Create
 	if len(f.label) > volume.MaxLabel {
 		return o, usageError(fmt.Errorf("--label is %d bytes, longer than %d", len(f.label), volume.MaxLabel))
 	}
-	if strings.IndexByte(f.label, 0) >= 0 {
-		return o, usageError(errors.New("--label must not contain NUL bytes"))
+	if strings.IndexByte(f.label, 0) >= 0 || !utf8.ValidString(f.label) {
+		return o, usageError(errors.New("--label must be UTF-8 text without NUL bytes"))
 	}
 	return o, nil
 }
@@ -204,6 +205,8 @@ func volumeError(image string, err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return err
+	case errors.Is(err, volume.ErrInUse):
+		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, volume.ErrNotVolume):
 		return withCode(exitInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image),
 			"for a cryptsetup plain-mode image use --type plain --key-file KEYFILE")
