@@ -137,10 +137,11 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 		return err
 	}
 	defer f.Close()
-	prompt := "an existing passphrase for " + image
-	if op == "remove" {
-		prompt = "the passphrase to remove from " + image
-	}
+	prompt := map[string]string{
+		"add":    "an existing passphrase for " + image,
+		"change": "the passphrase to change of " + image,
+		"remove": "the passphrase to remove from " + image,
+	}[op]
 	pass, err := readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
 	if err != nil {
 		return err
