@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/sys/unix"
@@ -233,7 +232,10 @@ func (s *server) openStore(key []byte) (serve.Store, error) {
 // torn writes read as what they are rather than as integrity errors.
 func (s *server) openVolume(key []byte) (serve.Store, error) {
 	cfg := s.cfg
-	v, err := volume.OpenWithKey(cfg.Image, key, cfg.ReadOnly)
+	v, err := serve.OpenVolume(cfg.Image, key, cfg.ReadOnly)
+	if errors.Is(err, serve.ErrImageBusy) {
+		return nil, withCode(exitDevice, err)
+	}
 	if err != nil {
 		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
 	}

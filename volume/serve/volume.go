@@ -12,7 +12,7 @@ import (
 // dirty-region protocol of docs/FORMAT.md so that a crash leaves only
 // marked regions to re-tag. Recover the volume (Volume.Recover) before
 // serving it read-write.
-func NewVolumeStore(v *volume.Volume, readOnly bool) Store {
+func NewVolumeStore(v VolumeSource, readOnly bool) Store {
 	s := &volumeStore{v: v}
 	if readOnly {
 		return s
@@ -20,7 +20,21 @@ func NewVolumeStore(v *volume.Volume, readOnly bool) Store {
 	return TrackDirtyRegions(s, v)
 }
 
-type volumeStore struct{ v *volume.Volume }
+// A VolumeSource is an unlocked volume: *volume.Volume, or the
+// *OpenedVolume of OpenVolume.
+type VolumeSource interface {
+	SectorSize() int
+	Sectors() uint64
+	ReadSectors(buf []byte, first uint64) error
+	WriteSectors(buf []byte, first uint64) error
+	Sync() error
+	Close() error
+	RegionLog
+}
+
+var _ VolumeSource = (*volume.Volume)(nil)
+
+type volumeStore struct{ v VolumeSource }
 
 func (s *volumeStore) SectorSize() int { return s.v.SectorSize() }
 func (s *volumeStore) Sectors() uint64 { return s.v.Sectors() }
