@@ -9,8 +9,6 @@ import (
 	"io"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/xtsctl/xtsctl/blake2b"
@@ -30,11 +28,11 @@ type CreateOptions struct {
 }
 
 // Create writes a new volume to dev holding the size bytes of plaintext
-// that r yields (a stream of zeros makes an empty volume), and returns its
+// that r holds from offset 0 (zeros make an empty volume), and returns its
 // header and the end-to-end digest of the plaintext (Digest), which the header
 // records. dev must read as zeros where nothing was written (a new file).
 // The caller syncs dev. progress, if not nil, receives the bytes done.
-func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
+func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
 	var digest [blake2b.Size]byte
 	if opts.SectorSize == 0 {
 		opts.SectorSize = 4096
@@ -94,22 +92,37 @@ func Create(ctx context.Context, dev Device, r io.Reader, size int64, opts Creat
 		}
 	}
 	e.digest = newTreeDigest(size)
-	err = Stream(ctx, io.NewOffsetWriter(dev, l.DataOffset), r, size, l.SectorSize, func(buf []byte, first uint64) error {
-		tags := e.encryptChunk(buf, first)
-		switch {
-		case tags == nil:
-		case allTags != nil:
-			copy(allTags[l.TagPosition(first)-l.TagOffset:], tags)
-		default:
-			if _, err := dev.WriteAt(tags, l.TagPosition(first)); err != nil {
+	scratch := e.scratch()
+	err = runChunks(ctx, size, e.workers, func(w int, buf []byte, off int64) error {
+		if err := readFull(r, buf, off, size); err != nil {
+			return err
+		}
+		e.encrypt(scratch[w], buf, uint64(off/int64(l.SectorSize)))
+		return nil
+	}, func(w int, buf []byte, off int64) error {
+		s := scratch[w]
+		e.fit(&s, len(buf))
+		e.digest.add(s.leaves)
+		if _, err := dev.WriteAt(buf, l.DataOffset+off); err != nil {
+			return &WriteError{err}
+		}
+		if tags := s.tags; len(tags) > 0 {
+			pos := l.TagPosition(uint64(off / int64(l.SectorSize)))
+			if allTags != nil {
+				copy(allTags[pos-l.TagOffset:], tags)
+			} else if _, err := dev.WriteAt(tags, pos); err != nil {
 				return &WriteError{err}
 			}
 		}
+		if progress != nil {
+			progress(off + int64(len(buf)))
+		}
 		return nil
-	}, progress)
+	})
 	if err != nil {
 		return nil, digest, err
 	}
+	digest = e.digest.sum()
 	if allTags != nil {
 		if _, err := dev.WriteAt(allTags, l.TagOffset); err != nil {
 			return nil, digest, &WriteError{err}
@@ -155,16 +168,22 @@ func newMasterKey(size int) ([]byte, error) {
 }
 
 // engine is the per-volume crypto of the streaming operations: XTS, the
-// tags and the end-to-end digest, each chunk split in pieces over all cores.
+// tags and the end-to-end digest. runChunks runs it on every core, one
+// chunk per worker at a time.
 type engine struct {
 	l       Layout
 	cipher  *xts.Cipher
-	codec   *sector.Codec // single-threaded: engine splits work itself
+	codec   *sector.Codec // single-threaded: the workers are the parallelism
 	tagKey  []byte        // nil without integrity
 	digest  *treeDigest   // nil when the digest is not wanted
 	workers int
-	tags    []byte // scratch: one chunk's tags
-	leaves  []byte // scratch: one chunk's leaf digests
+}
+
+// chunkScratch is one worker's space for its chunk's tags and leaf digests.
+type chunkScratch struct {
+	tags, stored []byte // computed and stored tags (nil without integrity)
+	leaves       []byte // leaf digests (nil without the digest)
+	bad          []BadSector
 }
 
 func newEngine(key []byte, h *Header) (*engine, error) {
@@ -188,115 +207,59 @@ func newEngine(key []byte, h *Header) (*engine, error) {
 func (e *engine) wipe() {
 	e.cipher.Wipe()
 	clear(e.tagKey)
-	clear(e.leaves)
 }
 
-// pieceSize is the unit of work of one core: a whole number of digest
-// leaves and of sectors, big enough to amortise the hand-off, small enough
-// to stay in cache between hashing, encrypting and tagging it.
-const pieceSize = 512 << 10
-
-// parallel runs f over buf in pieces on every core; f gets the piece, the
-// number of its first sector and its index.
-func (e *engine) parallel(buf []byte, first uint64, f func(piece []byte, first uint64, index int)) {
-	per := pieceSize / e.l.SectorSize
-	pieces := (len(buf) + pieceSize - 1) / pieceSize
-	piece := func(p int) {
-		lo, hi := p*pieceSize, min((p+1)*pieceSize, len(buf))
-		f(buf[lo:hi], first+uint64(p*per), p)
-	}
-	if pieces <= 1 || e.workers <= 1 {
-		for p := range pieces {
-			piece(p)
-		}
-		return
-	}
-	// The caller works too: one goroutine fewer to wake per chunk.
-	var next atomic.Int64
-	work := func() {
-		for p := int(next.Add(1) - 1); p < pieces; p = int(next.Add(1) - 1) {
-			piece(p)
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(e.workers, pieces) - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
-}
-
-// scratch returns (*buf)[:n], growing it when needed.
-func scratch(buf *[]byte, n int) []byte {
-	if cap(*buf) < n {
-		*buf = make([]byte, n)
-	}
-	return (*buf)[:n]
-}
-
-// pieceTags and pieceLeaves are the parts of a chunk's tags and leaf
-// digests that belong to piece i of length n.
-func (e *engine) pieceTags(tags []byte, i, n int) []byte {
-	ts := e.l.TagSize
-	return tags[i*pieceSize/e.l.SectorSize*ts:][:n/e.l.SectorSize*ts]
-}
-
-func pieceLeaves(leaves []byte, i, n int) []byte {
-	return leaves[i*pieceSize/DigestLeafSize*blake2b.Size:][:leafCount(n)*blake2b.Size]
-}
-
-// encryptChunk hashes the plaintext chunk into the digest, encrypts it in
-// place and returns its tags (nil without integrity; the slice is reused by
-// the next call). Chunks must come in order.
-func (e *engine) encryptChunk(buf []byte, first uint64) []byte {
-	var tags, leaves []byte
-	if e.tagKey != nil {
-		tags = scratch(&e.tags, len(buf)/e.l.SectorSize*e.l.TagSize)
-	}
-	if e.digest != nil {
-		leaves = scratch(&e.leaves, leafCount(len(buf))*blake2b.Size)
-	}
-	e.parallel(buf, first, func(p []byte, n uint64, i int) {
-		if leaves != nil {
-			leafSums(pieceLeaves(leaves, i, len(p)), p)
-		}
-		e.codec.Encrypt(p, p, n)
-		if tags != nil {
-			blake2b.SumSectors(e.pieceTags(tags, i, len(p)), e.l.TagSize, e.tagKey, n, p, e.l.SectorSize)
-		}
-	})
-	if leaves != nil {
-		e.digest.add(leaves)
-	}
-	return tags
-}
-
-// decryptChunk computes the tags of the ciphertext chunk into computed
-// (with integrity), then, when decrypt is set, decrypts it in place and
-// hashes the plaintext into the digest. Chunks must come in order.
-func (e *engine) decryptChunk(buf []byte, first uint64, computed []byte, decrypt bool) {
-	var leaves []byte
-	if e.digest != nil {
-		leaves = scratch(&e.leaves, leafCount(len(buf))*blake2b.Size)
-	}
-	e.parallel(buf, first, func(p []byte, n uint64, i int) {
+// scratch allocates every worker's scratch space; call it after setting
+// e.digest.
+func (e *engine) scratch() []chunkScratch {
+	s := make([]chunkScratch, e.workers)
+	for i := range s {
 		if e.tagKey != nil {
-			blake2b.SumSectors(e.pieceTags(computed, i, len(p)), e.l.TagSize, e.tagKey, n, p, e.l.SectorSize)
+			n := chunkSize / e.l.SectorSize * e.l.TagSize
+			s[i].tags, s[i].stored = make([]byte, n), make([]byte, n)
 		}
-		if decrypt {
-			e.codec.Decrypt(p, p, n)
+		if e.digest != nil {
+			s[i].leaves = make([]byte, leafCount(chunkSize)*blake2b.Size)
 		}
-		if leaves != nil {
-			leafSums(pieceLeaves(leaves, i, len(p)), p)
-		}
-	})
-	if leaves != nil {
-		e.digest.add(leaves)
 	}
+	return s
+}
+
+// fit slices a worker's scratch to a chunk of n bytes.
+func (e *engine) fit(s *chunkScratch, n int) {
+	if s.tags != nil {
+		k := n / e.l.SectorSize * e.l.TagSize
+		s.tags, s.stored = s.tags[:k], s.stored[:k]
+	}
+	if s.leaves != nil {
+		s.leaves = s.leaves[:leafCount(n)*blake2b.Size]
+	}
+}
+
+// encrypt hashes the plaintext chunk's leaves, encrypts it in place and
+// computes its tags, into s.
+func (e *engine) encrypt(s chunkScratch, buf []byte, first uint64) {
+	e.fit(&s, len(buf))
+	if s.leaves != nil {
+		leafSums(s.leaves, buf)
+	}
+	e.codec.Encrypt(buf, buf, first)
+	if s.tags != nil {
+		blake2b.SumSectors(s.tags, e.l.TagSize, e.tagKey, first, buf, e.l.SectorSize)
+	}
+}
+
+// readFull reads len(buf) bytes at off of an input of size bytes, naming
+// an input that ended early.
+func readFull(r io.ReaderAt, buf []byte, off, size int64) error {
+	n, err := r.ReadAt(buf, off)
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(n), size)}
+	}
+	return &ReadError{fmt.Errorf("cannot read input: %w", err)}
 }
 
 // DigestCheck says what became of the end-to-end digest.
@@ -376,30 +339,54 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 	if hashIt {
 		e.digest = newTreeDigest(v.l.DataLength)
 	}
-	var stored, computed []byte
 	l := v.l
-	err = Stream(ctx, w, io.NewSectionReader(v.dev, l.DataOffset, l.DataLength), l.DataLength, l.SectorSize, func(buf []byte, first uint64) error {
-		if e.tagKey != nil {
-			n := len(buf) / l.SectorSize * l.TagSize
-			stored, computed = scratch(&stored, n), scratch(&computed, n)
-			if _, err := v.dev.ReadAt(stored, l.TagPosition(first)); err != nil {
+	scratch := e.scratch()
+	var done int64
+	err = runChunks(ctx, l.DataLength, e.workers, func(w int, buf []byte, off int64) error {
+		s := &scratch[w]
+		if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
+			return err
+		}
+		first := uint64(off / int64(l.SectorSize))
+		t := *s
+		e.fit(&t, len(buf))
+		if t.tags != nil {
+			if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
 				return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
 			}
+			blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
+			s.bad = v.compareTags(t.stored, t.tags, first)
 		}
-		e.decryptChunk(buf, first, computed, decrypt)
-		if e.tagKey == nil {
-			return nil
-		}
-		bad := v.compareTags(stored, computed, first)
-		if len(bad) > 0 && onBad == nil {
-			clear(buf)
-			return &IntegrityError{Sectors: bad}
-		}
-		for _, b := range bad {
-			onBad(b)
+		if decrypt {
+			e.codec.Decrypt(buf, buf, first)
+			if t.leaves != nil {
+				leafSums(t.leaves, buf)
+			}
 		}
 		return nil
-	}, progress)
+	}, func(wk int, buf []byte, off int64) error {
+		s := &scratch[wk]
+		if len(s.bad) > 0 && onBad == nil {
+			clear(buf)
+			return &IntegrityError{Sectors: s.bad}
+		}
+		for _, b := range s.bad {
+			onBad(b)
+		}
+		if e.digest != nil {
+			e.digest.add(s.leaves[:leafCount(len(buf))*blake2b.Size])
+		}
+		if output {
+			if _, err := w.Write(buf); err != nil {
+				return &WriteError{err}
+			}
+		}
+		done += int64(len(buf))
+		if progress != nil {
+			progress(done)
+		}
+		return nil
+	})
 	if err != nil {
 		return dc, err
 	}

@@ -479,8 +479,8 @@ func treeDigestXCrypto(data []byte) [64]byte {
 // TestDigestTree: Digest matches the independent computation for lengths
 // around the leaf size and the piece size, and for the empty input.
 func TestDigestTree(t *testing.T) {
-	data := randomData(12, 3*pieceSize+DigestLeafSize+100)
-	for _, n := range []int{0, 1, 4096, DigestLeafSize - 1, DigestLeafSize, DigestLeafSize + 1, pieceSize, pieceSize + 512, len(data)} {
+	data := randomData(12, 3*chunkSize+DigestLeafSize+100)
+	for _, n := range []int{0, 1, 4096, DigestLeafSize - 1, DigestLeafSize, DigestLeafSize + 1, chunkSize, chunkSize + 512, len(data)} {
 		if Digest(data[:n]) != treeDigestXCrypto(data[:n]) {
 			t.Fatalf("length %d: digests differ", n)
 		}

@@ -73,10 +73,10 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 	return nil
 }
 
-// zeros reads as an endless stream of zero bytes.
+// zeros reads as zero bytes everywhere.
 type zeros struct{}
 
-func (zeros) Read(p []byte) (int, error) {
+func (zeros) ReadAt(p []byte, _ int64) (int, error) {
 	clear(p)
 	return len(p), nil
 }

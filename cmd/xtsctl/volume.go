@@ -297,7 +297,7 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 
 // createVolume asks for the new passphrase, calibrates, and writes the
 // volume to dev from r.
-func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.Reader, size int64, image, what string) (*volume.Header, []byte, error) {
+func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.ReaderAt, size int64, image, what string) (*volume.Header, []byte, error) {
 	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
 		prompt: "the new passphrase for " + image, confirm: true})
 	if err != nil {
