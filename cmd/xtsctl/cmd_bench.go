@@ -131,7 +131,7 @@ clock. docs/BENCH.md describes the method and the --json schema.`,
 	f.StringVar(&variant, "variant", bench.Auto, "kernel variant: auto (dispatch), all (each in turn), or a name such as aesni8")
 	f.IntVar(&keySize, "key-size", 0, "XTS key size in bits: 256 or 512 (default both)")
 	f.IntVar(&threads, "threads", 0, "also measure the sector layer with this many workers (and 1, for scaling)")
-	f.DurationVar(&perPoint, "time", 300*time.Millisecond, "timed duration of each figure, split over --runs")
+	f.DurationVar(&perPoint, "time", 200*time.Millisecond, "timed duration of each figure, split over --runs")
 	f.IntVar(&runs, "runs", 5, "timed runs per figure (median and spread)")
 	f.BoolVar(&integrity, "integrity", false, "add keyed BLAKE2b sector tags, as volumes do")
 	f.BoolVar(&baseline, "baseline", false, "also measure golang.org/x/crypto/xts in this process")
