@@ -4,7 +4,8 @@
 #
 # Everything lives in a tmpfs (/dev/shm by default, or $BENCH_DIR), so the
 # disk is out of the picture and xtsctl's fsync before its rename costs no
-# more than cp's lack of one. Each round runs cp of the plaintext image and
+# more than cp's lack of one; cp+fsync (cp, then sync of the copy) is the
+# data-safe baseline, which differs from cp only on a disk filesystem. Each round runs cp of the plaintext image and
 # every xtsctl case one after the other; a case's ratio in a round is cp's
 # time over its time (both shared the machine's load of that moment), and
 # the reported ratio is the median over ROUNDS (default 7) rounds. Argon2id
@@ -24,13 +25,15 @@ x=$dir/xtsctl
 printf 'bench passphrase\n' > "$dir/pass" && chmod 600 "$dir/pass"
 kdf=(--kdf-iterations 1 --kdf-memory 1M --passphrase-file "$dir/pass")
 head -c $((size_mib << 20)) /dev/urandom > "$dir/in.img"
+printf '#!/bin/sh\ncp "$1" "$2" && sync "$2"\n' > "$dir/cp-fsync" && chmod +x "$dir/cp-fsync"
 "$x" encrypt -q "${kdf[@]}" "$dir/in.img" "$dir/tagged.vol" >/dev/null
 "$x" encrypt -q "${kdf[@]}" --integrity none "$dir/in.img" "$dir/untagged.vol" >/dev/null
 
-cases=(cp encrypt-tags encrypt-none decrypt-tags decrypt-none)
+cases=(cp cp+fsync encrypt-tags encrypt-none decrypt-tags decrypt-none)
 cmd_of() {
   case $1 in
     cp) echo cp "$dir/in.img" "$dir/out" ;;
+    cp+fsync) echo "$dir/cp-fsync" "$dir/in.img" "$dir/out" ;;
     encrypt-tags) echo "$x" encrypt -q "${kdf[@]}" "$dir/in.img" "$dir/out" ;;
     encrypt-none) echo "$x" encrypt -q "${kdf[@]}" --integrity none "$dir/in.img" "$dir/out" ;;
     decrypt-tags) echo "$x" decrypt -q --passphrase-file "$dir/pass" "$dir/tagged.vol" "$dir/out" ;;
