@@ -95,6 +95,7 @@ type Timing struct {
 	Runs         int     `json:"runs"`
 	Clock        string  `json:"clock"`                 // single-core clock: "thread-cpu" or "wall"
 	PinnedCPU    int     `json:"pinned_cpu"`            // CPU the single-core thread was bound to, -1 if none
+	MemoryLocked bool    `json:"memory_locked"`         // mlockall succeeded: no page was reclaimed mid-run
 	BatchBytes   int     `json:"batch_bytes,omitempty"` // bytes per call in batch mode
 }
 
@@ -309,6 +310,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		r.note("--threads %d exceeds GOMAXPROCS %d: at most %d workers run at once", c.Threads, runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0))
 	}
 
+	locked, unlock := lockMemory()
+	defer unlock()
+	r.Timing.MemoryLocked = locked
+	if !locked {
+		r.note("memory not locked (mlockall needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK): idle buffers may be paged out between runs")
+	}
 	p := newPlan(c, r, keys, sizes, variants, peer)
 	if err := p.run(ctx); err != nil {
 		return nil, err

@@ -289,6 +289,12 @@ func TestJSONRoundTrip(t *testing.T) {
 			t.Errorf("cpu has no %q", k)
 		}
 	}
+	timing := doc["timing"].(map[string]any)
+	for _, k := range []string{"time_per_point_s", "runs", "clock", "pinned_cpu", "memory_locked"} {
+		if _, ok := timing[k]; !ok {
+			t.Errorf("timing has no %q", k)
+		}
+	}
 	res := doc["results"].([]any)[0].(map[string]any)
 	for _, k := range []string{"cipher", "key_bits", "size", "op", "implementation", "variant", "mode", "threads", "mb_per_s", "roofline_fraction"} {
 		if _, ok := res[k]; !ok {

@@ -65,3 +65,15 @@ func singleCoreClock() clock {
 	}
 	return threadClock{}
 }
+
+// lockMemory locks the process's current and future memory, so the kernel
+// does not page out a buffer between two runs (some VMs run proactive
+// reclaim, such as DAMON's pageout scheme, that takes pages idle for less
+// than a second). It needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK;
+// without them the run goes on unlocked.
+func lockMemory() (locked bool, undo func()) {
+	if unix.Mlockall(unix.MCL_CURRENT|unix.MCL_FUTURE) != nil {
+		return false, func() {}
+	}
+	return true, func() { _ = unix.Munlockall() }
+}

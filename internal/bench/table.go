@@ -49,8 +49,12 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if r.Timing.PinnedCPU >= 0 {
 		pinned = fmt.Sprintf("bound to CPU %d", r.Timing.PinnedCPU)
 	}
-	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s\n",
-		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock))
+	locked := ""
+	if r.Timing.MemoryLocked {
+		locked = "; memory locked"
+	}
+	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s%s\n",
+		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock), locked)
 	fmt.Fprintf(b, "kernels   %s (dispatch: %s", strings.Join(AvailableVariants(), " "), ruleText(r.Rule))
 	if r.PreferYMM {
 		fmt.Fprintf(b, "; this CPU prefers ymm")
