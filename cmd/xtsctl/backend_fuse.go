@@ -190,7 +190,8 @@ func (fuseBackend) alive(e *entry) bool { return processAlive(e.pid, e.start) }
 func (fuseBackend) close(a *app, st *runState) error {
 	msg, err := ctlCall(st.Name, "close", 5*time.Minute)
 	if err != nil {
-		return withCode(exitDevice, fmt.Errorf("cannot reach the server of %s: %w", st.Name, err))
+		return withCode(exitDevice, fmt.Errorf("cannot reach the server of %s: %w", st.Name, err),
+			fmt.Sprintf("if it hangs, stop it (kill %d), then run 'xtsctl close %s' again to clean up", st.PID, st.Name))
 	}
 	if !msg.OK {
 		return msg.asError()

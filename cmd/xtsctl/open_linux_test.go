@@ -654,3 +654,37 @@ func trimDev(paths []string) []string {
 	}
 	return out
 }
+
+// TestServerSIGTERM: SIGTERM (system shutdown) closes a volume cleanly on
+// its own: unmounted, detached, record removed, image flushed.
+func TestServerSIGTERM(t *testing.T) {
+	skipUnlessServing(t)
+	dir := servingEnv(t)
+	img, flags := plainImage(t, dir, 32<<20)
+	formatExt4(t, img, "t", flags)
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mustRun(t, args("open", flags, "--mount", mnt, img, "t")...)
+	files := makeFiles(t, mnt)
+	e, err := readEntry("t")
+	if err != nil || e.state == nil {
+		t.Fatalf("no state: %v", err)
+	}
+	if err := syscall.Kill(e.state.PID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for processAlive(e.state.PID, e.state.PIDStart) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not exit on SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := readEntry("t"); !errors.Is(err, errNotOpen) {
+		t.Errorf("after SIGTERM the record is still there (%v)", err)
+	}
+	checkNothingLeft(t, os.Getenv("XTSCTL_RUNDIR"), dir)
+	mustRun(t, args("open", flags, "--read-only", "--mount", mnt, img, "t")...)
+	checkFiles(t, mnt, files)
+	mustRun(t, "close", "t")
+}
