@@ -96,7 +96,7 @@ type openRequest struct {
 	typ      string       // typePlain or typeVolume
 	plain    volume.Plain // for typePlain
 	cipher   string       // human description of the encryption
-	secret   []byte       // plain: the raw key; volume: the passphrase. The caller wipes it.
+	secret   []byte       // the XTS key: plain, the key file; volume, the master key (open unlocked it). The caller wipes it.
 	readOnly bool
 	mount    string // absolute mountpoint, or ""
 	fstype   string // "" to detect
