@@ -188,6 +188,7 @@ func (s *server) start(key []byte) (err error) {
 		Name: cfg.Name, Backend: "fuse", Image: cfg.Image, ImageDev: cfg.ImageDev, ImageIno: cfg.ImageIno,
 		Type: cfg.Type, Cipher: cfg.Cipher, Device: loop, Mountpoint: s.mounted, FSType: s.fstype,
 		ReadOnly: cfg.ReadOnly, PID: pid, PIDStart: processStart(pid), Opened: time.Now().UTC(),
+		Recovered: s.recovered,
 	}
 	if err := writeState(st); err != nil {
 		return withCode(exitDevice, fmt.Errorf("write state: %w", err))

@@ -124,6 +124,9 @@ func printStatus(a *app, vs *volumeStatus) {
 	if st.PID != 0 {
 		a.resultf("  server:     pid %d, since %s", st.PID, st.Opened.Local().Format("2006-01-02 15:04:05"))
 	}
+	if r := st.Recovered; r != nil {
+		a.resultf("  recovered:  at open, after an unclean shutdown: %s re-tagged (%d sectors)", plural(int64(r.DirtyRegions), "dirty region"), r.Sectors)
+	}
 	if s := vs.Stats; s != nil {
 		a.resultf("  reads:      %d (%s)", s.Reads, humanBytes(int64(s.ReadBytes)))
 		a.resultf("  writes:     %d (%s)", s.Writes, humanBytes(int64(s.WriteBytes)))

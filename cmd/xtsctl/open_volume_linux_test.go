@@ -191,8 +191,8 @@ func TestVolumeKillRecovery(t *testing.T) {
 	if out, err := exec.Command("e2fsck", "-f", "-n", dev).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck after the kill: %v\n%s", err, out)
 	}
-	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 {
-		t.Errorf("integrity errors after recovery: %+v", vs.Stats)
+	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 || vs.runState.Recovered == nil || vs.runState.Recovered.DirtyRegions == 0 {
+		t.Errorf("status after recovery: %+v, recovered %+v; want no integrity errors and the recovery recorded", vs.Stats, vs.runState.Recovered)
 	}
 	mustRun(t, "close", "vk")
 	v := mustRun(t, "verify", "--passphrase-file", flags[1], img)

@@ -52,6 +52,7 @@ type runState struct {
 	PID        int       `json:"pid,omitempty"`       // the serving process, if any
 	PIDStart   uint64    `json:"pid_start,omitempty"` // its start time, against pid reuse
 	Opened     time.Time `json:"opened"`
+	Recovered  *recovery `json:"recovered,omitempty"` // what open repaired after an unclean shutdown
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
