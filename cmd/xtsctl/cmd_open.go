@@ -41,11 +41,12 @@ Volumes ask for their passphrase on the terminal, or read it from
 
 'xtsctl close NAME' undoes it all; 'xtsctl status' lists open volumes.
 Needs root, /dev/fuse and loop devices.`,
-		Example: `  xtsctl open --mount /mnt disk.vol secret
-  xtsctl open --type plain --key-file disk.key disk.enc secret
-  mkfs.ext4 /dev/loop3            # the device open printed
+		Example: `  xtsctl format --size 1G disk.vol
+  xtsctl open disk.vol secret                 # prints the device, e.g. /dev/loop3
+  mkfs.ext4 /dev/loop3
   xtsctl close secret
-  xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc secret`,
+  xtsctl open --mount /mnt disk.vol secret
+  xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc other`,
 		Args: argsNamed("IMAGE", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkType(typ); err != nil {
