@@ -179,7 +179,8 @@ type engine struct {
 	workers int
 }
 
-// chunkScratch is one worker's space for its chunk's tags and leaf digests.
+// chunkScratch is the space for one chunk's tags and leaf digests, one per
+// runChunks buffer.
 type chunkScratch struct {
 	tags, stored []byte // computed and stored tags (nil without integrity)
 	leaves       []byte // leaf digests (nil without the digest)
@@ -209,10 +210,10 @@ func (e *engine) wipe() {
 	clear(e.tagKey)
 }
 
-// scratch allocates every worker's scratch space; call it after setting
-// e.digest.
+// scratch allocates the scratch space of every runChunks buffer; call it
+// after setting e.digest.
 func (e *engine) scratch() []chunkScratch {
-	s := make([]chunkScratch, e.workers)
+	s := make([]chunkScratch, e.workers*buffersPerWorker)
 	for i := range s {
 		if e.tagKey != nil {
 			n := chunkSize / e.l.SectorSize * e.l.TagSize
