@@ -37,7 +37,7 @@ raw_loop=
 cleanup() {
   "$bin" close "$name" >/dev/null 2>&1 || true
   if [ -n "$raw_loop" ]; then losetup -d "$raw_loop" 2>/dev/null || true; fi
-  rm -f "$dir/enc.img" "$dir/raw.img" "$dir/key" "$dir/pass"
+  rm -f "$dir/enc.img" "$dir/raw.img" "$dir/key" "$dir/pass" "${XTSCTL_RUNDIR:-/run/xtsctl}/$name.log"
 }
 trap cleanup EXIT
 
