@@ -31,7 +31,7 @@ func openInput(path string) (*input, error) {
 		return nil, withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
 	case fi.IsDir():
 		return nil, withCode(exitInput, fmt.Errorf("input %s is a directory, not an image", path))
-	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
+	case !fi.Mode().IsRegular() && (fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0):
 		return nil, withCode(exitInput, fmt.Errorf("input %s is not a regular file or block device", path))
 	}
 	f, err := os.Open(path)

@@ -88,7 +88,11 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 			return usageError(fmt.Errorf("%s: missing argument %s", cmd.Name(), missing),
 				fmt.Sprintf("usage: %s", cmd.UseLine()))
 		case len(args) > len(names):
-			return usageError(fmt.Errorf("%s: unexpected argument %q (takes %s)", cmd.Name(), args[len(names)], strings.Join(names, " ")),
+			takes := "takes " + strings.Join(names, " ")
+			if len(names) == 0 {
+				takes = "takes no arguments"
+			}
+			return usageError(fmt.Errorf("%s: unexpected argument %q (%s)", cmd.Name(), args[len(names)], takes),
 				fmt.Sprintf("usage: %s", cmd.UseLine()))
 		}
 		for i, arg := range args {

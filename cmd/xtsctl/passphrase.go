@@ -79,7 +79,7 @@ func readPassphraseFile(a *app, path string) ([]byte, error) {
 func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		return nil, usageError(fmt.Errorf("no terminal to ask for the %s on", req.prompt),
+		return nil, usageError(fmt.Errorf("no terminal to ask for %s", req.prompt),
 			fmt.Sprintf("give it in a file: --%s FILE", req.flag))
 	}
 	defer tty.Close()

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -295,9 +297,33 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	return nil
 }
 
+// checkHeaders reads image's header copies without a key and reports
+// what makes it unusable: not a volume, an unsupported version, both copies
+// damaged, truncation.
+func checkHeaders(image string) error {
+	f, err := os.Open(image)
+	if err != nil {
+		return volumeError(image, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return volumeError(image, err)
+	}
+	if _, err := volume.ReadHeaders(f, size); err != nil {
+		return volumeError(image, err)
+	}
+	return nil
+}
+
 // createVolume asks for the new passphrase, calibrates, and writes the
 // volume to dev from r.
 func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.ReaderAt, size int64, image, what string) (*volume.Header, []byte, error) {
+	// Check that the size fits the format before asking for a passphrase
+	// and spending seconds on calibrating the key derivation.
+	if _, err := volume.NewLayout(size, cmp.Or(opts.SectorSize, 4096), opts.TagSize); err != nil {
+		return nil, nil, usageError(err)
+	}
 	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
 		prompt: "the new passphrase for " + image, confirm: true})
 	if err != nil {
@@ -319,6 +345,11 @@ func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume
 
 // unlockVolume asks for the passphrase of image and opens it.
 func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume, error) {
+	// An image that is not a usable volume is reported before anyone is
+	// asked for a passphrase.
+	if err := checkHeaders(image); err != nil {
+		return nil, err
+	}
 	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
 	if err != nil {
 		return nil, err
