@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -188,6 +189,16 @@ func FuzzHeader(f *testing.F) {
 		}
 		if !bytes.Equal(out, b) {
 			t.Fatal("marshal(parse(b)) != b")
+		}
+		// Every byte of a copy is covered by a checksum: a copy changed
+		// anywhere without fixing its checksums must be refused.
+		for i := 0; i < 8; i++ {
+			pos := int(binary.LittleEndian.Uint32(b[4032+4*i:])) % len(b)
+			bad := bytes.Clone(b)
+			bad[pos] ^= 1 << (i % 8)
+			if _, err := ParseHeader(bad); err == nil {
+				t.Fatalf("accepted a copy with bit %d of byte %d flipped and no checksum fixed", i%8, pos)
+			}
 		}
 	})
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,6 +66,13 @@ func TestBadInputMatrix(t *testing.T) {
 	volEnc := []string{"encrypt", "--passphrase-file", "@pass"}
 	volDec := []string{"decrypt", "--passphrase-file", "@pass"}
 	cat := func(a []string, b ...string) []string { return append(append([]string(nil), a...), b...) }
+	// What must never appear in any output, in any form we might print.
+	var secrets []string
+	for _, f := range []string{"key", "key31", "key48", "pass", "wrongpass"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		b = bytes.TrimSuffix(b, []byte("\n"))
+		secrets = append(secrets, string(b), hex.EncodeToString(b), fmt.Sprintf("%q", b))
+	}
 
 	for _, tc := range []struct {
 		args []string
@@ -185,6 +194,11 @@ func TestBadInputMatrix(t *testing.T) {
 		}
 		if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
 			t.Errorf("xtsctl %s: stack trace or panic:\n%s", name, stderr)
+		}
+		for _, secret := range secrets {
+			if strings.Contains(stdout+stderr, secret) {
+				t.Errorf("xtsctl %s: output shows a key or passphrase", name)
+			}
 		}
 		if tc.code == exitOK {
 			if !strings.Contains(stdout, "Usage:") {
