@@ -3,6 +3,7 @@ package aesni
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"testing"
 )
 
@@ -72,7 +73,7 @@ func benchUnits(b *testing.B, decrypt bool) {
 							var tw [16]byte
 							b.SetBytes(int64(size))
 							b.ReportAllocs()
-							stop := cpuClock(b, size)
+							stop := testutil.CPUClock(b, size)
 							for i := 0; b.Loop(); i++ {
 								// A new sector each call, stored as package xts does.
 								binary.LittleEndian.PutUint64(tw[:8], uint64(i))
@@ -110,7 +111,7 @@ func benchSectors(b *testing.B, decrypt bool) {
 							buf := make([]byte, batch)
 							b.SetBytes(batch)
 							b.ReportAllocs()
-							stop := cpuClock(b, batch)
+							stop := testutil.CPUClock(b, batch)
 							for i := uint64(0); b.Loop(); i++ {
 								if decrypt {
 									c.DecryptSectors(buf, buf, unit, i*batch/512, uint64(unit/512))
@@ -145,7 +146,7 @@ func BenchmarkEncryptLatency(b *testing.B) {
 					var tw [16]byte
 					b.SetBytes(int64(size))
 					b.ReportAllocs()
-					stop := cpuClock(b, size)
+					stop := testutil.CPUClock(b, size)
 					for b.Loop() {
 						binary.LittleEndian.PutUint64(tw[:8], binary.LittleEndian.Uint64(buf[size-8:]))
 						c.Encrypt(buf, buf, &tw)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"runtime"
 	"slices"
 	"strings"
@@ -100,7 +101,7 @@ func measureAll(t *testing.T, names []string, keyLen int, sizes []int, rounds in
 			}
 		}
 		buf := j.buf
-		start := threadCPUNanos(t)
+		start := testutil.ThreadCPUNanos(t)
 		for i := 0; i < j.calls; i++ {
 			if latency {
 				binary.LittleEndian.PutUint64(tw[:8], binary.LittleEndian.Uint64(buf[len(buf)-8:]))
@@ -113,7 +114,7 @@ func measureAll(t *testing.T, names []string, keyLen int, sizes []int, rounds in
 				c.Encrypt(buf, buf, &tw)
 			}
 		}
-		ns := threadCPUNanos(t) - start
+		ns := testutil.ThreadCPUNanos(t) - start
 		Reset()
 		return ns
 	}

@@ -3,6 +3,7 @@ package xts
 import (
 	"crypto/aes"
 	"fmt"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"testing"
 
 	xcxts "golang.org/x/crypto/xts"
@@ -32,7 +33,7 @@ func BenchmarkPeers(b *testing.B) {
 			buf := make([]byte, size)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			stop := cpuClock(b, size)
+			stop := testutil.CPUClock(b, size)
 			for i := uint64(0); b.Loop(); i++ {
 				ours.Encrypt(buf, buf, i)
 			}
@@ -43,7 +44,7 @@ func BenchmarkPeers(b *testing.B) {
 				buf := make([]byte, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
-				stop := cpuClock(b, size)
+				stop := testutil.CPUClock(b, size)
 				for i := uint64(0); b.Loop(); i++ {
 					theirs.Encrypt(buf, buf, i)
 				}
@@ -57,7 +58,7 @@ func BenchmarkPeers(b *testing.B) {
 			buf := make([]byte, batch)
 			b.SetBytes(batch)
 			b.ReportAllocs()
-			stop := cpuClock(b, batch)
+			stop := testutil.CPUClock(b, batch)
 			for i := uint64(0); b.Loop(); i++ {
 				ours.EncryptSectors(buf, buf, unit, i*batch/uint64(unit), 1)
 			}
