@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 
 	"golang.org/x/term"
@@ -38,27 +36,9 @@ func readPassphrase(a *app, req passphraseRequest) ([]byte, error) {
 // readPassphraseFile returns the file's content with one trailing newline
 // removed (what echo or an editor adds). An empty passphrase is an error.
 func readPassphraseFile(a *app, path string) ([]byte, error) {
-	f, err := os.Open(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s does not exist", path))
-	case err != nil:
-		return nil, withCode(exitKey, fmt.Errorf("cannot read passphrase file: %w", err))
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	buf, n, err := readSecretFile(a, "passphrase file", path, maxPassphrase)
 	if err != nil {
-		return nil, withCode(exitKey, fmt.Errorf("cannot read passphrase file: %w", err))
-	}
-	if fi.IsDir() {
-		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is a directory", path))
-	}
-	warnIfExposed(a, "passphrase file", path, fi)
-	buf := make([]byte, maxPassphrase+1)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		clear(buf)
-		return nil, withCode(exitKey, fmt.Errorf("cannot read passphrase file %s: %w", path, err))
+		return nil, err
 	}
 	if n > maxPassphrase {
 		clear(buf)

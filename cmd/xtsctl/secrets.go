@@ -16,27 +16,9 @@ import (
 // file's bytes are the key, no hashing). It must hold exactly 32 or 64
 // bytes, and its two halves must differ. The caller wipes the key.
 func readKeyFile(a *app, path string) ([]byte, error) {
-	protectSecrets(a)
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, withCode(exitKey, fmt.Errorf("key file %s does not exist", path))
-	} else if err != nil {
-		return nil, withCode(exitKey, fmt.Errorf("cannot read key file: %w", err))
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	buf, n, err := readSecretFile(a, "key file", path, 64)
 	if err != nil {
-		return nil, withCode(exitKey, fmt.Errorf("cannot read key file: %w", err))
-	}
-	if fi.IsDir() {
-		return nil, withCode(exitKey, fmt.Errorf("key file %s is a directory", path))
-	}
-	warnIfExposed(a, "key file", path, fi)
-	buf := make([]byte, 65) // one more than the largest key, to detect long files
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		secret.Wipe(buf)
-		return nil, withCode(exitKey, fmt.Errorf("cannot read key file %s: %w", path, err))
+		return nil, err
 	}
 	key := buf[:n]
 	if n != 32 && n != 64 {
@@ -53,6 +35,37 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 		return nil, withCode(exitKey, fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path))
 	}
 	return key, nil
+}
+
+// readSecretFile reads up to limit+1 bytes of the file at path, which holds
+// a key or passphrase ("what" names it in messages), so that callers can
+// tell a file that is too long. It locks memory first, refuses
+// directories and warns when other users can read the file. The caller
+// wipes buf, of which the first n bytes were read.
+func readSecretFile(a *app, what, path string, limit int) (buf []byte, n int, err error) {
+	protectSecrets(a)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s does not exist", what, path))
+	} else if err != nil {
+		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s: %w", what, err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s: %w", what, err))
+	}
+	if fi.IsDir() {
+		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s is a directory", what, path))
+	}
+	warnIfExposed(a, what, path, fi)
+	buf = make([]byte, limit+1)
+	n, err = io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		secret.Wipe(buf)
+		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s %s: %w", what, path, err))
+	}
+	return buf, n, nil
 }
 
 // protectSecrets locks memory and disables core dumps before any secret is
