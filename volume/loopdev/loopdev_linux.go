@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -26,17 +27,39 @@ func Attach(file string, opts Options) (*Device, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	mode := os.O_RDWR
-	if opts.ReadOnly {
-		mode = os.O_RDONLY
-	}
-	backing, err := os.OpenFile(file, mode, 0)
+	backing, err := os.OpenFile(file, fileMode(opts), 0)
 	if err != nil {
 		return nil, fmt.Errorf("loopdev: %w", err)
 	}
 	// The kernel takes its own reference to the file in LOOP_CONFIGURE.
 	defer backing.Close()
+	return AttachFile(backing, opts)
+}
 
+func fileMode(opts Options) int {
+	if opts.ReadOnly {
+		return os.O_RDONLY
+	}
+	return os.O_RDWR
+}
+
+// AttachFile is Attach for a file the caller opened (for reading, and for
+// writing unless opts.ReadOnly); the caller may close it afterwards. The
+// device keeps a reference to the caller's open file description, so a
+// flock(2) taken on backing stays in force while the device is attached,
+// even after backing is closed, and is released when the device lets go of
+// the file: that is how an image stays locked against other writers while
+// a device-mapper table on the device serves it.
+func AttachFile(backing *os.File, opts Options) (*Device, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	mode := fileMode(opts)
+	// The kernel would quietly make the device read-only.
+	if fl, err := unix.FcntlInt(backing.Fd(), unix.F_GETFL, 0); err == nil && !opts.ReadOnly && fl&unix.O_ACCMODE != unix.O_RDWR {
+		return nil, fmt.Errorf("loopdev: %s is not open for reading and writing (attach it read-only)", backing.Name())
+	}
+	defer runtime.KeepAlive(backing) // its fd is in cfg until the ioctl is done
 	ctl, err := os.OpenFile(controlPath, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("loopdev: loop devices are not available: %s missing (is the loop module loaded?): %w", controlPath, err)
@@ -58,7 +81,7 @@ func Attach(file string, opts Options) (*Device, error) {
 	}
 	// lo_file_name is informational (LOOP_GET_STATUS64 shows it); the
 	// kernel keeps at most 63 bytes of it.
-	if abs, err := filepath.Abs(file); err == nil {
+	if abs, err := filepath.Abs(backing.Name()); err == nil {
 		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], abs)
 	}
 

@@ -168,6 +168,72 @@ func TestAttachReadDetach(t *testing.T) {
 	}
 }
 
+// TestAttachFileKeepsLock: a flock taken on the file handed to AttachFile
+// holds while the device is attached, after the caller closed the file,
+// and is gone once the device let go of it.
+func TestAttachFileKeepsLock(t *testing.T) {
+	skipUnlessLoop(t)
+	path, data := backingFile(t, 256<<10)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	d, err := AttachFile(f, Options{})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Detach()
+	if got := attached(d.Number); got != path {
+		t.Errorf("sysfs backing_file = %q, want %q", got, path)
+	}
+	if got := readDevice(t, d.Path); !bytes.Equal(got, data) {
+		t.Fatal("the device does not read as the file")
+	}
+	other, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_SH|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("flock while attached: %v, want EWOULDBLOCK", err)
+	}
+
+	n := d.Number
+	d.Close() // nothing else holds it: auto-clear
+	waitDetached(t, n)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			t.Fatalf("flock after the device let go: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A file open read-only attaches only read-only.
+	ro, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if d, err := AttachFile(ro, Options{}); err == nil {
+		d.Detach()
+		t.Error("AttachFile read-write of a file open read-only succeeded")
+	}
+	d, err = AttachFile(ro, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Detach()
+}
+
 func TestReadOnlyOffsetSizeLimit(t *testing.T) {
 	skipUnlessLoop(t)
 	path, data := backingFile(t, 256<<10)

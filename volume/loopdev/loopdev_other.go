@@ -2,8 +2,18 @@
 
 package loopdev
 
+import "os"
+
 // Attach returns ErrUnsupported: loop devices exist only on Linux.
 func Attach(file string, opts Options) (*Device, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return nil, ErrUnsupported
+}
+
+// AttachFile returns ErrUnsupported: loop devices exist only on Linux.
+func AttachFile(backing *os.File, opts Options) (*Device, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
