@@ -19,7 +19,6 @@ import (
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
-	"golang.org/x/sys/unix"
 )
 
 func init() { registerCommand(newServeCmd) }
@@ -158,19 +157,9 @@ func (s *server) start(key []byte) (err error) {
 	loop := s.srv.LoopDevice().Path
 
 	if cfg.Mount != "" {
-		s.fstype = cfg.FSType
-		if s.fstype == "" {
-			s.fstype, err = serve.DetectFilesystem(loop)
-			if err != nil {
-				return withCode(exitDevice, err)
-			}
-			if s.fstype == "" {
-				return withCode(exitDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", cfg.Image, loop),
-					"pass --fstype if the filesystem is there, or open without --mount and run mkfs on the device")
-			}
-		}
-		if err := serve.MountFilesystem(loop, cfg.Mount, s.fstype, cfg.ReadOnly); err != nil {
-			return withCode(exitDevice, err, "the kernel log (dmesg) may say more")
+		s.fstype, err = mountFilesystem(cfg.Image, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
+		if err != nil {
+			return err
 		}
 		s.mounted = cfg.Mount
 		undo = append(undo, func() { serve.Unmount(cfg.Mount) })
@@ -362,14 +351,8 @@ func (s *server) shutdown() error {
 		return nil
 	}
 	if s.mounted != "" {
-		if err := serve.Unmount(s.mounted); err != nil {
-			if errors.Is(err, unix.EBUSY) {
-				return withCode(exitDevice, fmt.Errorf("%s is busy", s.mounted), "find its users with: fuser -vm "+s.mounted)
-			}
-			if serve.MountSource(s.mounted) != "" {
-				return withCode(exitDevice, err)
-			}
-			// Someone else unmounted it already.
+		if err := unmountFilesystem(s.mounted); err != nil {
+			return err
 		}
 		s.mounted = ""
 	}

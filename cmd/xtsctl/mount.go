@@ -1,0 +1,65 @@
+package main
+
+// Mounting and unmounting the filesystem on an open volume's device, for
+// every backend: the FUSE server mounts on its loop device, the dm backend
+// on /dev/mapper/NAME.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/xtsctl/xtsctl/volume/serve"
+	"golang.org/x/sys/unix"
+)
+
+// mountFilesystem mounts the filesystem on device (serving image) at dir
+// and returns its type: fstype, or the type found on the device.
+func mountFilesystem(image, device, dir, fstype string, readOnly bool) (string, error) {
+	if fstype == "" {
+		var err error
+		fstype, err = serve.DetectFilesystem(device)
+		if err != nil {
+			return "", withCode(exitDevice, err)
+		}
+		if fstype == "" {
+			return "", withCode(exitDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device),
+				"pass --fstype if the filesystem is there, or open without --mount and run mkfs on the device")
+		}
+	}
+	if err := serve.MountFilesystem(device, dir, fstype, readOnly); err != nil {
+		return "", withCode(exitDevice, err, "the kernel log (dmesg) may say more")
+	}
+	return fstype, nil
+}
+
+// unmountFilesystem unmounts what open mounted at dir. A busy filesystem
+// is left mounted and reported with a hint; one that is no longer mounted
+// (someone unmounted it already) is not an error.
+func unmountFilesystem(dir string) error {
+	if err := serve.Unmount(dir); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return withCode(exitDevice, fmt.Errorf("%s is busy", dir), "find its users with: fuser -vm "+dir)
+		}
+		if serve.MountSource(dir) != "" {
+			return withCode(exitDevice, err)
+		}
+	}
+	return nil
+}
+
+// unmountLeftover unmounts dir for the cleanup after a dead instance, if
+// what is mounted there is ours (by its source device). A busy filesystem
+// whose device is gone is detached lazily, with a warning: it lets go of
+// the device once its last user does.
+func unmountLeftover(a *app, dir string, ours func(source string) bool) error {
+	if dir == "" || !ours(serve.MountSource(dir)) {
+		return nil
+	}
+	if err := serve.Unmount(dir); err != nil {
+		if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
+			return withCode(exitDevice, err)
+		}
+		a.warningf("%s was busy: detached it lazily", dir)
+	}
+	return nil
+}
