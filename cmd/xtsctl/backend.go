@@ -12,9 +12,9 @@ import (
 
 // A backend turns an unlocked image into a block device: "fuse" serves it
 // from a background xtsctl process through FUSE and a loop device; "dm"
-// (issue 9) hands it to the kernel's dm-crypt. open, close and status go
-// through this interface only, and the run directory records which
-// backend serves each NAME.
+// hands it to the kernel's dm-crypt on a loop device. open, close and
+// status go through this interface only, and the run directory records
+// which backend serves each NAME.
 type backend interface {
 	// available reports what this host lacks for the backend, or nil.
 	available() error
@@ -33,13 +33,18 @@ type backend interface {
 	cleanup(a *app, e *entry) error
 	// stats returns the live I/O counters, or nil if the backend has none.
 	stats(st *runState) (*serve.Stats, error)
+	// suits reports why --backend auto must not pick this backend for
+	// req, or nil. available has been checked.
+	suits(req *openRequest) error
 }
 
 // backends holds every backend by name; autoOrder is the preference of
-// --backend auto.
+// --backend auto: the kernel's dm-crypt where it is there and the image
+// suits it (plain images, volumes without integrity tags), else FUSE,
+// which checks the tags of every read.
 var (
-	backends  = map[string]backend{"fuse": fuseBackend{}}
-	autoOrder = []string{"fuse"}
+	backends  = map[string]backend{"fuse": fuseBackend{}, "dm": dmBackend{}}
+	autoOrder = []string{"dm", "fuse"}
 )
 
 func backendNames() string {
@@ -51,28 +56,58 @@ func backendNames() string {
 	return strings.Join(append(names, "auto"), ", ")
 }
 
-// pickBackend resolves --backend.
-func pickBackend(name string) (string, backend, error) {
+// checkBackend checks --backend before the image is unlocked, so that a
+// backend that cannot work here fails before any passphrase prompt: a
+// named backend must be available, and auto needs one available backend.
+func checkBackend(name string) error {
 	if name == "auto" {
 		var why []string
 		for _, n := range autoOrder {
-			b := backends[n]
-			err := b.available()
+			err := backends[n].available()
 			if err == nil {
-				return n, b, nil
+				return nil
 			}
 			why = append(why, fmt.Sprintf("%s: %v", n, err))
 		}
-		return "", nil, withCode(exitDevice, fmt.Errorf("no backend can serve volumes here (%s)", strings.Join(why, "; ")))
+		return withCode(exitDevice, fmt.Errorf("no backend can serve volumes here (%s)", strings.Join(why, "; ")))
 	}
 	b, ok := backends[name]
 	if !ok {
-		return "", nil, usageError(fmt.Errorf("unknown --backend %q (want %s)", name, backendNames()))
+		return usageError(fmt.Errorf("unknown --backend %q (want %s)", name, backendNames()))
 	}
 	if err := b.available(); err != nil {
-		return "", nil, withCode(exitDevice, err)
+		var hints []string
+		if name == "dm" {
+			hints = append(hints, "the fuse backend needs no device-mapper: --backend fuse, or --backend auto")
+		}
+		return withCode(exitDevice, err, hints...)
 	}
-	return name, b, nil
+	return nil
+}
+
+// pickBackend resolves --backend for req, whose image is unlocked: a
+// named backend as checkBackend allowed it, or under auto the first of
+// autoOrder that is available and suits req.
+func pickBackend(name string, req *openRequest) (string, backend, error) {
+	if err := checkBackend(name); err != nil {
+		return "", nil, err
+	}
+	if name != "auto" {
+		return name, backends[name], nil
+	}
+	var why []string
+	for _, n := range autoOrder {
+		b := backends[n]
+		err := b.available()
+		if err == nil {
+			err = b.suits(req)
+		}
+		if err == nil {
+			return n, b, nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", n, err))
+	}
+	return "", nil, withCode(exitDevice, fmt.Errorf("no backend can serve %s here (%s)", req.image, strings.Join(why, "; ")))
 }
 
 // backendOf returns the backend recorded for e; entries without a
@@ -93,10 +128,11 @@ type openRequest struct {
 	image    string // absolute path
 	imageDev uint64
 	imageIno uint64
-	typ      string       // typePlain or typeVolume
-	plain    volume.Plain // for typePlain
-	cipher   string       // human description of the encryption
-	secret   []byte       // the XTS key: plain, the key file; volume, the master key (open unlocked it). The caller wipes it.
+	typ      string         // typePlain or typeVolume
+	plain    volume.Plain   // for typePlain
+	cipher   string         // human description of the encryption
+	secret   []byte         // the XTS key: plain, the key file; volume, the master key (open unlocked it). The caller wipes it.
+	header   *volume.Header // for typeVolume: the header of the unlocked volume
 	readOnly bool
 	mount    string // absolute mountpoint, or ""
 	fstype   string // "" to detect

@@ -211,6 +211,10 @@ func (fuseBackend) close(a *app, st *runState) error {
 	return nil
 }
 
+// suits: the FUSE backend serves every image, and checks the tags of
+// volumes that have them.
+func (fuseBackend) suits(req *openRequest) error { return nil }
+
 func (fuseBackend) stats(st *runState) (*serve.Stats, error) {
 	msg, err := ctlCall(st.Name, "status", 10*time.Second)
 	if err != nil {
@@ -234,14 +238,9 @@ func (fuseBackend) cleanup(a *app, e *entry) error {
 	ours := func(src string) bool {
 		return src != "" && (e.state != nil && src == e.state.Device || slices.Contains(loops, src))
 	}
-	if st := e.state; st != nil && st.Mountpoint != "" && ours(serve.MountSource(st.Mountpoint)) {
-		if err := serve.Unmount(st.Mountpoint); err != nil {
-			// Its device is gone; a lazy unmount lets go of it
-			// once the last user does.
-			if derr := unix.Unmount(st.Mountpoint, unix.MNT_DETACH); derr != nil {
-				return withCode(exitDevice, err)
-			}
-			a.warningf("%s was busy: detached it lazily", st.Mountpoint)
+	if st := e.state; st != nil {
+		if err := unmountLeftover(a, st.Mountpoint, ours); err != nil {
+			return err
 		}
 	}
 	for _, d := range loops {

@@ -16,11 +16,14 @@ func newCloseCmd(a *app) *cobra.Command {
 		Short: "Unmount, detach and stop serving an open volume",
 		Long: `Close the volume opened as NAME: unmount the filesystem that open mounted,
 detach the device, flush everything to the image, mark it clean and stop
-its server. If the filesystem is busy, nothing is changed and close fails.
+its server (fuse backend) or remove /dev/mapper/NAME, which frees its loop
+device (dm backend). If the filesystem or the device is busy, nothing is
+changed and close fails.
 
 A volume whose server died (killed, crashed) is cleaned up too: its mount,
 loop device and FUSE mount are removed, with a warning; the next open of
-the image recovers what the crash left.`,
+the image recovers what the crash left. So is a dm volume whose device was
+removed without xtsctl.`,
 		Example: `  xtsctl close secret`,
 		Args:    argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {

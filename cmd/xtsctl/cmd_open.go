@@ -24,29 +24,51 @@ func newOpenCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "open IMAGE NAME",
 		Short: "Unlock an image and serve it as a block device",
-		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME.
+		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME. The
+device path is printed once the device is ready. With --mount, the
+filesystem on it is mounted on DIR.
 
-With the fuse backend (the default), a background xtsctl process serves the
-decrypted data through FUSE as one file and attaches a loop device to it;
-every sector is decrypted on its way. For xtsctl volumes every sector's tag
-is checked on every read: a sector that fails reads as an I/O error (EIO),
-never as unverified data, and is logged and counted (xtsctl status);
-writes re-tag. A volume that was not closed cleanly (server killed, power
-lost) is recovered first: only the regions it marked dirty are re-tagged,
-and open says how many. The device path is printed once the device is
-ready. With --mount, the filesystem on it is mounted on DIR.
+Two backends serve images:
+
+  fuse  a background xtsctl process serves the decrypted data through FUSE
+        as one file and attaches a loop device to it. For xtsctl volumes
+        every sector's tag is checked on every read: a sector that fails
+        reads as an I/O error (EIO), never as unverified data, and is
+        logged and counted (xtsctl status); writes re-tag. A volume that
+        was not closed cleanly (server killed, power lost) is recovered
+        first: only the regions it marked dirty are re-tagged, and open
+        says how many. Needs /dev/fuse and loop devices.
+  dm    the kernel's dm-crypt serves the image: a loop device on IMAGE and
+        a crypt table on it make /dev/mapper/NAME, and no xtsctl process
+        stays. dm-crypt knows nothing of integrity tags: a volume with
+        tags opens read-only this way, with a warning (a read-write
+        request included), and its reads are not verified.
+        A volume without tags is recorded as being written (not closed
+        cleanly, its digest stale) until close marks it clean. Needs
+        device-mapper (the dm_mod and dm_crypt modules) and loop devices.
+
+--backend auto (the default) picks dm when device-mapper is available and
+the image suits it: plain images and volumes without integrity tags, with
+--offset and --skip that dm-crypt can express. Volumes with integrity tags
+always get fuse, which verifies every read; so does everything else when
+device-mapper is missing.
+
+Either backend keeps the image locked until close: while it is open
+read-write, the volume commands (decrypt, verify, passphrase, ...) refuse
+it; while it is open read-only, those that would write it do.
 
 Volumes ask for their passphrase on the terminal, or read it from
 --passphrase-file; plain images take --key-file.
 
 'xtsctl close NAME' undoes it all; 'xtsctl status' lists open volumes.
-Needs root, /dev/fuse and loop devices.`,
+Needs root.`,
 		Example: `  xtsctl format --size 1G disk.vol
   xtsctl open disk.vol secret                 # prints the device, e.g. /dev/loop3
   mkfs.ext4 /dev/loop3
   xtsctl close secret
   xtsctl open --mount /mnt disk.vol secret
-  xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc other`,
+  xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc other
+  xtsctl open --backend dm --mount /mnt fast.vol fast  # a volume made with --integrity none`,
 		Args: argsNamed("IMAGE", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkType(typ); err != nil {
@@ -126,8 +148,7 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 	sys := fi.Sys().(*syscall.Stat_t)
 	req.image, req.imageDev, req.imageIno = abs, sys.Dev, sys.Ino
 
-	bname, b, err := pickBackend(backendName)
-	if err != nil {
+	if err := checkBackend(backendName); err != nil {
 		return err
 	}
 
@@ -163,7 +184,12 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		}
 		defer secret.Wipe(key)
 		req.secret = key
+		req.header = &h
 		req.cipher = describeVolume(&h)
+	}
+	bname, b, err := pickBackend(backendName, req)
+	if err != nil {
+		return err
 	}
 
 	unlock, err := lockRunDir()
@@ -231,6 +257,10 @@ func removeStale(a *app, e *entry) error {
 	}
 	if err := os.RemoveAll(stateDir(e.name)); err != nil {
 		return withCode(exitDevice, err)
+	}
+	if e.state != nil && e.state.Backend == "dm" {
+		a.warningf("%s was left open, but its device-mapper device is gone (removed by hand, or its open was interrupted); cleaned up", e.name)
+		return nil
 	}
 	a.warningf("%s was left open by a server that died (%s); cleaned up", e.name, describeLeftovers(e))
 	return nil

@@ -20,9 +20,13 @@ func newStatusCmd(a *app) *cobra.Command {
 		Long: `Show each open volume (or only NAME): image, device, mountpoint, backend,
 and the I/O counters of its server: requests and bytes read and written,
 syncs, I/O errors, and integrity errors with the sectors that failed.
+Volumes served by the dm backend have no server and no counters: status
+shows their loop device and the device-mapper table the kernel holds, with
+the key masked as zeros (as dmsetup table shows it).
 
-A volume whose server died is shown as "dead"; 'xtsctl close NAME' or the
-next open cleans it up.`,
+A volume whose server died, or whose device-mapper device was removed
+without xtsctl, is shown as "dead"; 'xtsctl close NAME' or the next open
+cleans it up.`,
 		Example: `  xtsctl status
   xtsctl status --json secret`,
 		Args: cobra.MaximumNArgs(1),
@@ -39,6 +43,12 @@ type volumeStatus struct {
 	runState              // zero but for Name while a volume is being opened or its record was lost
 	State    string       `json:"state"` // "open", "opening", "dead", or "unreachable"
 	Stats    *serve.Stats `json:"stats,omitempty"`
+	DM       *dmStatus    `json:"dm,omitempty"` // the dm backend's table, from the kernel
+}
+
+// A kernelStatuser is a backend whose device the kernel describes (dm).
+type kernelStatuser interface {
+	kernelStatus(st *runState) (*dmStatus, error)
 }
 
 func status(a *app, args []string, asJSON bool) error {
@@ -71,7 +81,7 @@ func status(a *app, args []string, asJSON bool) error {
 		switch {
 		case !b.alive(e):
 			vs.State = "dead"
-		case e.state == nil:
+		case e.state == nil, e.state.Device == "": // dm records its device once made
 			vs.State = "opening"
 		default:
 			vs.State = "open"
@@ -81,6 +91,14 @@ func status(a *app, args []string, asJSON bool) error {
 				a.warningf("%s: cannot read counters: %v", e.name, err)
 			}
 			vs.Stats = stats
+			if k, ok := b.(kernelStatuser); ok {
+				dm, err := k.kernelStatus(e.state)
+				if err != nil {
+					vs.State = "unreachable"
+					a.warningf("%s: cannot read the device-mapper table: %v", e.name, err)
+				}
+				vs.DM = dm
+			}
 		}
 		out = append(out, vs)
 	}
@@ -118,6 +136,18 @@ func printStatus(a *app, vs *volumeStatus) {
 	a.resultf("%s: %s", vs.Name, vs.State)
 	a.resultf("  image:      %s (%s: %s)", st.Image, st.Type, st.Cipher)
 	a.resultf("  device:     %s, %s, %s backend", st.Device, mode, st.Backend)
+	if st.Loop != "" {
+		a.resultf("  loop:       %s", st.Loop)
+	}
+	if vs.DM != nil {
+		for i, line := range strings.Split(vs.DM.Table, "\n") {
+			label := "  dm table:   "
+			if i > 0 {
+				label = "              "
+			}
+			a.resultf("%s%s", label, line)
+		}
+	}
 	if st.Mountpoint != "" {
 		a.resultf("  mounted on: %s (%s)", st.Mountpoint, st.FSType)
 	}

@@ -6,7 +6,8 @@ package main
 //
 //	/run/xtsctl/.lock          flock held while volumes are opened or closed
 //	/run/xtsctl/NAME/state.json the record below, written once the device is ready
-//	/run/xtsctl/NAME/pid       the server's pid, written as soon as it starts
+//	                           (dm: first without a device, before anything is set up)
+//	/run/xtsctl/NAME/pid       the server's pid, written as soon as it starts (fuse)
 //	/run/xtsctl/NAME/ctl.sock  the server's control socket (status, close)
 //	/run/xtsctl/NAME/fuse/     the server's FUSE mount (file "data")
 //	/run/xtsctl/NAME.log       the server's log, kept after close
@@ -39,17 +40,18 @@ func runDir() string {
 // runState is what state.json records about an open volume.
 type runState struct {
 	Name       string    `json:"name"`
-	Backend    string    `json:"backend"` // "fuse" (or "dm")
+	Backend    string    `json:"backend"` // "fuse" or "dm"
 	Image      string    `json:"image"`   // absolute path
 	ImageDev   uint64    `json:"image_dev"`
 	ImageIno   uint64    `json:"image_ino"`
 	Type       string    `json:"type"` // "plain" or "volume"
 	Cipher     string    `json:"cipher"`
 	Device     string    `json:"device"`
+	Loop       string    `json:"loop,omitempty"` // dm: the loop device on the image, under the table
 	Mountpoint string    `json:"mountpoint,omitempty"`
 	FSType     string    `json:"fstype,omitempty"`
 	ReadOnly   bool      `json:"read_only"`
-	PID        int       `json:"pid,omitempty"`       // the serving process, if any
+	PID        int       `json:"pid,omitempty"`       // the serving process, if any (dm: the opening one, until the device is ready)
 	PIDStart   uint64    `json:"pid_start,omitempty"` // its start time, against pid reuse
 	Opened     time.Time `json:"opened"`
 	Recovered  *recovery `json:"recovered,omitempty"` // what open repaired after an unclean shutdown

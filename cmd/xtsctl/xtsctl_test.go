@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/volume/devmapper"
 )
 
 // testKDF are the Argon2id costs of key slots made in tests without
@@ -18,7 +20,16 @@ var testKDF = volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}
 func TestMain(m *testing.M) {
 	testOnlyCalibrate = func() volume.KDFParams { return testKDF }
 	testscript.Main(m, map[string]func(){
-		"xtsctl": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"xtsctl": func() {
+			// The tests that run xtsctl as a process test the fuse
+			// backend: --backend auto must pick it on hosts with
+			// device-mapper too. The dm backend is tested in
+			// process (backend_dm_linux_test.go) and in a VM.
+			dmAvailable = func() error {
+				return fmt.Errorf("%w: hidden from tests that run xtsctl as a process", devmapper.ErrUnavailable)
+			}
+			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 

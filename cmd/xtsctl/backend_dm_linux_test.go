@@ -1,0 +1,496 @@
+//go:build linux
+
+package main
+
+// Tests of the dm backend that run without device-mapper: the choice of
+// backend, the table, read-only forcing, the state record, and what open
+// and close do to the image around the device. TestDMBackendVM runs the
+// backend for real, in a qemu guest.
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/volume/devmapper"
+	"golang.org/x/sys/unix"
+)
+
+// fakeDM makes the dm backend see device-mapper as available (err nil) or
+// missing with err, for the rest of the test.
+func fakeDM(t *testing.T, err error) {
+	t.Helper()
+	saved := dmAvailable
+	dmAvailable = func() error { return err }
+	t.Cleanup(func() { dmAvailable = saved })
+}
+
+// seqKey is the key 00 01 02 ... of n bytes.
+func seqKey(n int) []byte {
+	k := make([]byte, n)
+	for i := range k {
+		k[i] = byte(i)
+	}
+	return k
+}
+
+func goldenHeader(t *testing.T, name string) *volume.Header {
+	t.Helper()
+	f, err := os.Open(filepath.Join("../../testimages/v1", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	hs, err := volume.ReadHeaders(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs.Header
+}
+
+// TestDMTable: the table the dm backend loads, byte for byte, for volumes
+// (from their headers) and plain images (from the open flags). The
+// expected lines are worked out by hand from docs/FORMAT.md's layout and
+// docs/DM.md's units: a 2 MiB data area at 1 MiB is 4096 sectors at
+// sector 2048; tweaks count 512-byte units unless iv_large_sectors.
+func TestDMTable(t *testing.T) {
+	key64, key32 := seqKey(64), seqKey(32)
+	hex64, hex32 := hex.EncodeToString(key64), hex.EncodeToString(key32)
+	dir := t.TempDir()
+	sized := func(n int64) string {
+		p := filepath.Join(dir, fmt.Sprint(n))
+		if err := os.Truncate(createEmpty(t, p), n); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		req  openRequest
+		want string
+	}{
+		{"volume, no tags, 1024-byte sectors",
+			openRequest{typ: typeVolume, header: goldenHeader(t, "disk-xtsctl-nointegrity.vol"), secret: key64},
+			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 2048 1 sector_size:1024"},
+		{"volume, tags, 4096-byte sectors",
+			openRequest{typ: typeVolume, header: goldenHeader(t, "disk-4096.vol"), secret: key64},
+			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 2048 1 sector_size:4096"},
+		{"volume, AES-128, 512-byte sectors",
+			openRequest{typ: typeVolume, header: goldenHeader(t, "disk-512-aes128-tag16.vol"), secret: key32},
+			"0 4096 crypt aes-xts-plain64 " + hex32 + " 0 7:5 2048"},
+		{"plain, defaults",
+			openRequest{typ: typePlain, image: sized(1 << 20), plain: volume.Plain{Sector: sector.Params{Size: 512}}, secret: key64},
+			"0 2048 crypt aes-xts-plain64 " + hex64 + " 0 7:5 0"},
+		{"plain, --offset 8 --skip 16, AES-128",
+			openRequest{typ: typePlain, image: sized(8*512 + 1<<20), plain: volume.Plain{Sector: sector.Params{Size: 512, IVOffset: 16}, Offset: 8}, secret: key32},
+			"0 2048 crypt aes-xts-plain64 " + hex32 + " 16 7:5 8"},
+		{"plain, --sector-size 4096",
+			openRequest{typ: typePlain, image: sized(2 << 20), plain: volume.Plain{Sector: sector.Params{Size: 4096}}, secret: key64},
+			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 0 1 sector_size:4096"},
+		{"plain, --sector-size 4096 --iv-large-sectors --offset 8 --skip 24",
+			openRequest{typ: typePlain, image: sized(8*512 + 64<<10), plain: volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 24}, Offset: 8}, secret: key64},
+			"0 128 crypt aes-xts-plain64 " + hex64 + " 24 7:5 8 2 sector_size:4096 iv_large_sectors"},
+	} {
+		size, err := imageSize(c.req.image)
+		if c.req.typ == typeVolume {
+			size, err = c.req.header.Size, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, err := dmTarget(&c.req, size)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		table := cryptTable(target, c.req.secret, "7:5", false)
+		line, err := table.AppendLine(nil)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if string(line) != c.want {
+			t.Errorf("%s:\ngot  %s\nwant %s", c.name, line, c.want)
+		}
+		// The other builder, volume.CryptTarget's (info --dm-table),
+		// writes the same line; printed tables never show the key.
+		if other := target.Line(c.req.secret, "7:5"); other != c.want {
+			t.Errorf("%s: info --dm-table's builder wrote\n%s", c.name, other)
+		}
+		masked := table.String()
+		if strings.Contains(masked, hex64[2:34]) || strings.Contains(masked, hex32[2:34]) || len(masked) != len(c.want) {
+			t.Errorf("%s: String() = %s shows the key or is not the line masked", c.name, masked)
+		}
+	}
+}
+
+// TestDMTableRefused: parameters dm-crypt cannot express are reported (and
+// leave auto to choose fuse, below).
+func TestDMTableRefused(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "img")
+	os.Truncate(createEmpty(t, img), 1<<20)
+	for _, c := range []struct {
+		p    volume.Plain
+		size int64
+		want string
+	}{
+		{volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 1}, 512 + 1<<20, "offset 1 is not a multiple"},
+		{volume.Plain{Sector: sector.Params{Size: 4096, IVOffset: 3}}, 1 << 20, "iv offset 3 is not a multiple"},
+		{volume.Plain{Sector: sector.Params{Size: 512}, Offset: 4096}, 1 << 20, "nothing after the offset"},
+	} {
+		req := &openRequest{typ: typePlain, image: img, plain: c.p, secret: seqKey(64)}
+		if _, err := dmTarget(req, c.size); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.p, err, c.want)
+		}
+	}
+}
+
+// TestPickBackend: --backend auto takes dm for what it can serve and
+// leaves volumes with tags, and what dm-crypt cannot express, to fuse; a
+// named backend is taken as named.
+func TestPickBackend(t *testing.T) {
+	if err := (fuseBackend{}).available(); err != nil {
+		t.Skipf("the fuse backend is not available here: %v", err)
+	}
+	if err := checkLoopSupport(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	img, odd := filepath.Join(dir, "img"), filepath.Join(dir, "odd")
+	os.Truncate(createEmpty(t, img), 1<<20)
+	// One 512-byte unit more: whole 4096-byte sectors after an --offset
+	// of 1, which dm-crypt cannot take with them.
+	os.Truncate(createEmpty(t, odd), 512+1<<20)
+	plain := func(p volume.Plain) *openRequest {
+		if p.Offset == 1 {
+			return &openRequest{typ: typePlain, image: odd, plain: p, secret: seqKey(64)}
+		}
+		return &openRequest{typ: typePlain, image: img, plain: p, secret: seqKey(64)}
+	}
+	vol := func(name string) *openRequest {
+		return &openRequest{typ: typeVolume, image: img, header: goldenHeader(t, name), secret: seqKey(64)}
+	}
+	cases := []struct {
+		what string
+		req  *openRequest
+		want string
+		why  string // why dm does not suit
+	}{
+		{"plain image", plain(volume.Plain{Sector: sector.Params{Size: 512}}), "dm", ""},
+		{"plain image, 4096-byte sectors", plain(volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors}}), "dm", ""},
+		{"plain image, offset dm-crypt cannot take", plain(volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 1}), "fuse", "offset 1 is not a multiple of the 4096-byte sector size"},
+		{"volume without tags", vol("disk-xtsctl-nointegrity.vol"), "dm", ""},
+		{"volume with tags", vol("disk-4096.vol"), "fuse", "integrity tags"},
+		{"volume with tags, read-only", func() *openRequest { r := vol("disk-512-aes128-tag16.vol"); r.readOnly = true; return r }(), "fuse", "integrity tags"},
+	}
+	fakeDM(t, nil)
+	for _, c := range cases {
+		if name, _, err := pickBackend("auto", c.req); err != nil || name != c.want {
+			t.Errorf("auto, device-mapper available, %s: %q, %v; want %s", c.what, name, err, c.want)
+		}
+		if err := (dmBackend{}).suits(c.req); c.why == "" && err != nil || c.why != "" && (err == nil || !strings.Contains(err.Error(), c.why)) {
+			t.Errorf("%s: dm suits it: %v, want %q", c.what, err, c.why)
+		}
+		if name, b, err := pickBackend("dm", c.req); err != nil || name != "dm" || b != (dmBackend{}) {
+			t.Errorf("--backend dm, %s: %q, %v", c.what, name, err)
+		}
+	}
+
+	missing := fmt.Errorf("%w: /dev/mapper/control missing and dm_mod not loaded (try modprobe dm_mod)", devmapper.ErrUnavailable)
+	fakeDM(t, missing)
+	for _, c := range cases {
+		if name, _, err := pickBackend("auto", c.req); err != nil || name != "fuse" {
+			t.Errorf("auto, device-mapper missing, %s: %q, %v; want fuse", c.what, name, err)
+		}
+	}
+	_, _, err := pickBackend("dm", cases[0].req)
+	if exitCode(err) != exitDevice || !errors.Is(err, devmapper.ErrUnavailable) || !strings.Contains(err.Error(), "dm_mod") {
+		t.Errorf("--backend dm without device-mapper: %v (exit %d), want exit %d naming what is missing", err, exitCode(err), exitDevice)
+	}
+	if h := hintsOf(err); len(h) != 1 || !strings.Contains(h[0], "--backend fuse") {
+		t.Errorf("hints %q", h)
+	}
+}
+
+// TestOpenDMUnavailable: open --backend dm on a host without device-mapper
+// fails with exit 7 and the reason, before it asks for a passphrase. Here
+// the reason is this host's own, unless it has device-mapper.
+func TestOpenDMUnavailable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the dm backend needs root; its error for others is another one")
+	}
+	if err := checkLoopSupport(); err != nil {
+		t.Skip(err)
+	}
+	if devmapper.Available() == nil {
+		fakeDM(t, fmt.Errorf("%w: /dev/mapper/control missing and dm_mod not loaded (try modprobe dm_mod)", devmapper.ErrUnavailable))
+	}
+	want := (dmBackend{}).available().Error()
+	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
+	dir := t.TempDir()
+	img, flags := plainImage(t, dir, 1<<20)
+	code, _, stderr := runOut(t, args("open", "--backend", "dm", flags, img, "p")...)
+	if code != exitDevice || !strings.Contains(stderr, "xtsctl: error: "+want) || !strings.Contains(stderr, "hint: the fuse backend needs no device-mapper") {
+		t.Errorf("plain image: exit %d, stderr %q; want exit %d with %q", code, stderr, exitDevice, want)
+	}
+	// A volume: no passphrase is asked for (stdin is empty, there is no
+	// terminal: a prompt would fail otherwise).
+	code, _, stderr = runOut(t, "open", "--backend", "dm", "../../testimages/v1/disk-xtsctl-nointegrity.vol", "v")
+	if code != exitDevice || !strings.Contains(stderr, want) || strings.Contains(stderr, "passphrase") {
+		t.Errorf("volume: exit %d, stderr %q; want exit %d with %q", code, stderr, exitDevice, want)
+	}
+}
+
+// TestDMReadOnly: a volume with tags opens read-only through dm, with a
+// warning, whatever was asked; other images open as asked, silently.
+func TestDMReadOnly(t *testing.T) {
+	tagged, untagged := goldenHeader(t, "disk-4096.vol"), goldenHeader(t, "disk-xtsctl-nointegrity.vol")
+	for _, c := range []struct {
+		req    openRequest
+		ro     bool
+		stderr string
+	}{
+		{openRequest{image: "t.vol", typ: typeVolume, header: tagged}, true,
+			"xtsctl: warning: t.vol has integrity tags, which dm-crypt neither checks nor updates: opening it read-only (--backend fuse verifies every read and can write)\n"},
+		{openRequest{image: "t.vol", typ: typeVolume, header: tagged, readOnly: true}, true,
+			"xtsctl: warning: t.vol has integrity tags, which dm-crypt does not check: its reads are not verified (--backend fuse verifies every read)\n"},
+		{openRequest{image: "u.vol", typ: typeVolume, header: untagged}, false, ""},
+		{openRequest{image: "u.vol", typ: typeVolume, header: untagged, readOnly: true}, true, ""},
+		{openRequest{image: "p.img", typ: typePlain}, false, ""},
+		{openRequest{image: "p.img", typ: typePlain, readOnly: true}, true, ""},
+	} {
+		var stderr bytes.Buffer
+		a := &app{ui: ui{stdout: &bytes.Buffer{}, stderr: &stderr}}
+		if ro := dmReadOnly(a, &c.req); ro != c.ro || stderr.String() != c.stderr {
+			t.Errorf("%s, read-only %v: %v, %q; want %v, %q", c.req.image, c.req.readOnly, ro, stderr.String(), c.ro, c.stderr)
+		}
+	}
+}
+
+// TestDMStateRecord: a dm record reads back as written, belongs to the dm
+// backend, and is alive while its open is at work or its device exists.
+func TestDMStateRecord(t *testing.T) {
+	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
+	unlock, err := lockRunDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	st := &runState{
+		Name: "rec", Backend: "dm", Image: "/srv/disk.vol", ImageDev: 2049, ImageIno: 77,
+		Type: typeVolume, Cipher: "aes-xts-plain64, 512-bit key, 4096-byte sectors, no integrity tags",
+		Device: "/dev/mapper/rec", Loop: "/dev/loop4", Mountpoint: "/mnt/rec", FSType: "ext4",
+		Opened: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Recovered: &recovery{DirtyRegions: 2},
+	}
+	os.Mkdir(stateDir("rec"), 0o700)
+	if err := writeState(st); err != nil {
+		t.Fatal(err)
+	}
+	e, err := readEntry("rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(e.state, st) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", e.state, st)
+	}
+	if backendOf(e) != (dmBackend{}) {
+		t.Fatalf("backendOf = %T", backendOf(e))
+	}
+	// No device named rec here (none at all without device-mapper).
+	if (dmBackend{}).alive(e) {
+		t.Error("alive without a device")
+	}
+	code, stdout, _ := runOut(t, "status", "--json", "rec")
+	if code != 0 || !strings.Contains(stdout, `"state": "dead"`) || !strings.Contains(stdout, `"loop": "/dev/loop4"`) {
+		t.Errorf("status of a dm record without its device: exit %d\n%s", code, stdout)
+	}
+
+	// The record an open writes first: no device yet, the opener at work.
+	pid := os.Getpid()
+	first := &runState{Name: "rec", Backend: "dm", Image: st.Image, PID: pid, PIDStart: processStart(pid)}
+	if err := writeState(first); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = readEntry("rec")
+	if !(dmBackend{}).alive(e) {
+		t.Error("not alive while its open is at work")
+	}
+	if code, stdout, _ := runOut(t, "status", "rec"); code != 0 || stdout != "rec: opening\n" {
+		t.Errorf("status while opening: exit %d, %q", code, stdout)
+	}
+}
+
+// tagless makes a volume without tags (ext4-free, 1 MiB) and returns its
+// path and passphrase file.
+func tagless(t *testing.T, dir string) (vol, pass string) {
+	t.Helper()
+	pass = filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("dm backend"), 0o600)
+	vol = filepath.Join(dir, "v.vol")
+	if code, _, stderr := runOut(t, "format", "--integrity", "none", "--passphrase-file", pass, "--size", "1M", vol); code != 0 {
+		t.Fatal(stderr)
+	}
+	return vol, pass
+}
+
+func stateOf(t *testing.T, path string) volume.State {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	hs, err := volume.ReadHeaders(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := volume.ReadState(f, hs.Header)
+	return s
+}
+
+// TestDMHandOverAndClose: a read-write dm session of a volume without tags
+// marks it dirty, its digest stale, before the device appears; once the
+// device is gone (here it never existed: the record is all there is),
+// close finishes the session and the volume reads as closed cleanly.
+func TestDMHandOverAndClose(t *testing.T) {
+	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
+	dir := t.TempDir()
+	vol, pass := tagless(t, dir)
+	v, err := volume.Open(vol, []byte("dm backend"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := v.MasterKey()
+	h := v.Header()
+	v.Close()
+
+	f, err := lockImage(vol, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := f.Seek(0, 2)
+	var stderr bytes.Buffer
+	a := &app{ui: ui{stdout: &bytes.Buffer{}, stderr: &stderr}}
+	req := &openRequest{image: vol, typ: typeVolume, header: &h, secret: key}
+	if rec, err := handOver(a, f, size, req); err != nil || rec != nil {
+		t.Fatalf("handOver: %v, %v", rec, err)
+	}
+	// A second writer is refused while the session is on: the lock.
+	if code, _, stderr := runOut(t, "verify", "--passphrase-file", pass, vol); code != exitDevice || !strings.Contains(stderr, "in use") {
+		t.Errorf("verify during the session: exit %d, %s", code, stderr)
+	}
+	f.Close()
+	if s := stateOf(t, vol); !s.Dirty || !s.DigestStale {
+		t.Fatalf("state during the session %+v", s)
+	}
+
+	// The session, as its record says; its device is gone.
+	var fst unix.Stat_t
+	unix.Stat(vol, &fst)
+	unlock, _ := lockRunDir()
+	unlock()
+	os.Mkdir(stateDir("hv"), 0o700)
+	writeState(&runState{Name: "hv", Backend: "dm", Image: vol, ImageDev: fst.Dev, ImageIno: fst.Ino,
+		Type: typeVolume, Device: "/dev/mapper/hv", Loop: "/dev/loop9"})
+	code, _, errOut := runOut(t, "close", "hv")
+	if code != 0 || !strings.Contains(errOut, "hv was left open, but its device-mapper device is gone") {
+		t.Fatalf("close: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(stateDir("hv")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the record is still there")
+	}
+	if s := stateOf(t, vol); s.Dirty || !s.DigestStale || !s.Valid {
+		t.Errorf("state after close %+v, want clean with the digest stale", s)
+	}
+	code, out, errOut := runOut(t, "info", vol)
+	if code != 0 || !strings.Contains(out, "closed cleanly") || !strings.Contains(out, "written since") {
+		t.Errorf("info after close: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A volume left dirty by a crash is recovered by the next session.
+	vv, _ := volume.Open(vol, []byte("dm backend"), false)
+	vv.MarkModified()
+	vv.Release()
+	f, _ = lockImage(vol, false)
+	defer f.Close()
+	stderr.Reset()
+	rec, err := handOver(a, f, size, req)
+	if err != nil || rec == nil || !strings.Contains(stderr.String(), "was not closed cleanly: recovered") {
+		t.Errorf("handOver of a dirty volume: %+v, %v, %q", rec, err, stderr.String())
+	}
+}
+
+// TestDMOpenRollsBack: an open whose device cannot be made (this host has
+// no device-mapper; the backend is made to think it has) leaves nothing:
+// no record, no loop device, the image unlocked and its volume clean.
+func TestDMOpenRollsBack(t *testing.T) {
+	if devmapper.Available() == nil {
+		t.Skip("this host has device-mapper: the open would succeed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("open needs root")
+	}
+	if err := checkLoopSupport(); err != nil {
+		t.Skip(err)
+	}
+	fakeDM(t, nil)
+	dir := servingEnv(t)
+	vol, pass := tagless(t, dir)
+	img, flags := plainImage(t, dir, 1<<20)
+	for _, c := range [][]string{
+		{"--passphrase-file", pass, vol},
+		args(flags, img),
+		args("--read-only", flags, img),
+	} {
+		code, _, stderr := runOut(t, args("open", "--backend", "dm", c, "rb")...)
+		if code != exitDevice || !strings.Contains(stderr, "device-mapper is not available") {
+			t.Errorf("open %q: exit %d, %s", c, code, stderr)
+		}
+		if _, err := os.Stat(stateDir("rb")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("open %q left its record", c)
+		}
+		// The kernel frees the auto-clearing loop device, and with it
+		// the image and its lock, in the release path of its last
+		// close, which may lag behind it briefly.
+		image := c[len(c)-1]
+		f, err := os.OpenFile(image, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("open %q left the image locked: %v", c, err)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		f.Close()
+	}
+	if s := stateOf(t, vol); s.Dirty || !s.Valid {
+		t.Errorf("volume state after the failed open %+v, want clean", s)
+	}
+
+	// Parameters dm-crypt cannot express: refused before any device.
+	odd := filepath.Join(dir, "odd.enc")
+	os.Truncate(createEmpty(t, odd), 512+1<<20)
+	code, _, stderr := runOut(t, args("open", "--backend", "dm", flags, "--offset", "1", odd, "rb")...)
+	if code != exitUsage || !strings.Contains(stderr, "dm-crypt cannot map "+odd) || !strings.Contains(stderr, "--backend fuse") {
+		t.Errorf("open --offset 1 with 4096-byte sectors: exit %d, %s", code, stderr)
+	}
+}
