@@ -16,9 +16,9 @@
 # --payload DIR  copy DIR into the guest as /payload and run /payload/run
 #                instead (as root, in /payload, busybox on PATH, /tmp a tmpfs,
 #                modules loaded: loop dm-mod dm-crypt xts aesni-intel; ext4
-#                is built in). Its exit status is the verdict. Use it for
-#                "xtsctl open --backend dm": a static xtsctl, the images and
-#                a run script in DIR.
+#                is built in). Its exit status is the verdict. cmd/xtsctl's
+#                TestDMBackendVM uses it for "xtsctl open --backend dm": a
+#                static xtsctl, the images and a run script in DIR.
 # --timeout S    give up on the guest after S seconds (default 300).
 # --verbose      print the guest console as it was captured.
 # --rebuild-guest  rebuild the cached kernel and initramfs.
