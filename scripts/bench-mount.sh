@@ -50,12 +50,12 @@ if [ "$type" = volume ]; then
   chmod 600 "$dir/pass"
   "$bin" format -q --size "${size_mib}M" --sector-size "$sector" --kdf-memory 65536 --kdf-iterations 1 \
     --passphrase-file "$dir/pass" "$dir/enc.img" >/dev/null
-  enc_dev=$("$bin" open -q --passphrase-file "$dir/pass" "$dir/enc.img" "$name")
+  enc_dev=$("$bin" open -q --backend fuse --passphrase-file "$dir/pass" "$dir/enc.img" "$name")
 else
   head -c 64 /dev/urandom > "$dir/key"
   chmod 600 "$dir/key"
   fallocate -l "${size_mib}M" "$dir/enc.img"
-  enc_dev=$("$bin" open -q --type plain --sector-size "$sector" --key-file "$dir/key" "$dir/enc.img" "$name")
+  enc_dev=$("$bin" open -q --backend fuse --type plain --sector-size "$sector" --key-file "$dir/key" "$dir/enc.img" "$name")
 fi
 # The baseline loop device is set up like the one xtsctl puts on its FUSE
 # file: direct I/O, logical block size = sector size.
