@@ -8,6 +8,7 @@ reference Argon2), PyNaCl (libsodium's XChaCha20-Poly1305) and hashlib
   volume_ref.py write IN OUT PASSFILE [--sector-size N] [--tag-size T]
                 [--key-bits 256|512] [--label L] [--version V]
       make a volume holding IN; prints the plaintext's end-to-end digest
+      (its BLAKE2b-512, as b2sum prints it)
   volume_ref.py read IMAGE PASSFILE OUT
       unlock, check both header copies, the header MAC, every tag and the
       digest, and write the plaintext to OUT; prints the digest. Exits 1 on
@@ -56,13 +57,10 @@ def layout(D, S, T, R=16 * MiB):
                 tag_len=tag_len, secondary=sec, size=sec + 65536, region=R)
 
 
-def tree_digest(data):
-    """The end-to-end digest: FORMAT.md, "End-to-end digest"."""
-    root = hashlib.blake2b(digest_size=64)
-    root.update(b"xtsctl tree digest v1" + struct.pack("<QQ", len(data), 65536))
-    for off in range(0, len(data), 65536):
-        root.update(b2(data[off:off + 65536]))
-    return root.digest()
+def end_to_end_digest(data):
+    """The end-to-end digest: FORMAT.md, "End-to-end digest": the unkeyed
+    BLAKE2b-512 of the whole plaintext (what b2sum prints)."""
+    return hashlib.blake2b(data, digest_size=64).digest()
 
 
 def derive(mk, label, size):
@@ -120,7 +118,7 @@ def write(inp, out, passfile, S=4096, T=32, key_bits=512, label="", version=1):
     slots = bytes(slot) + bytes(7 * 512)
 
     ct = xts(mk, S, data, False)
-    digest = tree_digest(data)
+    digest = end_to_end_digest(data)
     dnonce = os.urandom(24)
     sealed = dnonce + crypto_aead_xchacha20poly1305_ietf_encrypt(
         digest, uuid, dnonce, derive(mk, "xtsctl volume v1: digest", 32))
@@ -230,7 +228,7 @@ def read(image, passfile, out):
         if bad:
             fail("bad sectors: " + " ".join(map(str, bad)))
     plain = xts(mk, S, ct, True)
-    digest = tree_digest(plain)
+    digest = end_to_end_digest(plain)
     if h["flags"] & 1:
         sealed = h["block"][240:344]
         recorded = crypto_aead_xchacha20poly1305_ietf_decrypt(

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"runtime"
 	"strings"
@@ -29,9 +30,10 @@ type CreateOptions struct {
 
 // Create writes a new volume to dev holding the size bytes of plaintext
 // that r holds from offset 0 (zeros make an empty volume), and returns its
-// header and the end-to-end digest of the plaintext (Digest), which the header
-// records. dev must read as zeros where nothing was written (a new file).
-// The caller syncs dev. progress, if not nil, receives the bytes done.
+// header and the end-to-end digest of the plaintext (its BLAKE2b-512, as
+// Digest computes it), which the header records. dev must read as zeros
+// where nothing was written (a new file). The caller syncs dev. progress,
+// if not nil, receives the bytes done.
 func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
 	var digest [blake2b.Size]byte
 	if opts.SectorSize == 0 {
@@ -91,38 +93,40 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 			return nil, digest, &WriteError{err}
 		}
 	}
-	e.digest = newTreeDigest(size)
+	sum, _ := blake2b.New512(nil)
 	scratch := e.scratch()
-	err = runChunks(ctx, size, e.workers, func(w int, buf []byte, off int64) error {
-		if err := readFull(r, buf, off, size); err != nil {
-			return err
-		}
-		e.encrypt(scratch[w], buf, uint64(off/int64(l.SectorSize)))
-		return nil
-	}, func(w int, buf []byte, off int64) error {
-		s := scratch[w]
-		e.fit(&s, len(buf))
-		e.digest.add(s.leaves)
-		if _, err := dev.WriteAt(buf, l.DataOffset+off); err != nil {
-			return &WriteError{err}
-		}
-		if tags := s.tags; len(tags) > 0 {
-			pos := l.TagPosition(uint64(off / int64(l.SectorSize)))
-			if allTags != nil {
-				copy(allTags[pos-l.TagOffset:], tags)
-			} else if _, err := dev.WriteAt(tags, pos); err != nil {
+	err = runChunks(ctx, size, e.workers, chunkStages{
+		load: func(_ int, buf []byte, off int64) error {
+			return readFull(r, buf, off, size)
+		},
+		ordered: func(buf []byte) { sum.Write(buf) },
+		work: func(w int, buf []byte, off int64) error {
+			e.encrypt(scratch[w], buf, uint64(off/int64(l.SectorSize)))
+			return nil
+		},
+		commit: func(w int, buf []byte, off int64) error {
+			s := scratch[w]
+			e.fit(&s, len(buf))
+			if _, err := dev.WriteAt(buf, l.DataOffset+off); err != nil {
 				return &WriteError{err}
 			}
-		}
-		if progress != nil {
-			progress(off + int64(len(buf)))
-		}
-		return nil
+			if tags := s.tags; len(tags) > 0 {
+				pos := l.TagPosition(uint64(off / int64(l.SectorSize)))
+				if allTags != nil {
+					copy(allTags[pos-l.TagOffset:], tags)
+				} else if _, err := dev.WriteAt(tags, pos); err != nil {
+					return &WriteError{err}
+				}
+			}
+			if progress != nil {
+				progress(off + int64(len(buf)))
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, digest, err
 	}
-	digest = e.digest.sum()
 	if allTags != nil {
 		if _, err := dev.WriteAt(allTags, l.TagOffset); err != nil {
 			return nil, digest, &WriteError{err}
@@ -133,7 +137,7 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
 		return nil, digest, &WriteError{err}
 	}
-	digest = e.digest.sum()
+	copy(digest[:], sum.Sum(nil))
 	if err := h.sealDigest(key, &digest); err != nil {
 		return nil, digest, err
 	}
@@ -167,23 +171,19 @@ func newMasterKey(size int) ([]byte, error) {
 	}
 }
 
-// engine is the per-volume crypto of the streaming operations: XTS, the
-// tags and the end-to-end digest. runChunks runs it on every core, one
-// chunk per worker at a time.
+// engine is the per-volume crypto of the streaming operations: XTS and the
+// tags. runChunks runs it on every core, one chunk per worker at a time.
 type engine struct {
 	l       Layout
 	cipher  *xts.Cipher
 	codec   *sector.Codec // single-threaded: the workers are the parallelism
 	tagKey  []byte        // nil without integrity
-	digest  *treeDigest   // nil when the digest is not wanted
 	workers int
 }
 
-// chunkScratch is the space for one chunk's tags and leaf digests, one per
-// runChunks buffer.
+// chunkScratch is the space for one chunk's tags, one per runChunks buffer.
 type chunkScratch struct {
 	tags, stored []byte // computed and stored tags (nil without integrity)
-	leaves       []byte // leaf digests (nil without the digest)
 	bad          []BadSector
 }
 
@@ -210,17 +210,13 @@ func (e *engine) wipe() {
 	clear(e.tagKey)
 }
 
-// scratch allocates the scratch space of every runChunks buffer; call it
-// after setting e.digest.
+// scratch allocates the scratch space of every runChunks buffer.
 func (e *engine) scratch() []chunkScratch {
 	s := make([]chunkScratch, e.workers*buffersPerWorker)
 	for i := range s {
 		if e.tagKey != nil {
 			n := chunkSize / e.l.SectorSize * e.l.TagSize
 			s[i].tags, s[i].stored = make([]byte, n), make([]byte, n)
-		}
-		if e.digest != nil {
-			s[i].leaves = make([]byte, leafCount(chunkSize)*blake2b.Size)
 		}
 	}
 	return s
@@ -232,18 +228,11 @@ func (e *engine) fit(s *chunkScratch, n int) {
 		k := n / e.l.SectorSize * e.l.TagSize
 		s.tags, s.stored = s.tags[:k], s.stored[:k]
 	}
-	if s.leaves != nil {
-		s.leaves = s.leaves[:leafCount(n)*blake2b.Size]
-	}
 }
 
-// encrypt hashes the plaintext chunk's leaves, encrypts it in place and
-// computes its tags, into s.
+// encrypt encrypts a plaintext chunk in place and computes its tags, into s.
 func (e *engine) encrypt(s chunkScratch, buf []byte, first uint64) {
 	e.fit(&s, len(buf))
-	if s.leaves != nil {
-		leafSums(s.leaves, buf)
-	}
 	e.codec.Encrypt(buf, buf, first)
 	if s.tags != nil {
 		blake2b.SumSectors(s.tags, e.l.TagSize, e.tagKey, first, buf, e.l.SectorSize)
@@ -337,62 +326,63 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 		return dc, err
 	}
 	defer e.wipe()
+	var sum hash.Hash
+	var ordered func([]byte)
 	if hashIt {
-		e.digest = newTreeDigest(v.l.DataLength)
+		sum, _ = blake2b.New512(nil)
+		ordered = func(buf []byte) { sum.Write(buf) }
 	}
 	l := v.l
 	scratch := e.scratch()
 	var done int64
-	err = runChunks(ctx, l.DataLength, e.workers, func(w int, buf []byte, off int64) error {
-		s := &scratch[w]
-		if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
-			return err
-		}
-		first := uint64(off / int64(l.SectorSize))
-		t := *s
-		e.fit(&t, len(buf))
-		if t.tags != nil {
-			if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
-				return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
+	err = runChunks(ctx, l.DataLength, e.workers, chunkStages{
+		load: func(w int, buf []byte, off int64) error {
+			s := &scratch[w]
+			if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
+				return err
 			}
-			blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
-			s.bad = v.compareTags(t.stored, t.tags, first)
-		}
-		if decrypt {
-			e.codec.Decrypt(buf, buf, first)
-			if t.leaves != nil {
-				leafSums(t.leaves, buf)
+			first := uint64(off / int64(l.SectorSize))
+			t := *s
+			e.fit(&t, len(buf))
+			if t.tags != nil {
+				if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
+					return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
+				}
+				blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
+				s.bad = v.compareTags(t.stored, t.tags, first)
 			}
-		}
-		return nil
-	}, func(wk int, buf []byte, off int64) error {
-		s := &scratch[wk]
-		if len(s.bad) > 0 && onBad == nil {
-			clear(buf)
-			return &IntegrityError{Sectors: s.bad}
-		}
-		for _, b := range s.bad {
-			onBad(b)
-		}
-		if e.digest != nil {
-			e.digest.add(s.leaves[:leafCount(len(buf))*blake2b.Size])
-		}
-		if output {
-			if _, err := w.Write(buf); err != nil {
-				return &WriteError{err}
+			if decrypt {
+				e.codec.Decrypt(buf, buf, first)
 			}
-		}
-		done += int64(len(buf))
-		if progress != nil {
-			progress(done)
-		}
-		return nil
+			return nil
+		},
+		ordered: ordered,
+		commit: func(wk int, buf []byte, off int64) error {
+			s := &scratch[wk]
+			if len(s.bad) > 0 && onBad == nil {
+				clear(buf)
+				return &IntegrityError{Sectors: s.bad}
+			}
+			for _, b := range s.bad {
+				onBad(b)
+			}
+			if output {
+				if _, err := w.Write(buf); err != nil {
+					return &WriteError{err}
+				}
+			}
+			done += int64(len(buf))
+			if progress != nil {
+				progress(done)
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return dc, err
 	}
-	if e.digest != nil {
-		dc.Computed = e.digest.sum()
+	if sum != nil {
+		copy(dc.Computed[:], sum.Sum(nil))
 		dc.Done = true
 	}
 	if ok && !stale && dc.Done {

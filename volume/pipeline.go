@@ -14,22 +14,45 @@ const chunkSize = 1 << 20
 // not come yet starts the next one with another buffer instead of waiting.
 const buffersPerWorker = 3
 
-// runChunks processes size bytes in chunks of chunkSize (the last one may
-// be shorter) on workers goroutines. A worker takes the next chunk and runs
-// work on it: the bulk (reading, hashing, encrypting), in parallel with the
-// other workers. commit then sees the chunks in order, one at a time
-// (writing a sequential output, feeding the digest's root, reporting
-// progress): whichever worker finds the next chunk to commit ready commits
-// it, and every ready one after it, while the others keep working. Both
-// calls get the buffer's number (for per-buffer scratch space, below
+// chunkStages is what runChunks does with every chunk. Each stage but
+// ordered gets the buffer's number (for per-buffer scratch space, below
 // workers × buffersPerWorker), the buffer sliced to the chunk's length, and
-// the chunk's offset. Buffers are wiped at the end. The first error, or the
-// cancellation of ctx, stops every worker.
+// the chunk's offset.
+type chunkStages struct {
+	// load fills the buffer (reading, and whatever must come before
+	// ordered); the workers run it in parallel.
+	load func(slot int, buf []byte, off int64) error
+	// ordered, if not nil, sees every chunk after load, in order, on a
+	// goroutine of its own. It must not change buf. The end-to-end digest,
+	// one sequential BLAKE2b stream, runs there while the workers load,
+	// transform and commit the chunks around it.
+	ordered func(buf []byte)
+	// work, if not nil, runs in parallel after ordered: encrypting in
+	// place, which has to wait until the plaintext is hashed.
+	work func(slot int, buf []byte, off int64) error
+	// commit sees the chunks in order, one at a time, after work (writing
+	// a sequential output, reporting progress).
+	commit func(slot int, buf []byte, off int64) error
+}
+
+// runChunks processes size bytes in chunks of chunkSize (the last one may
+// be shorter) on workers goroutines, plus one for the ordered stage. A
+// worker takes the next chunk and carries it through load, ordered (handing
+// it to the ordered goroutine and sleeping until it is done) and work.
+// Whichever worker then finds the next chunk to commit ready commits it, and
+// every ready one after it, while the others keep working. Buffers are wiped
+// at the end. The first error, or the cancellation of ctx, stops every
+// goroutine.
 //
 // Compared with a pipeline of stages on their own goroutines (read,
-// transform, write), a chunk is read, hashed and encrypted on one core, and
-// no core waits for another unless all its buffers are queued for commit.
-func runChunks(ctx context.Context, size int64, workers int, work, commit func(slot int, buf []byte, off int64) error) error {
+// transform, write), a chunk is read, encrypted and tagged on one core, and
+// no core waits for another unless all its buffers are queued. The ordered
+// stage is the one sequential part: while it hashes a chunk, the worker
+// that loaded it sleeps and leaves its core to the ordered goroutine and the
+// other workers, which load the next chunks and finish (work, commit) the
+// ones already hashed. At most workers × buffersPerWorker chunks are ever in
+// memory, and the ordered goroutine never holds one of its own.
+func runChunks(ctx context.Context, size int64, workers int, st chunkStages) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	n := (size + chunkSize - 1) / chunkSize
@@ -47,6 +70,37 @@ func runChunks(ctx context.Context, size int64, workers int, work, commit func(s
 			clear(b)
 		}
 	}()
+
+	var wg sync.WaitGroup
+	// Chunk i hands its buffer to the ordered goroutine through toOrdered[i %
+	// slots] and learns it is done through ordered[i % slots]. Chunks are
+	// taken in order and each holds a buffer until it is committed, so chunk
+	// i + slots is taken only after chunk i is committed: no two chunks in
+	// flight share a place, and a send never blocks.
+	var toOrdered []chan []byte
+	var ordered []chan struct{}
+	if st.ordered != nil {
+		toOrdered = make([]chan []byte, slots)
+		ordered = make([]chan struct{}, slots)
+		for i := range slots {
+			toOrdered[i] = make(chan []byte, 1)
+			ordered[i] = make(chan struct{}, 1)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				var buf []byte
+				select {
+				case buf = <-toOrdered[i%int64(slots)]:
+				case <-ctx.Done():
+					return
+				}
+				st.ordered(buf)
+				ordered[i%int64(slots)] <- struct{}{}
+			}
+		}()
+	}
 
 	type done struct {
 		slot int
@@ -76,7 +130,7 @@ func runChunks(ctx context.Context, size int64, workers int, work, commit func(s
 			delete(ready, current)
 			off := current * chunkSize
 			mu.Unlock()
-			err := commit(d.slot, d.buf, off)
+			err := st.commit(d.slot, d.buf, off)
 			free <- d.slot
 			mu.Lock()
 			if err != nil {
@@ -89,7 +143,36 @@ func runChunks(ctx context.Context, size int64, workers int, work, commit func(s
 		mu.Unlock()
 	}
 
-	var wg sync.WaitGroup
+	// process carries chunk i through load, ordered and work; false means
+	// runChunks is stopping.
+	process := func(slot int, i int64) bool {
+		off := i * chunkSize
+		buf := bufs[slot][:min(chunkSize, size-off)]
+		if err := st.load(slot, buf, off); err != nil {
+			cancel(err)
+			return false
+		}
+		if st.ordered != nil {
+			k := i % int64(slots)
+			toOrdered[k] <- buf
+			select {
+			case <-ordered[k]:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if st.work != nil {
+			if err := st.work(slot, buf, off); err != nil {
+				cancel(err)
+				return false
+			}
+		}
+		mu.Lock()
+		ready[i] = done{slot, buf}
+		mu.Unlock()
+		return true
+	}
+
 	for range workers {
 		wg.Add(1)
 		go func() {
@@ -109,15 +192,9 @@ func runChunks(ctx context.Context, size int64, workers int, work, commit func(s
 					free <- slot
 					return
 				}
-				off := i * chunkSize
-				buf := bufs[slot][:min(chunkSize, size-off)]
-				if err := work(slot, buf, off); err != nil {
-					cancel(err)
+				if !process(slot, i) {
 					return
 				}
-				mu.Lock()
-				ready[i] = done{slot, buf}
-				mu.Unlock()
 				commitReady()
 			}
 		}()

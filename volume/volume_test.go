@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -207,8 +208,8 @@ func TestDecryptVerifyDigest(t *testing.T) {
 	if err != nil || !dc.Match || !bytes.Equal(out.Bytes(), plain) {
 		t.Fatalf("Decrypt: %+v, %v", dc, err)
 	}
-	if want := treeDigestXCrypto(plain); dc.Computed != want {
-		t.Fatal("digest is not the BLAKE2b-512 tree of docs/FORMAT.md")
+	if want := xblake2b.Sum512(plain); dc.Computed != want {
+		t.Fatal("digest is not the BLAKE2b-512 of the plaintext")
 	}
 	res, err := v.Verify(context.Background(), nil, nil)
 	if err != nil || !res.Digest.Match || res.BadSectors != 0 {
@@ -459,30 +460,42 @@ func TestReadOnly(t *testing.T) {
 
 var _ io.ReaderAt = (*memDevice)(nil)
 
-// treeDigestXCrypto computes the end-to-end digest as docs/FORMAT.md
-// defines it, with x/crypto's BLAKE2b: BLAKE2b-512 of the prefix, the
-// length, the leaf size and the BLAKE2b-512 of every 64 KiB leaf.
-func treeDigestXCrypto(data []byte) [64]byte {
-	root, _ := xblake2b.New512(nil)
-	root.Write([]byte("xtsctl tree digest v1"))
-	binary.Write(root, binary.LittleEndian, uint64(len(data)))
-	binary.Write(root, binary.LittleEndian, uint64(65536))
-	for off := 0; off < len(data); off += 65536 {
-		leaf := xblake2b.Sum512(data[off:min(off+65536, len(data))])
-		root.Write(leaf[:])
-	}
-	var d [64]byte
-	copy(d[:], root.Sum(nil))
-	return d
-}
-
-// TestDigestTree: Digest matches the independent computation for lengths
-// around the leaf size and the piece size, and for the empty input.
-func TestDigestTree(t *testing.T) {
-	data := randomData(12, 3*chunkSize+DigestLeafSize+100)
-	for _, n := range []int{0, 1, 4096, DigestLeafSize - 1, DigestLeafSize, DigestLeafSize + 1, chunkSize, chunkSize + 512, len(data)} {
-		if Digest(data[:n]) != treeDigestXCrypto(data[:n]) {
-			t.Fatalf("length %d: digests differ", n)
+// TestDigestIsBLAKE2b512: the digest Create returns and records, and the
+// one Decrypt and Verify compute, is x/crypto's BLAKE2b-512 of the whole
+// plaintext (what b2sum prints), whatever the number of chunks, where the
+// last one ends, and the number of workers (one more than the cores, to
+// mix up the order in which chunks finish).
+func TestDigestIsBLAKE2b512(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	data := randomData(12, 5*chunkSize+2*4096)
+	for _, c := range []struct{ n, ss, ts int }{
+		{4096, 4096, 32}, {chunkSize - 512, 512, 16}, {chunkSize, 4096, 0},
+		{chunkSize + 4096, 4096, 32}, {3*chunkSize + 1024, 1024, 0}, {len(data), 4096, 16},
+	} {
+		plain := data[:c.n]
+		want := xblake2b.Sum512(plain)
+		if Digest(plain) != want {
+			t.Fatalf("%d bytes: Digest is not BLAKE2b-512", c.n)
 		}
+		dev := &memDevice{}
+		_, got, err := Create(context.Background(), dev, bytes.NewReader(plain), int64(c.n),
+			CreateOptions{SectorSize: c.ss, TagSize: c.ts, KDF: testKDF, Passphrase: testPass}, nil)
+		if err != nil || got != want {
+			t.Fatalf("%d bytes: Create returned digest %x..., want %x... (err %v)", c.n, got[:8], want[:8], err)
+		}
+		v := mustOpen(t, dev, true)
+		if recorded, ok, err := v.h.openDigest(v.key); err != nil || !ok || recorded != want {
+			t.Fatalf("%d bytes: the header records %x... (%v, %v)", c.n, recorded[:8], ok, err)
+		}
+		var out bytes.Buffer
+		dc, err := v.Decrypt(context.Background(), &out, nil)
+		if err != nil || !dc.Match || dc.Computed != want || !bytes.Equal(out.Bytes(), plain) {
+			t.Fatalf("%d bytes: Decrypt: %+v, %v", c.n, dc, err)
+		}
+		res, err := v.Verify(context.Background(), nil, nil)
+		if err != nil || !res.Digest.Match || res.Digest.Computed != want {
+			t.Fatalf("%d bytes: Verify: %+v, %v", c.n, res, err)
+		}
+		v.Close()
 	}
 }

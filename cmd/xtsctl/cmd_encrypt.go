@@ -43,10 +43,9 @@ By default OUT is an xtsctl volume (docs/FORMAT.md): a header, a key slot
 for the passphrase (asked twice on the terminal, or --passphrase-file), the
 data encrypted as dm-crypt's aes-xts-plain64, and a keyed BLAKE2b tag per
 sector (--integrity none to leave them out). encrypt prints the end-to-end
-digest of IN (a BLAKE2b-512 tree over its 64 KiB blocks, docs/FORMAT.md);
-the volume records it, encrypted, and decrypt and verify check it.
-Passphrase hashing (Argon2id) is calibrated to take --kdf-time on this
-machine.
+digest of IN, its BLAKE2b-512 (the hex digits b2sum prints for IN); the
+volume records it, encrypted, and decrypt and verify check it. Passphrase
+hashing (Argon2id) is calibrated to take --kdf-time on this machine.
 
 With --type plain, OUT is byte for byte what the device would hold after
 writing IN through
@@ -101,7 +100,8 @@ appears only when complete; IN is never modified.
 An xtsctl volume (the default type) is unlocked with its passphrase; every
 sector's tag is checked before it is decrypted (a bad one stops decrypt, and
 OUT is not written) and the end-to-end digest at the end. decrypt prints
-the digest of OUT, which equals the one encrypt printed.
+the digest of OUT (its BLAKE2b-512, as b2sum prints it), which equals the
+one encrypt printed.
 
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,

@@ -244,7 +244,7 @@ func printInfo(a *app, j infoJSON) {
 	row("dirty regions", "%d of %s", j.Regions, humanBytes(j.RegionSize))
 	switch j.Digest {
 	case "recorded":
-		row("digest", "BLAKE2b-512 tree of the plaintext, recorded (encrypted)")
+		row("digest", "BLAKE2b-512 of the plaintext, recorded (encrypted)")
 	case "stale":
 		row("digest", "recorded, but the volume was written since")
 	default:

@@ -14,11 +14,11 @@ import (
 const goldenDir = "../../testimages/v1"
 
 // plainSHA256 is the SHA-256 of testimages/plain/disk.img, which every
-// golden volume holds, and plainDigest its end-to-end digest as
-// scripts/volume_ref.py computes it (testimages/README.md).
+// golden volume holds, and plainDigest its end-to-end digest: what
+// coreutils b2sum prints for it (testimages/README.md).
 const (
 	plainSHA256 = "8ac5289b0af3c93b624b36ac57cc08f8500b471357b5cd09b5ba99b96e4e6384"
-	plainDigest = "9cf3aae84ca4b0bb8718a02b35203c9a2785b8607adac6c326878c7f25228042e8b41cc570d96fb18c5a1a6c7ea005a8a9f24056e16ee75689908eceb13b34af"
+	plainDigest = "95f3bc62655707bf2e1e3ff849702875d85ab6e82c444d9a784d6be6a2a0f18433d59fe5aed33a0a0720c14b3061098f4365ac69554d39b1cccd0f0f4a02aea9"
 )
 
 // goldenCopy copies a golden volume and the passphrase (mode 0600) into a

@@ -260,8 +260,8 @@ func describeVolume(h *volume.Header) string {
 	return s
 }
 
-// printDigest prints the end-to-end digest of the plaintext (a BLAKE2b-512
-// tree, docs/FORMAT.md; not what b2sum prints), as the command's result.
+// printDigest prints the end-to-end digest of the plaintext, its
+// BLAKE2b-512 (the hex digits b2sum prints), as the command's result.
 func printDigest(a *app, digest []byte) {
 	a.resultf("%s", hex.EncodeToString(digest))
 }
