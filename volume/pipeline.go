@@ -37,21 +37,22 @@ type chunkStages struct {
 
 // runChunks processes size bytes in chunks of chunkSize (the last one may
 // be shorter) on workers goroutines, plus one for the ordered stage. A
-// worker takes the next chunk and carries it through load, ordered (handing
-// it to the ordered goroutine and sleeping until it is done) and work.
-// Whichever worker then finds the next chunk to commit ready commits it, and
-// every ready one after it, while the others keep working. Buffers are wiped
-// at the end. The first error, or the cancellation of ctx, stops every
-// goroutine.
+// worker takes the next chunk and loads it; without an ordered stage it
+// goes on with work. With one, it hands the chunk to the ordered goroutine
+// and takes another task: a chunk the ordered goroutine is done with (work,
+// first, since those hold buffers and come next in commit order) or, while
+// buffers are free, a new chunk to load. Whichever worker then finds the
+// next chunk to commit ready commits it, and every ready one after it,
+// while the others keep working. Buffers are wiped at the end. The first
+// error, or the cancellation of ctx, stops every goroutine.
 //
 // Compared with a pipeline of stages on their own goroutines (read,
 // transform, write), a chunk is read, encrypted and tagged on one core, and
-// no core waits for another unless all its buffers are queued. The ordered
-// stage is the one sequential part: while it hashes a chunk, the worker
-// that loaded it sleeps and leaves its core to the ordered goroutine and the
-// other workers, which load the next chunks and finish (work, commit) the
-// ones already hashed. At most workers × buffersPerWorker chunks are ever in
-// memory, and the ordered goroutine never holds one of its own.
+// no core waits for another unless all buffers are queued. The ordered
+// stage is the one sequential part: the workers load ahead of it, as far as
+// the buffers allow, so that it always has the next chunk, and finish
+// (work, commit) the chunks behind it. At most workers × buffersPerWorker
+// chunks are ever in memory.
 func runChunks(ctx context.Context, size int64, workers int, st chunkStages) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -70,35 +71,45 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 			clear(b)
 		}
 	}()
+	// chunkBuf is the buffer of chunk i held in slot.
+	chunkBuf := func(slot int, i int64) []byte {
+		return bufs[slot][:min(chunkSize, size-i*chunkSize)]
+	}
 
+	type chunk struct {
+		slot int
+		i    int64
+	}
 	var wg sync.WaitGroup
-	// Chunk i hands its buffer to the ordered goroutine through toOrdered[i %
-	// slots] and learns it is done through ordered[i % slots]. Chunks are
-	// taken in order and each holds a buffer until it is committed, so chunk
-	// i + slots is taken only after chunk i is committed: no two chunks in
-	// flight share a place, and a send never blocks.
-	var toOrdered []chan []byte
-	var ordered []chan struct{}
+	// Chunk i reaches the ordered goroutine through toOrdered[i % slots],
+	// which then passes it on to the workers through ordered. Chunks are
+	// taken in order and each holds a buffer until it is committed, so
+	// chunk i + slots is taken only after chunk i is committed: no two
+	// chunks in flight share a place in toOrdered, at most slots chunks are
+	// in ordered, and no send blocks. ordered is closed after the last
+	// chunk.
+	var toOrdered []chan chunk
+	var ordered chan chunk
 	if st.ordered != nil {
-		toOrdered = make([]chan []byte, slots)
-		ordered = make([]chan struct{}, slots)
-		for i := range slots {
-			toOrdered[i] = make(chan []byte, 1)
-			ordered[i] = make(chan struct{}, 1)
+		toOrdered = make([]chan chunk, slots)
+		for i := range toOrdered {
+			toOrdered[i] = make(chan chunk, 1)
 		}
+		ordered = make(chan chunk, slots)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range n {
-				var buf []byte
+				var c chunk
 				select {
-				case buf = <-toOrdered[i%int64(slots)]:
+				case c = <-toOrdered[i%int64(slots)]:
 				case <-ctx.Done():
 					return
 				}
-				st.ordered(buf)
-				ordered[i%int64(slots)] <- struct{}{}
+				st.ordered(chunkBuf(c.slot, c.i))
+				ordered <- c
 			}
+			close(ordered)
 		}()
 	}
 
@@ -142,60 +153,87 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 		committing = false
 		mu.Unlock()
 	}
-
-	// process carries chunk i through load, ordered and work; false means
+	// finish runs work on a chunk and commits what is ready; false means
 	// runChunks is stopping.
-	process := func(slot int, i int64) bool {
-		off := i * chunkSize
-		buf := bufs[slot][:min(chunkSize, size-off)]
-		if err := st.load(slot, buf, off); err != nil {
-			cancel(err)
-			return false
-		}
-		if st.ordered != nil {
-			k := i % int64(slots)
-			toOrdered[k] <- buf
-			select {
-			case <-ordered[k]:
-			case <-ctx.Done():
-				return false
-			}
-		}
+	finish := func(c chunk) bool {
+		buf := chunkBuf(c.slot, c.i)
 		if st.work != nil {
-			if err := st.work(slot, buf, off); err != nil {
+			if err := st.work(c.slot, buf, c.i*chunkSize); err != nil {
 				cancel(err)
 				return false
 			}
 		}
 		mu.Lock()
-		ready[i] = done{slot, buf}
+		ready[c.i] = done{c.slot, buf}
 		mu.Unlock()
+		commitReady()
 		return true
+	}
+	// start takes the next chunk into slot and loads it; it returns false
+	// when runChunks is stopping or no chunk is left.
+	start := func(slot int) (chunk, bool) {
+		mu.Lock()
+		i := next
+		next++
+		mu.Unlock()
+		if i >= n {
+			free <- slot
+			return chunk{}, false
+		}
+		if err := st.load(slot, chunkBuf(slot, i), i*chunkSize); err != nil {
+			cancel(err)
+			return chunk{}, false
+		}
+		return chunk{slot, i}, true
 	}
 
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if st.ordered == nil {
+				for {
+					var slot int
+					select {
+					case slot = <-free:
+					case <-ctx.Done():
+						return
+					}
+					c, ok := start(slot)
+					if !ok || !finish(c) {
+						return
+					}
+				}
+			}
+			freeSlots := free // nil once every chunk is taken
 			for {
-				var slot int
+				// Chunks the ordered stage is done with come first.
 				select {
-				case slot = <-free:
+				case c, ok := <-ordered:
+					if !ok || !finish(c) {
+						return
+					}
+					continue
+				default:
+				}
+				select {
+				case c, ok := <-ordered:
+					if !ok || !finish(c) {
+						return
+					}
+				case slot := <-freeSlots:
+					c, ok := start(slot)
+					if !ok {
+						if ctx.Err() != nil {
+							return
+						}
+						freeSlots = nil
+						continue
+					}
+					toOrdered[c.i%int64(slots)] <- c
 				case <-ctx.Done():
 					return
 				}
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					free <- slot
-					return
-				}
-				if !process(slot, i) {
-					return
-				}
-				commitReady()
 			}
 		}()
 	}

@@ -64,7 +64,7 @@ func TestRunChunks(t *testing.T) {
 }
 
 // TestRunChunksStops: an error in any stage, or a cancelled context, stops
-// runChunks with that error, also while workers wait for the ordered stage.
+// runChunks with that error, also with chunks queued for the ordered stage.
 func TestRunChunksStops(t *testing.T) {
 	boom := errors.New("boom")
 	size := int64(20 * chunkSize)
