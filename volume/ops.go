@@ -82,7 +82,7 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	defer e.wipe()
 
 	// Write in order of offsets where possible: on tmpfs, filling a hole
-	// costs several times an append. Tags of a volume up to 8 GiB (with the
+	// costs several times an append. Tags of a volume up to 2 GiB (with the
 	// default sizes) wait in memory and follow the data; above that, the
 	// whole volume is preallocated and tags are written as they come.
 	var allTags []byte
@@ -154,8 +154,10 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 }
 
 // maxBufferedTags bounds the tags Create keeps in memory until the data is
-// written.
-const maxBufferedTags = 64 << 20
+// written, so that encrypt's memory stays in the tens of MiB whatever the
+// image size (16 MiB of tags: a 2 GiB volume with 4 KiB sectors and
+// 32-byte tags).
+const maxBufferedTags = 16 << 20
 
 // newMasterKey returns a random XTS key with distinct halves (the xts
 // package refuses equal halves).
