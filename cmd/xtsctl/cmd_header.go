@@ -23,6 +23,8 @@ write a saved header back to both of IMAGE's header copies.
 A backup holds the master key wrapped by every passphrase the volume had
 when it was taken: with it, such a passphrase decrypts the volume even after
 it was removed or changed. Keep it as safe as the volume.`,
+		Example: `  xtsctl header backup disk.vol disk.header
+  xtsctl header restore disk.vol disk.header`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usageError(errors.New("header: missing subcommand backup or restore"),

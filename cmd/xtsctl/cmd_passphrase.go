@@ -23,6 +23,9 @@ xtsctl is killed or the machine stops at any moment, the volume still opens
 with the old passphrase or the new one. Passphrases are asked on the
 terminal (new ones twice), or read from --passphrase-file (an existing
 passphrase) and --new-passphrase-file.`,
+		Example: `  xtsctl passphrase add disk.vol
+  xtsctl passphrase change --passphrase-file old.txt --new-passphrase-file new.txt disk.vol
+  xtsctl passphrase remove disk.vol`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usageError(errors.New("passphrase: missing subcommand add, remove or change"),
