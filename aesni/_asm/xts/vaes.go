@@ -505,27 +505,7 @@ func (c *vk) steal(base VecPhysical) {
 		"before block m's final store overwrites the rest; X0 = blend(X2, X0)",
 		"is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are",
 		"left alone).")
-	VMOVDQA(base, X1)
-	MOVQ(c.blocks, R13)
-	l64, rest := newLabel("x64_"), newLabel("xrest")
-	Label(l64)
-	CMPQ(R13, Imm(64))
-	JB(LabelRef(rest))
-	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X1, X2)
-	VPSLLDQ(Imm(8), X1, X1)
-	VPXOR(X2, X1, X1)
-	SUBQ(Imm(64), R13)
-	JMP(LabelRef(l64))
-	Label(rest)
-	VMOVQ(R13, X2)
-	MOVQ(U32(64), R14)
-	SUBQ(R13, R14)
-	VMOVQ(R14, X3)
-	VPSRLQ(X3, X1, X13)
-	VPSLLQ(X2, X1, X1)
-	raw(c.xmmCLMUL(), "VPCLMULQDQ", Imm(0x01), poly, X13, X14)
-	VPSLLDQ(Imm(8), X13, X13)
-	c.xor3(X1, X13, X14)
+	c.tweakPow(X1, base) // X1 = T_m; X3 = 64 - m%64, as mulXBits expects
 	c.mulXBits(X3, X1, 1, X13, X14, c.xmmCLMUL(), poly)
 	c.stealAt(X1, X3, false)
 }
