@@ -234,14 +234,32 @@ func (v *Volume) ReadSectors(buf []byte, first uint64) error {
 	if _, err := v.dev.ReadAt(buf, v.l.SectorOffset(first)); err != nil {
 		return fmt.Errorf("cannot read sectors %d..%d: %w", first, first+n-1, err)
 	}
+	if v.l.Integrity == IntegrityNone {
+		return v.OpenSectors(buf, nil, first)
+	}
+	stored := v.getScratch(int(n) * v.l.TagSize)
+	defer v.putScratch(stored)
+	if _, err := v.dev.ReadAt(stored, v.l.TagPosition(first)); err != nil {
+		return fmt.Errorf("cannot read the tags of sectors %d..%d: %w", first, first+n-1, err)
+	}
+	return v.OpenSectors(buf, stored, first)
+}
+
+// OpenSectors verifies the ciphertext of the sectors from first in buf
+// against their stored tags (as read from the tag area at
+// Layout().TagPosition(first); nil without integrity) and decrypts it in
+// place: the second half of ReadSectors, for callers that read the image
+// themselves. A sector that fails verification is cleared and reported in
+// an *IntegrityError.
+func (v *Volume) OpenSectors(buf, stored []byte, first uint64) error {
 	var bad []BadSector
 	if v.l.Integrity != IntegrityNone {
-		tags := v.getScratch(2 * int(n) * v.l.TagSize)
-		defer v.putScratch(tags)
-		stored, computed := tags[:len(tags)/2], tags[len(tags)/2:]
-		if _, err := v.dev.ReadAt(stored, v.l.TagPosition(first)); err != nil {
-			return fmt.Errorf("cannot read the tags of sectors %d..%d: %w", first, first+n-1, err)
+		n := len(buf) / v.l.SectorSize
+		if len(stored) != n*v.l.TagSize {
+			return fmt.Errorf("volume: %d bytes of tags for %d sectors", len(stored), n)
 		}
+		computed := v.getScratch(len(stored))
+		defer v.putScratch(computed)
 		v.sumTags(computed, buf, first)
 		bad = v.compareTags(stored, computed, first)
 	}

@@ -97,7 +97,7 @@ func runServer() error {
 	if err := reportReady(readyFile, nil, s.readyMsg()); err != nil {
 		logger.Printf("open: %v", err)
 	}
-	logger.Printf("serving %s on %s", cfg.Image, s.srv.LoopDevice().Path)
+	logger.Printf("serving %s on %s (FUSE %s)", cfg.Image, s.srv.LoopDevice().Path, s.srv.Transport())
 	return s.run()
 }
 
@@ -319,6 +319,7 @@ func (s *server) handle(c net.Conn) (closed bool) {
 	switch req.Op {
 	case "status":
 		stats := s.dev.Counters.Snapshot()
+		stats.Transport = s.srv.Transport()
 		reply(&readyMsg{OK: true, Device: s.srv.LoopDevice().Path, Stats: &stats})
 	case "close":
 		if err := s.shutdown(); err != nil {

@@ -158,6 +158,9 @@ func printStatus(a *app, vs *volumeStatus) {
 		a.resultf("  recovered:  at open, after an unclean shutdown: %s re-tagged (%d sectors)", plural(int64(r.DirtyRegions), "dirty region"), r.Sectors)
 	}
 	if s := vs.Stats; s != nil {
+		if s.Transport != "" {
+			a.resultf("  FUSE:       %s", s.Transport)
+		}
 		a.resultf("  reads:      %d (%s)", s.Reads, humanBytes(int64(s.ReadBytes)))
 		a.resultf("  writes:     %d (%s)", s.Writes, humanBytes(int64(s.WriteBytes)))
 		a.resultf("  syncs:      %d", s.Syncs)

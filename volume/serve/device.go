@@ -72,6 +72,49 @@ var ErrReadOnly = errors.New("device is read-only")
 
 // lockRange locks the chunks covering [off, off+n).
 func (d *Device) lockRange(off, n int64, write bool) (unlock func()) {
+	unlock, _ = d.lockStripes(d.stripes(off, n), write, false)
+	return unlock
+}
+
+// tryLockRange is lockRange for callers that must not wait (a ring
+// thread): it takes every lock or none.
+func (d *Device) tryLockRange(off, n int64, write bool) (unlock func(), ok bool) {
+	return d.lockStripes(d.stripes(off, n), write, true)
+}
+
+func (d *Device) lockStripes(stripes []int, write, try bool) (unlock func(), ok bool) {
+	release := func(held []int) {
+		for _, s := range held {
+			if write {
+				d.locks[s].Unlock()
+			} else {
+				d.locks[s].RUnlock()
+			}
+		}
+	}
+	for i, s := range stripes {
+		got := true
+		switch {
+		case write && try:
+			got = d.locks[s].TryLock()
+		case try:
+			got = d.locks[s].TryRLock()
+		case write:
+			d.locks[s].Lock()
+		default:
+			d.locks[s].RLock()
+		}
+		if !got {
+			release(stripes[:i])
+			return nil, false
+		}
+	}
+	return func() { release(stripes) }, true
+}
+
+// stripes lists, in ascending order, the lock stripes of the chunks
+// covering [off, off+n).
+func (d *Device) stripes(off, n int64) []int {
 	first, last := off>>chunkShift, (off+n-1)>>chunkShift
 	var stripes []int
 	if last-first+1 >= lockStripes {
@@ -94,22 +137,7 @@ func (d *Device) lockRange(off, n int64, write bool) (unlock func()) {
 			}
 		}
 	}
-	for _, s := range stripes {
-		if write {
-			d.locks[s].Lock()
-		} else {
-			d.locks[s].RLock()
-		}
-	}
-	return func() {
-		for _, s := range stripes {
-			if write {
-				d.locks[s].Unlock()
-			} else {
-				d.locks[s].RUnlock()
-			}
-		}
-	}
+	return stripes
 }
 
 func (d *Device) check(n int, off int64) error {

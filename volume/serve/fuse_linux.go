@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/xtsctl/xtsctl/volume/loopdev"
+	"golang.org/x/sys/unix"
 )
 
 // FileName is the name of the decrypted file inside the FUSE mount.
@@ -31,12 +32,16 @@ type Options struct {
 	Debug bool
 	// Logger receives FUSE debug output; nil means the standard logger.
 	Logger *log.Logger
+	// NoRing keeps requests on /dev/fuse even where the kernel offers
+	// FUSE over io_uring.
+	NoRing bool
 }
 
 // A Server is a Device exposed as a FUSE file with a loop device on top.
 type Server struct {
 	dev  *Device
 	fuse *fuse.Server
+	ring *ringServer // nil: requests come through /dev/fuse only
 	dir  string
 	loop *loopdev.Device
 }
@@ -113,11 +118,25 @@ func Start(dev *Device, opts Options) (*Server, error) {
 		return nil, err
 	}
 	root := &rootNode{dev: dev}
-	fsrv, err := fs.Mount(opts.Dir, root, mountOptions(opts))
+	s := &Server{dev: dev, dir: opts.Dir}
+	var err error
+	if !opts.NoRing && RingAvailable() {
+		logf := log.Printf
+		if opts.Logger != nil {
+			logf = opts.Logger.Printf
+		}
+		if s.ring, err = newRingServer(dev, logf); err != nil {
+			logf("FUSE over io_uring unavailable, using /dev/fuse: %v", err)
+		}
+	}
+	if s.ring != nil {
+		err = s.mountWithRing(root, mountOptions(opts))
+	} else {
+		s.fuse, err = fs.Mount(opts.Dir, root, mountOptions(opts))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mount FUSE on %s: %w", opts.Dir, err)
 	}
-	s := &Server{dev: dev, fuse: fsrv, dir: opts.Dir}
 	loop, err := loopdev.Attach(s.FilePath(), loopdev.Options{
 		ReadOnly: dev.ReadOnly(),
 		// Direct I/O: the loop driver then neither caches the file
@@ -135,6 +154,15 @@ func Start(dev *Device, opts Options) (*Server, error) {
 	}
 	s.loop = loop
 	return s, nil
+}
+
+// Transport says how FUSE requests reach the server: "over io_uring, N
+// queue threads" or "/dev/fuse".
+func (s *Server) Transport() string {
+	if s.ring != nil {
+		return s.ring.describe()
+	}
+	return "/dev/fuse"
 }
 
 // FilePath is the decrypted file's path inside the FUSE mount.
@@ -165,11 +193,17 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) unmountFUSE() error {
+	unmount := s.fuse.Unmount
+	if s.ring != nil {
+		// go-fuse did not mount this one (it got the /dev/fuse
+		// descriptor), so it cannot unmount it either.
+		unmount = func() error { return unix.Unmount(s.dir, 0) }
+	}
 	// The loop driver drops its file reference asynchronously after
 	// LOOP_CLR_FD, so the FUSE mount can be briefly busy.
 	var err error
 	for range 100 {
-		if err = s.fuse.Unmount(); err == nil || !errors.Is(err, syscall.EBUSY) {
+		if err = unmount(); err == nil || !errors.Is(err, syscall.EBUSY) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -177,7 +211,73 @@ func (s *Server) unmountFUSE() error {
 	if err != nil {
 		return fmt.Errorf("unmount FUSE at %s: %w", s.dir, err)
 	}
+	if s.ring != nil {
+		s.fuse.Wait()
+		if err := s.ring.wait(); err != nil {
+			return fmt.Errorf("FUSE over io_uring: %w", err)
+		}
+	}
 	return nil
+}
+
+// mountWithRing mounts FUSE itself, so that it holds the /dev/fuse
+// descriptor the rings need, and lets go-fuse serve it through the
+// /dev/fd/N form. INIT offers FUSE_OVER_IO_URING; when the kernel takes it,
+// the queues register and from then on carry every request but FORGET and
+// INTERRUPT, which stay on /dev/fuse with go-fuse.
+func (s *Server) mountWithRing(root *rootNode, o *fs.Options) error {
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.ring.abort()
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(s.dir, &st); err != nil {
+		unix.Close(fd)
+		s.ring.abort()
+		return err
+	}
+	data := fmt.Sprintf("fd=%d,rootmode=%o,user_id=%d,group_id=%d,max_read=%d",
+		fd, st.Mode&unix.S_IFMT, os.Geteuid(), os.Getegid(), o.MaxWrite)
+	if err := unix.Mount(o.FsName, s.dir, "fuse."+o.Name, unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		unix.Close(fd)
+		s.ring.abort()
+		return err
+	}
+	// The rings get their own descriptor: go-fuse closes its one when
+	// its loop ends, possibly before the last commit of a queue.
+	ringFd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Unmount(s.dir, unix.MNT_DETACH)
+		unix.Close(fd)
+		s.ring.abort()
+		return err
+	}
+	o.ExtraCapabilities |= fuseOverIOURing
+	// Directory listings with attributes would need go-fuse internals
+	// the ring does not reach; plain READDIR is enough for one file.
+	o.DisabledCapabilities |= fuse.CAP_READDIRPLUS
+	// go-fuse must not mount anything itself: it would take the
+	// /dev/fd/N path for a mount point before recognising it.
+	o.DirectMount, o.DirectMountStrict = false, false
+	raw := fs.NewNodeFS(root, o)
+	srv, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &o.MountOptions)
+	if err != nil {
+		unix.Unmount(s.dir, unix.MNT_DETACH)
+		unix.Close(ringFd)
+		s.ring.abort()
+		return err
+	}
+	s.fuse = srv
+	if srv.KernelSettings().Flags64()&fuseOverIOURing == 0 {
+		unix.Close(ringFd)
+		s.ring.abort()
+		s.ring = nil
+	} else {
+		s.ring.register(ringFd, raw)
+	}
+	go srv.Serve()
+	return srv.WaitMount()
 }
 
 // rootNode is the FUSE root directory; it holds the single file.

@@ -86,9 +86,42 @@ func (im *plainImage) plaintext(t testing.TB) []byte {
 	return b
 }
 
+// A transport is how a test's server takes FUSE requests: /dev/fuse, or
+// FUSE over io_uring where the kernel offers it.
+type transport struct{ ring bool }
+
+func (tr transport) String() string {
+	if tr.ring {
+		return "uring"
+	}
+	return "devfuse"
+}
+
+// check fails t unless srv uses the transport asked for: a test of the
+// ring must not pass by quietly falling back to /dev/fuse.
+func (tr transport) check(t testing.TB, srv *Server) {
+	t.Helper()
+	if got := strings.Contains(srv.Transport(), "io_uring"); got != tr.ring {
+		t.Fatalf("server transport is %q, want ring=%v", srv.Transport(), tr.ring)
+	}
+}
+
+// forTransports runs f as a subtest for each transport this kernel has.
+func forTransports(t *testing.T, f func(t *testing.T, tr transport)) {
+	trs := []transport{{ring: false}}
+	if RingAvailable() {
+		trs = append(trs, transport{ring: true})
+	} else {
+		t.Log("FUSE over io_uring not enabled (fuse.enable_uring): testing /dev/fuse only")
+	}
+	for _, tr := range trs {
+		t.Run(tr.String(), func(t *testing.T) { f(t, tr) })
+	}
+}
+
 // start serves im through FUSE and a loop device; cleanup stops the
 // server and checks that no loop device or mount is left.
-func (im *plainImage) start(t testing.TB, readOnly bool) (*Server, *Device) {
+func (im *plainImage) start(t testing.TB, readOnly bool, tr transport) (*Server, *Device) {
 	t.Helper()
 	flag := os.O_RDWR
 	if readOnly {
@@ -105,11 +138,12 @@ func (im *plainImage) start(t testing.TB, readOnly bool) (*Server, *Device) {
 	dev := NewDevice(store, readOnly, t.Logf)
 	dir := filepath.Join(t.TempDir(), "fuse")
 	os.Mkdir(dir, 0o700)
-	srv, err := Start(dev, Options{Dir: dir, Name: im.path, Debug: testing.Verbose() && os.Getenv("FUSEDEBUG") != ""})
+	srv, err := Start(dev, Options{Dir: dir, Name: im.path, Debug: testing.Verbose() && os.Getenv("FUSEDEBUG") != "", NoRing: !tr.ring})
 	if err != nil {
 		store.Close()
 		t.Fatal(err)
 	}
+	tr.check(t, srv)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -166,6 +200,10 @@ func sysLoop(t testing.TB, n int, attr string) string {
 // image against an independent decryption.
 func TestLoopServesPlaintext(t *testing.T) {
 	skipUnlessDevices(t)
+	forTransports(t, testLoopServesPlaintext)
+}
+
+func testLoopServesPlaintext(t *testing.T, tr transport) {
 	for _, ss := range []int{512, 4096} {
 		t.Run("sector="+strconv.Itoa(ss), func(t *testing.T) {
 			size := int64(8 << 20)
@@ -173,7 +211,7 @@ func TestLoopServesPlaintext(t *testing.T) {
 				size = 256 << 10
 			}
 			im := newPlainImage(t, size, volume.Plain{Sector: sector.Params{Size: ss, IVOffset: 3}, Offset: 8})
-			srv, _ := im.start(t, false)
+			srv, _ := im.start(t, false, tr)
 			loop := srv.LoopDevice()
 			if got := sysLoop(t, loop.Number, "dio"); got != "1" {
 				t.Errorf("loop device does not use direct I/O (dio=%s)", got)
@@ -210,15 +248,16 @@ func TestLoopServesPlaintext(t *testing.T) {
 }
 
 // startStore serves store through FUSE and a loop device for the test.
-func startStore(t testing.TB, store Store, readOnly bool) (*Server, *Device) {
+func startStore(t testing.TB, store Store, readOnly bool, tr transport) (*Server, *Device) {
 	t.Helper()
 	dev := NewDevice(store, readOnly, t.Logf)
 	dir := filepath.Join(t.TempDir(), "fuse")
 	os.Mkdir(dir, 0o700)
-	srv, err := Start(dev, Options{Dir: dir, Name: "test"})
+	srv, err := Start(dev, Options{Dir: dir, Name: "test", NoRing: !tr.ring})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.check(t, srv)
 	t.Cleanup(func() {
 		if err := srv.Stop(); err != nil {
 			t.Error(err)
@@ -233,12 +272,16 @@ func startStore(t testing.TB, store Store, readOnly bool) (*Server, *Device) {
 // other files still read, and the counters name the sector.
 func TestLoopIntegrityErrorIsEIO(t *testing.T) {
 	skipUnlessDevices(t)
+	forTransports(t, testLoopIntegrityErrorIsEIO)
+}
+
+func testLoopIntegrityErrorIsEIO(t *testing.T, tr transport) {
 	mkfs, err := exec.LookPath("mkfs.ext4")
 	if err != nil {
 		t.Skip("mkfs.ext4 missing (scripts/install-deps.sh installs e2fsprogs)")
 	}
 	store := newMemStore(t, 4096, 4096) // 16 MiB
-	srv, dev := startStore(t, store, false)
+	srv, dev := startStore(t, store, false, tr)
 	loop := srv.LoopDevice().Path
 	if out, err := exec.Command(mkfs, "-q", "-F", loop).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
@@ -297,10 +340,14 @@ func TestLoopIntegrityErrorIsEIO(t *testing.T) {
 // against an independent decryption of the image.
 func TestLoopConcurrentProcesses(t *testing.T) {
 	skipUnlessDevices(t)
+	forTransports(t, testLoopConcurrentProcesses)
+}
+
+func testLoopConcurrentProcesses(t *testing.T, tr transport) {
 	const chunk = 2 << 20
 	const procs, goroutines = 3, 3
 	im := newPlainImage(t, (procs+goroutines)*chunk, volume.Plain{Sector: sector.Params{Size: 4096}})
-	srv, _ := im.start(t, false)
+	srv, _ := im.start(t, false, tr)
 	loop := srv.LoopDevice().Path
 	want := im.plaintext(t)
 	dir := t.TempDir()

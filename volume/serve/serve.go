@@ -86,6 +86,9 @@ type Stats struct {
 	IntegrityErrors uint64   `json:"integrity_errors"`
 	BadSectors      []uint64 `json:"bad_sectors,omitempty"`
 	MoreBadSectors  bool     `json:"more_bad_sectors,omitempty"`
+	// Transport is how FUSE requests reach the server (Server.Transport);
+	// the counters leave it empty, the server fills it in.
+	Transport string `json:"transport,omitempty"`
 }
 
 // Snapshot returns the current values.

@@ -134,3 +134,23 @@ var (
 	_ VolumeSource  = (*OpenedVolume)(nil)
 	_ volume.Device = (*splitFile)(nil)
 )
+
+// ringPlan: data sectors through the O_DIRECT descriptor (the ring falls
+// back to the slow path if the image refuses it), tags through the page
+// cache, as splitFile does.
+func (v *OpenedVolume) ringPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int) {
+	l := v.Layout()
+	fd = int(v.img.buffered.Fd())
+	if v.img.direct != nil {
+		fd = int(v.img.direct.Fd())
+	}
+	tagFd = -1
+	if l.Integrity != volume.IntegrityNone {
+		tagFd, tagOff, tagLen = int(v.img.buffered.Fd()), l.TagPosition(first), n*l.TagSize
+	}
+	return fd, l.SectorOffset(first), tagFd, tagOff, tagLen
+}
+
+func (v *OpenedVolume) ringFinish(buf, tags []byte, first uint64) error {
+	return v.OpenSectors(buf, tags, first)
+}

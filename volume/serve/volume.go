@@ -46,7 +46,11 @@ func (s *volumeStore) WriteSectors(buf []byte, first uint64) error {
 }
 
 func (s *volumeStore) ReadSectors(buf []byte, first uint64) error {
-	err := s.v.ReadSectors(buf, first)
+	return integrityError(s.v.ReadSectors(buf, first))
+}
+
+// integrityError converts the volume package's integrity errors to ours.
+func integrityError(err error) error {
 	var ie *volume.IntegrityError
 	if errors.As(err, &ie) {
 		bad := make([]uint64, len(ie.Sectors))
@@ -56,4 +60,41 @@ func (s *volumeStore) ReadSectors(buf []byte, first uint64) error {
 		return &IntegrityError{Sectors: bad}
 	}
 	return err
+}
+
+// A ringReader is a Store whose whole-sector reads can be split into image
+// reads the ring performs and a step that checks and decrypts in place.
+type ringReader interface {
+	// ringPlan says where the ciphertext of n sectors from first lives
+	// (fd, off) and, for stores with tags, where their tags live
+	// (tagFd, tagOff, tagLen; tagLen 0 when there are none).
+	ringPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int)
+	// ringFinish verifies the ciphertext in buf against tags and decrypts
+	// it in place. A sector that fails is an *IntegrityError and its
+	// plaintext is not left in buf.
+	ringFinish(buf, tags []byte, first uint64) error
+}
+
+// ringSource is a VolumeSource the FUSE ring can read from directly.
+type ringSource interface {
+	ringPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int)
+	ringFinish(buf, tags []byte, first uint64) error
+}
+
+// ringReader returns the store's direct-read side when its volume has one.
+func (s *volumeStore) ringReader() ringReader {
+	if r, ok := s.v.(ringSource); ok {
+		return volumeRing{s: r}
+	}
+	return nil
+}
+
+type volumeRing struct{ s ringSource }
+
+func (r volumeRing) ringPlan(first uint64, n int) (int, int64, int, int64, int) {
+	return r.s.ringPlan(first, n)
+}
+
+func (r volumeRing) ringFinish(buf, tags []byte, first uint64) error {
+	return integrityError(r.s.ringFinish(buf, tags, first))
 }
