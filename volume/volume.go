@@ -32,7 +32,10 @@ type Volume struct {
 	key    []byte
 	cipher *xts.Cipher
 	codec  *sector.Codec
-	tagKey []byte
+	// workers is how many goroutines one large ReadSectors or
+	// WriteSectors call spreads its tags and encryption over.
+	workers int
+	tagKey  []byte
 
 	warnings []string
 
@@ -169,7 +172,7 @@ func newVolume(dev Device, hs *Headers, key []byte, readOnly bool) (*Volume, err
 	}
 	v := &Volume{
 		dev: dev, hs: hs, h: h, l: h.Layout, readOnly: readOnly,
-		key: key, cipher: c, codec: codec,
+		key: key, cipher: c, codec: codec, workers: runtime.GOMAXPROCS(0),
 		warnings: slices.Clone(hs.Warnings),
 	}
 	if h.Integrity != IntegrityNone {
@@ -252,10 +255,10 @@ func (v *Volume) ReadSectors(buf []byte, first uint64) error {
 // themselves. A sector that fails verification is cleared and reported in
 // an *IntegrityError.
 func (v *Volume) OpenSectors(buf, stored []byte, first uint64) error {
+	ss, ts := v.l.SectorSize, v.l.TagSize
 	var bad []BadSector
 	if v.l.Integrity != IntegrityNone {
-		n := len(buf) / v.l.SectorSize
-		if len(stored) != n*v.l.TagSize {
+		if n := len(buf) / ss; len(stored) != n*ts {
 			return fmt.Errorf("volume: %d bytes of tags for %d sectors", len(stored), n)
 		}
 		computed := v.getScratch(len(stored))
@@ -264,14 +267,35 @@ func (v *Volume) OpenSectors(buf, stored []byte, first uint64) error {
 		bad = v.compareTags(stored, computed, first)
 	}
 	v.codec.Decrypt(buf, buf, first)
-	if len(bad) > 0 {
-		for _, b := range bad {
-			i := int(b.Sector-first) * v.l.SectorSize
-			clear(buf[i : i+v.l.SectorSize])
-		}
-		return &IntegrityError{Sectors: bad}
+	if len(bad) == 0 {
+		return nil
 	}
-	return nil
+	for _, b := range bad {
+		i := int(b.Sector-first) * ss
+		clear(buf[i : i+ss])
+	}
+	return &IntegrityError{Sectors: bad}
+}
+
+// spread runs f over sectors [0, n) in up to v.workers equal parts at
+// once, when there is enough work to pay for the goroutines.
+func (v *Volume) spread(n int, f func(lo, hi int)) {
+	workers := min(v.workers, n*v.l.SectorSize/(tagParallelMin/2))
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := per; lo < n; lo += per {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, min(lo+per, n))
+		}()
+	}
+	f(0, min(per, n))
+	wg.Wait()
 }
 
 // compareTags returns the sectors whose stored tag differs from the one
@@ -294,23 +318,9 @@ const tagParallelMin = 256 << 10
 // sumTags computes the tags of the ciphertext sectors in data.
 func (v *Volume) sumTags(tags, data []byte, first uint64) {
 	ss, ts := v.l.SectorSize, v.l.TagSize
-	sectors := len(data) / ss
-	workers := min(runtime.GOMAXPROCS(0), len(data)/(tagParallelMin/2))
-	if workers <= 1 {
-		blake2b.SumSectors(tags, ts, v.tagKey, first, data, ss)
-		return
-	}
-	per := (sectors + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < sectors; lo += per {
-		hi := min(lo+per, sectors)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			blake2b.SumSectors(tags[lo*ts:hi*ts], ts, v.tagKey, first+uint64(lo), data[lo*ss:hi*ss], ss)
-		}()
-	}
-	wg.Wait()
+	v.spread(len(data)/ss, func(lo, hi int) {
+		blake2b.SumSectors(tags[lo*ts:hi*ts], ts, v.tagKey, first+uint64(lo), data[lo*ss:hi*ss], ss)
+	})
 }
 
 // WriteSectors encrypts the len(buf)/SectorSize sectors of buf (which it
@@ -390,6 +400,15 @@ func (v *Volume) getScratch(n int) []byte {
 func (v *Volume) putScratch(b []byte) {
 	clear(b) // it may have held plaintext
 	v.scratch.Put(&b)
+}
+
+// SetWorkers sets how many goroutines one large ReadSectors or
+// WriteSectors call uses for its tags and encryption (at least 1; the
+// default is GOMAXPROCS). A server that runs many requests at once has its
+// parallelism already and does better with few.
+func (v *Volume) SetWorkers(n int) {
+	v.workers = max(n, 1)
+	v.codec.SetWorkers(v.workers)
 }
 
 // Sync makes every completed write (data and tags) and bitmap update
