@@ -9,23 +9,32 @@
 # Prints MB/s and IOPS for both and the ratios (targets: reads >= 0.5x,
 # writes >= 0.4x, random reads >= 0.3x).
 #
-# Usage: scripts/bench-mount.sh [-t plain|volume] [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR]
+# Usage: scripts/bench-mount.sh [-t plain|volume] [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR] [-F uring|devfuse]
 # -t volume serves an xtsctl volume (integrity tags checked on every read,
 # written with every write) instead of a plain image.
+# -F picks how FUSE requests reach the server: uring (the default where the
+# kernel has FUSE over io_uring: fuse.enable_uring is set for the run and
+# restored after it) or devfuse (classic read/write on /dev/fuse).
 # Needs root, fio, and a built xtsctl (built here). The images live in DIR
 # (default /var/tmp/xtsctl-bench), on the same filesystem for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-type=plain size_mib=1024 randtime=10 rounds=3 sector=4096 dir=/var/tmp/xtsctl-bench
-while getopts t:s:r:n:S:d: opt; do
+uring=/sys/module/fuse/parameters/enable_uring
+type=plain size_mib=1024 randtime=10 rounds=3 sector=4096 dir=/var/tmp/xtsctl-bench transport=devfuse
+[ -e "$uring" ] && transport=uring
+while getopts t:s:r:n:S:d:F: opt; do
   case $opt in
     t) type=$OPTARG ;; s) size_mib=$OPTARG ;; r) randtime=$OPTARG ;; n) rounds=$OPTARG ;;
-    S) sector=$OPTARG ;; d) dir=$OPTARG ;;
-    *) echo "usage: $0 [-t plain|volume] [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR]" >&2; exit 2 ;;
+    S) sector=$OPTARG ;; d) dir=$OPTARG ;; F) transport=$OPTARG ;;
+    *) echo "usage: $0 [-t plain|volume] [-s SIZE_MIB] [-r RANDTIME] [-n ROUNDS] [-S SECTOR] [-d DIR] [-F uring|devfuse]" >&2; exit 2 ;;
   esac
 done
 case $type in plain|volume) ;; *) echo "bench-mount: -t plain or -t volume" >&2; exit 2 ;; esac
+case $transport in uring|devfuse) ;; *) echo "bench-mount: -F uring or -F devfuse" >&2; exit 2 ;; esac
+if [ "$transport" = uring ] && [ ! -e "$uring" ]; then
+  echo "bench-mount: this kernel has no FUSE over io_uring ($uring missing); use -F devfuse" >&2; exit 1
+fi
 [ "$(id -u)" = 0 ] || { echo "bench-mount: needs root (loop devices, FUSE)" >&2; exit 1; }
 command -v fio >/dev/null || { echo "bench-mount: fio missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
@@ -40,6 +49,11 @@ cleanup() {
   rm -f "$dir/enc.img" "$dir/raw.img" "$dir/key" "$dir/pass" "${XTSCTL_RUNDIR:-/run/xtsctl}/$name.log"
 }
 trap cleanup EXIT
+if [ -e "$uring" ]; then
+  uring_was=$(cat "$uring")
+  trap 'cleanup; echo "$uring_was" > "$uring"' EXIT
+  if [ "$transport" = uring ]; then echo Y > "$uring"; else echo N > "$uring"; fi
+fi
 
 # Fully allocated images, so neither side pays for block allocation in
 # the host filesystem during the measured writes.
@@ -88,6 +102,7 @@ measure() { # measure LABEL DEV
 
 echo "bench-mount: $type, ${size_mib} MiB, ${sector}-byte sectors, $rounds rounds, xtsctl $enc_dev vs plain loop $raw_loop"
 echo "bench-mount: CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
+echo "bench-mount: FUSE $("$bin" status "$name" | sed -n 's/^  FUSE: *//p')${uring_was:+ (fuse.enable_uring was $uring_was before this run)}"
 for i in $(seq "$rounds"); do
   # Alternate the order so that neither side always runs first.
   if [ $((i % 2)) = 1 ]; then measure enc "$enc_dev"; measure raw "$raw_loop"

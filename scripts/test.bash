@@ -31,8 +31,29 @@ staticcheck ./...
 step go mod verify
 go mod verify
 
+# FUSE over io_uring (Linux 6.14+) is a fuse module parameter, off by
+# default: turn it on for the tests where the kernel has it, and put it
+# back afterwards. volume/serve tests both transports itself; the
+# end-to-end open tests run over io_uring here and over /dev/fuse below.
+uring=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring" ]; then
+  uring_was=$(cat "$uring")
+  trap 'echo "$uring_was" > "$uring"' EXIT
+  echo Y > "$uring"
+  echo "FUSE over io_uring: enabled for the tests (was $uring_was)"
+else
+  echo "FUSE over io_uring: not in this kernel; every test uses /dev/fuse"
+fi
+
 step go test
 go test -count=1 ./...
+
+if [ -w "$uring" ]; then
+  step 'open and mount tests again over /dev/fuse'
+  echo N > "$uring"
+  go test -count=1 -run '^(TestOpen|TestVolumeOpen|TestVolumeKill|TestKillServer|TestConcurrentReaders|TestServerSIGTERM|TestImageShrinks)' ./cmd/xtsctl
+  echo Y > "$uring"
+fi
 
 step go test -tags purego
 go test -count=1 -tags purego ./...
