@@ -140,7 +140,7 @@ type ringQueue struct {
 	evfd int
 	evb  [8]byte
 
-	startc chan *ringStart
+	start chan bool // true: register and serve; false: give up
 
 	mu       sync.Mutex
 	finished []*ringEnt // slow requests answered, to commit
@@ -229,7 +229,7 @@ func newRingServer(dev *Device, logf func(string, ...any)) (*ringServer, error) 
 		return nil, errors.New("no usable CPU for FUSE queues")
 	}
 	for _, c := range cpus {
-		s.queues = append(s.queues, &ringQueue{srv: s, cpu: c, evfd: -1})
+		s.queues = append(s.queues, &ringQueue{srv: s, cpu: c, evfd: -1, start: make(chan bool, 1)})
 	}
 	for c := range nq {
 		if !set.IsSet(c) {
@@ -270,12 +270,6 @@ func (q *ringQueue) addEntries(qid, n int) {
 	}
 }
 
-// start carries the queue threads from setup to serving.
-type ringStart struct {
-	fuseFd int
-	raw    fuse.RawFileSystem
-}
-
 // setup runs on the queue's own thread for its whole life: it creates the
 // ring (the ring then belongs to this thread), reports, and waits for
 // register or abort.
@@ -302,14 +296,12 @@ func (q *ringQueue) setup(ready chan<- error) {
 		return
 	}
 	q.ring = r
-	q.startc = make(chan *ringStart, 1)
 	ready <- nil
-	st := <-q.startc
-	if st == nil {
+	if !<-q.start {
 		q.close()
 		return
 	}
-	q.serve(st)
+	q.serve()
 }
 
 // register hands the queues the FUSE device and file system and lets them
@@ -318,16 +310,14 @@ func (s *ringServer) register(fuseFd int, raw fuse.RawFileSystem) {
 	s.fuseFd, s.raw = fuseFd, raw
 	for _, q := range s.queues {
 		s.wg.Add(1)
-		q.startc <- &ringStart{fuseFd: fuseFd, raw: raw}
+		q.start <- true
 	}
 }
 
 // abort stops queue threads that were never registered.
 func (s *ringServer) abort() {
 	for _, q := range s.queues {
-		if q.startc != nil {
-			q.startc <- nil
-		}
+		q.start <- false // buffered: queues that failed setup never read it
 	}
 }
 
@@ -358,9 +348,28 @@ func (q *ringQueue) sqe() *uring.SQE {
 		if s := q.ring.NextSQE(); s != nil {
 			return s
 		}
-		if _, err := q.ring.Enter(0); err != nil {
-			q.fail(err)
+		q.enter(0)
+	}
+}
+
+// enter submits and waits for waitFor completions. It cannot fail
+// quietly: a queue thread that stopped would leave the kernel waiting for
+// replies forever and every reader of the device hanging, where ending the
+// process aborts the FUSE connection (readers get errors, the volume is
+// recovered at the next open).
+func (q *ringQueue) enter(waitFor uint32) {
+	for {
+		_, err := q.ring.Enter(waitFor)
+		if err == nil {
+			return
 		}
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY) {
+			// Short of kernel memory, or completions to reap first.
+			q.ring.Completions(q.complete)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		panic(fmt.Sprintf("serve: FUSE io_uring queue on CPU %d: %v", q.cpu, err))
 	}
 }
 
@@ -396,7 +405,7 @@ func (q *ringQueue) armWake() {
 	q.inflight++
 }
 
-func (q *ringQueue) serve(st *ringStart) {
+func (q *ringQueue) serve() {
 	defer q.srv.wg.Done()
 	defer q.close()
 	for _, e := range q.ents {
@@ -406,19 +415,14 @@ func (q *ringQueue) serve(st *ringStart) {
 	}
 	q.armWake()
 	for q.live > 0 {
-		if _, err := q.ring.Enter(1); err != nil {
-			q.fail(err)
-			return
-		}
+		q.enter(1)
 		q.ring.Completions(q.complete)
 	}
 	// The connection is gone. Image reads still in flight target our
 	// buffers, and slow requests still running will write to the
 	// eventfd: wait for both before the ring and the eventfd close.
 	for q.inflight > 1 { // the eventfd read itself stays pending
-		if _, err := q.ring.Enter(1); err != nil {
-			break
-		}
+		q.enter(1)
 		q.ring.Completions(q.complete)
 	}
 	q.slowWG.Wait()
@@ -632,7 +636,7 @@ func (e *ringEnt) load(dst unsafe.Pointer, size uintptr) {
 	b := unsafe.Slice((*byte)(dst), size)
 	copy(b, e.hdr[ringHdrInOut:ringHdrInOut+inHeaderSize])
 	if size > inHeaderSize {
-		copy(b[inHeaderSize:], e.hdr[ringHdrOpIn:ringHdrOpIn+int(size-inHeaderSize)])
+		copy(b[inHeaderSize:], e.hdr[ringHdrOpIn:ringHdrEntInOut])
 	}
 }
 
