@@ -422,3 +422,52 @@ func dropCache(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestFUSEFileSystemOps: what a user of the FUSE mount itself sees (the
+// directory listing, stat, statfs, reads and writes of the file, refused
+// creations) is the same on both transports; on io_uring these requests
+// come through the ring and go to go-fuse's bridge.
+func TestFUSEFileSystemOps(t *testing.T) {
+	skipUnlessDevices(t)
+	forTransports(t, func(t *testing.T, tr transport) {
+		im := newPlainImage(t, 1<<20, volume.Plain{Sector: sector.Params{Size: 4096}})
+		srv, _ := im.start(t, false, tr)
+		dir := filepath.Dir(srv.FilePath())
+		ents, err := os.ReadDir(dir)
+		if err != nil || len(ents) != 1 || ents[0].Name() != FileName {
+			t.Fatalf("listing %s: %v, %v", dir, ents, err)
+		}
+		st, err := os.Stat(srv.FilePath())
+		if err != nil || st.Size() != 1<<20 || !st.Mode().IsRegular() {
+			t.Fatalf("stat: %v, %v", st, err)
+		}
+		var fs unix.Statfs_t
+		if err := unix.Statfs(dir, &fs); err != nil {
+			t.Fatalf("statfs: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "new"), nil, 0o600); err == nil {
+			t.Error("creating a file in the FUSE mount succeeded")
+		}
+		f, err := os.OpenFile(srv.FilePath(), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		want := im.plaintext(t)
+		got := make([]byte, 10000)
+		if _, err := f.ReadAt(got, 5000); err != nil || !bytes.Equal(got, want[5000:15000]) {
+			t.Fatalf("unaligned read of the file: %v", err)
+		}
+		patch := []byte("written through the FUSE file")
+		if _, err := f.WriteAt(patch, 4090); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[4090:], patch)
+		if got := im.plaintext(t); !bytes.Equal(got, want) {
+			t.Fatal("the image does not hold the write made through the FUSE file")
+		}
+	})
+}
