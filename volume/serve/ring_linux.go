@@ -20,10 +20,11 @@ package serve
 // for each possible CPU that is offline, so that the kernel sees every
 // queue populated). Reads of whole sectors go the fast way: image read(s)
 // through the ring, then verification and decryption in place in the
-// request's payload buffer, then the reply. Everything else (writes,
-// fsync, lookups) runs on a goroutine through go-fuse's own file system
-// bridge, exactly as on /dev/fuse, and comes back to the thread through an
-// eventfd to be replied.
+// request's payload buffer (on the queue thread up to 16 KiB, on a
+// goroutine beyond, so that large reads do not hold up small ones), then
+// the reply. Everything else (writes, fsync, lookups) runs on a goroutine
+// through go-fuse's own file system bridge, exactly as on /dev/fuse, and
+// comes back to the thread through an eventfd to be replied.
 
 import (
 	"encoding/binary"
