@@ -12,8 +12,9 @@ import "golang.org/x/sys/cpu"
 // is ignored); before each block the 128-bit counter c grows by 128; flag
 // is f0 for every block.
 //
-// hashLanes*: lanes 0..3 (4-wide) or 0..7 (8-wide) of h, and ptr[0..3] or
-// ptr[0..7], are used; each ptr[j] must address blocks*128 readable bytes.
+// hashLanes*: lanes 0..3 (4-wide), 0..7 (8-wide) or 0..15 (16-wide) of h,
+// and the same entries of ptr, are used; each of those ptr[j] must address
+// blocks*128 readable bytes.
 //
 // Required CPU features (matching each function's "Requires:" line):
 // compressScalar: none beyond amd64. *AVX2: AVX, AVX2. *AVX512: AVX, AVX2,
@@ -37,6 +38,9 @@ func hashLanes4AVX512(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, 
 //go:noescape
 func hashLanes8AVX512(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
+//go:noescape
+func hashLanes16AVX512(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
+
 // Variants kept for the rolled-vs-unrolled study in BENCHMARKS.md and
 // tested like the others; dispatch never picks them. The dispatched
 // compression functions are unrolled, the dispatched lane kernels rolled
@@ -57,6 +61,9 @@ func hashLanes4AVX2Unrolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t ui
 //go:noescape
 func hashLanes8AVX512Unrolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
+//go:noescape
+func hashLanes16AVX512Unrolled(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
+
 // hasAVX2 and hasAVX512 AND every feature their kernels use, so that
 // GODEBUG=cpu.avx2=off (or cpu.avx512=off, cpu.avx512vl=off, ...) turns a
 // path off even though x/sys/cpu treats each option on its own.
@@ -69,18 +76,21 @@ var (
 // compression function is one dependency chain, and the scalar code has
 // the shortest one: vector integer ops take 2 cycles on Zen 5, so the
 // row-parallel AVX2 and AVX-512 versions lose to it there. They stay
-// available, tested and benchmarked. The lane kernels are throughput-bound
-// and go as wide as the CPU allows.
+// available, tested and benchmarked. One 8-lane group is latency-bound
+// too (only 4 independent G chains per step), so with AVX-512 the lanes go
+// 16 wide, two groups interleaved: 1.4x the 8-lane kernel per core on
+// 64 sectors, and ahead at every count from 9 up (BENCHMARKS.md).
 func init() {
 	compressAvailable[implScalar] = true
 	compressAvailable[implAVX2] = hasAVX2
 	compressAvailable[implAVX512] = hasAVX512
 	lanesAvailable[implAVX2] = hasAVX2
 	lanesAvailable[implAVX512] = hasAVX512
+	lanesAvailable[implAVX512x16] = hasAVX512
 	compressWith = implScalar
 	switch {
 	case hasAVX512:
-		lanesWith = implAVX512
+		lanesWith = implAVX512x16
 	case hasAVX2:
 		lanesWith = implAVX2
 	}
@@ -102,6 +112,8 @@ func compress(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte) {
 // laneWidth is the number of messages a group hashes side by side.
 func laneWidth() int {
 	switch lanesWith {
+	case implAVX512x16:
+		return 16
 	case implAVX512:
 		return 8
 	case implAVX2:
@@ -112,8 +124,8 @@ func laneWidth() int {
 
 // hashLanes hashes blocks blocks of lanes messages (see hashLanesGeneric).
 // A lone message goes to compress, which beats a lane kernel with all but
-// one lane wasted; 2..4 messages take the 4-lane kernel; more take the
-// 8-lane one.
+// one lane wasted; 2..4 messages take the 4-lane kernel, 5..8 the 8-lane
+// one, and 9..16 (implAVX512x16 only) the 16-lane one.
 func hashLanes(h *laneState, ptr *[maxLanes]*byte, lanes, blocks int, t uint64, final bool) {
 	var flag uint64
 	if final {
@@ -128,8 +140,10 @@ func hashLanes(h *laneState, ptr *[maxLanes]*byte, lanes, blocks int, t uint64, 
 		hashLanes4AVX2(h, ptr, blocks, t, flag)
 	case lanes <= 4:
 		hashLanes4AVX512(h, ptr, blocks, t, flag)
-	default:
+	case lanes <= 8:
 		hashLanes8AVX512(h, ptr, blocks, t, flag)
+	default:
+		hashLanes16AVX512(h, ptr, blocks, t, flag)
 	}
 }
 

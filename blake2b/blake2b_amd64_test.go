@@ -48,6 +48,8 @@ func lanesKernels() []struct {
 		{"hashLanes4AVX512", 4, hasAVX512, hashLanes4AVX512},
 		{"hashLanes8AVX512", 8, hasAVX512, hashLanes8AVX512},
 		{"hashLanes8AVX512Unrolled", 8, hasAVX512, hashLanes8AVX512Unrolled},
+		{"hashLanes16AVX512", 16, hasAVX512, hashLanes16AVX512},
+		{"hashLanes16AVX512Unrolled", 16, hasAVX512, hashLanes16AVX512Unrolled},
 	}
 }
 

@@ -38,6 +38,8 @@ func cpuSupports(t *testing.T, i implID, lanes bool) bool {
 		return has("avx") && has("avx2")
 	case implAVX512:
 		return has("avx") && has("avx2") && has("avx512f") && has("avx512vl")
+	case implAVX512x16:
+		return lanes && has("avx") && has("avx2") && has("avx512f") && has("avx512vl")
 	}
 	return i == implGeneric
 }

@@ -8,14 +8,15 @@ package blake2b
 type implID uint8
 
 const (
-	implGeneric implID = iota // pure Go (blake2b_generic.go)
-	implScalar                // compress: amd64 general-purpose registers
-	implAVX2                  // compress: rows in ymm; lanes: 4 in ymm
-	implAVX512                // compress: rows in ymm, VPRORQ; lanes: 8 in zmm, tails of 2..4 in ymm
+	implGeneric   implID = iota // pure Go (blake2b_generic.go)
+	implScalar                  // compress: amd64 general-purpose registers
+	implAVX2                    // compress: rows in ymm; lanes: 4 in ymm
+	implAVX512                  // compress: rows in ymm, VPRORQ; lanes: 8 in zmm, tails of 2..4 in ymm
+	implAVX512x16               // lanes only: 16 as two interleaved groups of 8 in zmm, tails as avx512
 	numImpls
 )
 
-var implNames = [numImpls]string{"generic", "scalar", "avx2", "avx512"}
+var implNames = [numImpls]string{"generic", "scalar", "avx2", "avx512", "avx512x16"}
 
 func (i implID) String() string { return implNames[i] }
 

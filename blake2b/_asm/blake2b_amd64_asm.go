@@ -1,5 +1,5 @@
 // Command _asm generates blake2b_amd64.s: the BLAKE2b compression function
-// for AVX2 and AVX-512, and the multi-lane kernels that hash 4 or 8
+// for AVX2 and AVX-512, and the multi-lane kernels that hash 4, 8 or 16
 // messages side by side. Run it with `go generate` in this directory.
 //
 // Every kernel mirrors compressGeneric in ../blake2b_generic.go: the same
@@ -73,14 +73,16 @@ func main() {
 	compress("compressAVX2Rolled", false, true)
 	compress("compressAVX512", true, false)
 	compress("compressAVX512Rolled", true, true)
-	// The lane kernels are throughput-bound: rolled, they run as fast as
-	// unrolled at a fifth of the size (BENCHMARKS.md), so the rolled ones
-	// are dispatched and the unrolled ones kept for the study.
+	// Rolled, the lane kernels run as fast as unrolled at a fifth of the
+	// size (BENCHMARKS.md), so the rolled ones are dispatched and the
+	// unrolled ones kept for the study.
 	lanes("hashLanes4AVX2", 4, false, true)
 	lanes("hashLanes4AVX2Unrolled", 4, false, false)
 	lanes("hashLanes4AVX512", 4, true, true)
 	lanes("hashLanes8AVX512", 8, true, true)
 	lanes("hashLanes8AVX512Unrolled", 8, true, false)
+	lanes16("hashLanes16AVX512", true)
+	lanes16("hashLanes16AVX512Unrolled", false)
 
 	Generate()
 }
@@ -351,6 +353,14 @@ func compress(name string, avx512, rolled bool) {
 	RET()
 }
 
+// The lane kernels share laneState and the pointer array of sectors.go:
+// h is 8 rows of maxLanes words, row k holding word k of every lane.
+const (
+	maxLanes       = 16
+	laneRowBytes   = 8 * maxLanes
+	lanesSignature = "func(h *[128]uint64, ptr *[16]*byte, blocks int, t uint64, flag uint64)"
+)
+
 // lanes emits func(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64):
 // width messages hashed side by side, one per 64-bit lane of a ymm (width
 // 4) or zmm (width 8) register. The state is transposed: register k holds
@@ -358,7 +368,7 @@ func compress(name string, avx512, rolled bool) {
 // across messages, with no diagonal permutes.
 func lanes(name string, width int, avx512, rolled bool) {
 	vecBytes := 8 * width
-	TEXT(name, 0, "func(h *[64]uint64, ptr *[8]*byte, blocks int, t uint64, flag uint64)")
+	TEXT(name, 0, lanesSignature)
 	requires := "AVX, AVX2"
 	if avx512 {
 		requires = "AVX, AVX2, AVX512F, AVX512VL"
@@ -417,7 +427,7 @@ func lanes(name string, width int, avx512, rolled bool) {
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
 
-	hRow := func(k int) Mem { return Mem{Base: hp, Disp: 64 * k} }
+	hRow := func(k int) Mem { return Mem{Base: hp, Disp: laneRowBytes * k} }
 	xor := func(a, b, dst Op) {
 		if avx512 {
 			VPXORQ(a, b, dst)
@@ -427,11 +437,7 @@ func lanes(name string, width int, avx512, rolled bool) {
 	}
 	if avx512 {
 		for k := range 8 {
-			if width == 8 {
-				VMOVDQU64(hRow(k), hreg[k])
-			} else {
-				VMOVDQU64(hRow(k), hreg[k])
-			}
+			VMOVDQU64(hRow(k), hreg[k])
 		}
 		VPBROADCASTQ(flag, ivF6)
 		VPXORQ_BCST(ivMem.Offset(48), ivF6, ivF6)
@@ -571,6 +577,153 @@ func lanes(name string, width int, avx512, rolled bool) {
 			VMOVDQU64(hreg[k], hRow(k))
 		}
 	}
+	VZEROUPPER()
+	Label(name + "_done")
+	RET()
+}
+
+// lanes16 emits hashLanes16AVX512 (same signature as lanes): 16 messages as
+// two independent groups of 8 zmm lanes, interleaved instruction by
+// instruction. On Zen 5 a vector add, xor or rotate takes 2 cycles, and one
+// 8-lane group has only 4 independent G chains per step: it is bound by
+// latency, with issue slots to spare. A second group fills them. Its 16
+// state registers take the other half of the register file, so everything
+// else lives in memory: the message words are memory operands (the
+// transposed block of both groups sits on the stack, 64-byte aligned so no
+// operand splits a cache line), h is read from and written back to the
+// caller's rows once per block, and rotations are VPRORQ in place.
+func lanes16(name string, rolled bool) {
+	const groupMsg = 16 * 64 // bytes of one group's transposed block
+	TEXT(name, 0, lanesSignature)
+	Comment(name+" hashes blocks blocks of 16 messages at once. Block b of lane j",
+		"is the 128 bytes at ptr[j]+128*b; its counter is t+128*b and its f0 is flag",
+		"(callers pass a non-zero flag only with one block). h[k][j] is word k of lane",
+		"j's chaining value.",
+		"Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).")
+	Comment(
+		"Registers: group 0 (lanes 0..7) has v0..v15 in Z0..Z15, group 1 (lanes 8..15)",
+		"in Z16..Z31, register k of a group holding word k of its 8 lanes. No vector",
+		"register is left: h, IV and the message are memory operands.",
+		"Per iteration: transpose one block of each lane onto the stack (word m of group",
+		"g at msg+1024*g+64*m), set up v, 12 rounds of 8 G's per group, each step",
+		"doing 4 G's of both groups interleaved, then h ^= v[0..7] ^ v[8..15] in memory.",
+	)
+	var v [2][16]VecPhysical
+	for g := range 2 {
+		for k := range 16 {
+			v[g][k] = zs[16*g+k]
+		}
+	}
+
+	local := AllocLocal(2*groupMsg + 64)
+	hp := Load(Param("h"), GP64())
+	pp := Load(Param("ptr"), GP64())
+	n := Load(Param("blocks"), GP64())
+	t := Load(Param("t"), GP64())
+	flag := Load(Param("flag"), GP64())
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	msg := GP64()
+	LEAQ(local.Offset(63), msg)
+	ANDQ(I32(-64), msg)
+	off := GP64()
+	XORQ(off, off)
+
+	hRow := func(g, k int) Mem { return Mem{Base: hp, Disp: laneRowBytes*k + 64*g} }
+
+	Label(name + "_loop")
+	Comment("Transpose this block of every lane into msg.")
+	p0, p1 := GP64(), GP64()
+	for g := range 2 {
+		for q := range 2 { // words 8q..8q+7
+			rows, cols := zs[16*g:16*g+8], zs[16*g+8:16*g+16]
+			for j := range 8 {
+				p := p0
+				if j%2 == 1 {
+					p = p1
+				}
+				MOVQ(Mem{Base: pp, Disp: 8 * (8*g + j)}, p)
+				VMOVDQU64(Mem{Base: p, Index: off, Scale: 1, Disp: 64 * q}, rows[j])
+			}
+			transpose8(rows, cols)
+			for k := range 8 {
+				VMOVDQU64(cols[k], Mem{Base: msg, Disp: groupMsg*g + 64*(8*q+k)})
+			}
+		}
+	}
+
+	Comment("v[0..7] = h; v[8..15] = IV ^ (0, 0, 0, 0, t, 0, flag, 0)")
+	for g := range 2 {
+		VPBROADCASTQ(t, v[g][12])
+		VPXORQ_BCST(ivMem.Offset(32), v[g][12], v[g][12])
+		VPBROADCASTQ(flag, v[g][14])
+		VPXORQ_BCST(ivMem.Offset(48), v[g][14], v[g][14])
+		for _, k := range []int{8, 9, 10, 11, 13, 15} {
+			VPBROADCASTQ(ivMem.Offset(8*(k-8)), v[g][k])
+		}
+		for k := range 8 {
+			VMOVDQU64(hRow(g, k), v[g][k])
+		}
+	}
+
+	sched := &schedule{rolled: rolled, ptr: GP64()}
+	if rolled {
+		sched.tmp = []Register{GP64(), GP64(), GP64(), GP64()}
+	}
+	// msgOps returns message word sigma[round][i] of each group.
+	msgOps := func(i int) [2]Mem {
+		if !rolled {
+			m := sigma[sched.round][i]
+			return [2]Mem{{Base: msg, Disp: 64 * m}, {Base: msg, Disp: groupMsg + 64*m}}
+		}
+		r := sched.gpr()
+		MOVBQZX(Mem{Base: sched.ptr, Disp: i}, r) // laneSched holds 8*m
+		return [2]Mem{{Base: msg, Index: r, Scale: 8}, {Base: msg, Index: r, Scale: 8, Disp: groupMsg}}
+	}
+	// step does the x or y half of 4 independent G's in each group; each
+	// op is issued for all 8 G's before the next, which depends on it.
+	step := func(gs [4][4]int, first int, r1, r2 int) {
+		each := func(op func(v *[16]VecPhysical, g [4]int)) {
+			for grp := range 2 {
+				for _, g := range gs {
+					op(&v[grp], g)
+				}
+			}
+		}
+		for i, g := range gs {
+			m := msgOps(first + 2*i)
+			for grp := range 2 {
+				VPADDQ(m[grp], v[grp][g[0]], v[grp][g[0]])
+			}
+		}
+		each(func(v *[16]VecPhysical, g [4]int) { VPADDQ(v[g[1]], v[g[0]], v[g[0]]) })
+		each(func(v *[16]VecPhysical, g [4]int) { VPXORQ(v[g[0]], v[g[3]], v[g[3]]) })
+		each(func(v *[16]VecPhysical, g [4]int) { VPRORQ(U8(r1), v[g[3]], v[g[3]]) })
+		each(func(v *[16]VecPhysical, g [4]int) { VPADDQ(v[g[3]], v[g[2]], v[g[2]]) })
+		each(func(v *[16]VecPhysical, g [4]int) { VPXORQ(v[g[2]], v[g[1]], v[g[1]]) })
+		each(func(v *[16]VecPhysical, g [4]int) { VPRORQ(U8(r2), v[g[1]], v[g[1]]) })
+	}
+	columns := [4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}
+	diagonals := [4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}}
+	rounds(sched, laneSched, 16, func() {
+		step(columns, 0, 32, 24)
+		step(columns, 1, 16, 63)
+		step(diagonals, 8, 32, 24)
+		step(diagonals, 9, 16, 63)
+	})
+
+	Comment("h ^= v[0..7] ^ v[8..15]")
+	for g := range 2 {
+		for k := range 8 {
+			VPTERNLOGQ(U8(0x96), hRow(g, k), v[g][k+8], v[g][k])
+			VMOVDQU64(v[g][k], hRow(g, k))
+		}
+	}
+	ADDQ(U32(128), t)
+	ADDQ(U32(128), off)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+
 	VZEROUPPER()
 	Label(name + "_done")
 	RET()
