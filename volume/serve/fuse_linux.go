@@ -42,6 +42,9 @@ type Server struct {
 	dev  *Device
 	fuse *fuse.Server
 	ring *ringServer // nil: requests come through /dev/fuse only
+	// ownMount: we mounted FUSE ourselves (for the ring), so go-fuse,
+	// which only saw /dev/fd/N, cannot unmount it.
+	ownMount bool
 	dir  string
 	loop *loopdev.Device
 }
@@ -194,9 +197,7 @@ func (s *Server) Stop() error {
 
 func (s *Server) unmountFUSE() error {
 	unmount := s.fuse.Unmount
-	if s.ring != nil {
-		// go-fuse did not mount this one (it got the /dev/fuse
-		// descriptor), so it cannot unmount it either.
+	if s.ownMount {
 		unmount = func() error { return unix.Unmount(s.dir, 0) }
 	}
 	// The loop driver drops its file reference asynchronously after
@@ -211,14 +212,20 @@ func (s *Server) unmountFUSE() error {
 	if err != nil {
 		return fmt.Errorf("unmount FUSE at %s: %w", s.dir, err)
 	}
-	if s.ring != nil {
+	if s.ownMount {
 		s.fuse.Wait()
+	}
+	if s.ring != nil {
 		if err := s.ring.wait(); err != nil {
 			return fmt.Errorf("FUSE over io_uring: %w", err)
 		}
 	}
 	return nil
 }
+
+// ringDeclined makes mountWithRing leave FUSE_OVER_IO_URING out of its
+// INIT reply, as if the kernel had not offered it: tests of that fallback.
+var ringDeclined bool
 
 // mountWithRing mounts FUSE itself, so that it holds the /dev/fuse
 // descriptor the rings need, and lets go-fuse serve it through the
@@ -253,7 +260,9 @@ func (s *Server) mountWithRing(root *rootNode, o *fs.Options) error {
 		s.ring.abort()
 		return err
 	}
-	o.ExtraCapabilities |= fuseOverIOURing
+	if !ringDeclined {
+		o.ExtraCapabilities |= fuseOverIOURing
+	}
 	// Directory listings with attributes would need go-fuse internals
 	// the ring does not reach; plain READDIR is enough for one file.
 	o.DisabledCapabilities |= fuse.CAP_READDIRPLUS
@@ -268,8 +277,8 @@ func (s *Server) mountWithRing(root *rootNode, o *fs.Options) error {
 		s.ring.abort()
 		return err
 	}
-	s.fuse = srv
-	if srv.KernelSettings().Flags64()&fuseOverIOURing == 0 {
+	s.fuse, s.ownMount = srv, true
+	if ringDeclined || srv.KernelSettings().Flags64()&fuseOverIOURing == 0 {
 		unix.Close(ringFd)
 		s.ring.abort()
 		s.ring = nil

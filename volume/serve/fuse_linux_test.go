@@ -471,3 +471,42 @@ func TestFUSEFileSystemOps(t *testing.T) {
 		}
 	})
 }
+
+// TestRingDeclinedAtInit: when the rings are set up but io_uring is not
+// agreed at INIT, the server mounted FUSE itself and serves through
+// /dev/fuse: it must still serve, and stop without leaving the mount.
+func TestRingDeclinedAtInit(t *testing.T) {
+	skipUnlessDevices(t)
+	if !RingAvailable() {
+		t.Skip("FUSE over io_uring is not enabled")
+	}
+	ringDeclined = true
+	defer func() { ringDeclined = false }()
+	im := newPlainImage(t, 1<<20, volume.Plain{Sector: sector.Params{Size: 4096}})
+	f, err := os.OpenFile(im.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewPlainStore(f, im.p, im.codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	dir := filepath.Join(t.TempDir(), "fuse")
+	os.Mkdir(dir, 0o700)
+	srv, err := Start(NewDevice(store, false, t.Logf), Options{Dir: dir, Name: "declined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Transport() != "/dev/fuse" || !srv.ownMount {
+		t.Errorf("transport %q, own mount %v; want /dev/fuse on our own mount", srv.Transport(), srv.ownMount)
+	}
+	got, err := os.ReadFile(srv.LoopDevice().Path)
+	if err != nil || !bytes.Equal(got, im.plaintext(t)) {
+		t.Errorf("reading the device: %v, intact %v", err, bytes.Equal(got, im.plaintext(t)))
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeaks(t, srv.FilePath(), dir)
+}
