@@ -288,8 +288,17 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 	if vs.Stats == nil || vs.Stats.Writes == 0 || vs.Stats.WriteBytes < 5<<20 || vs.Stats.Syncs == 0 {
 		t.Errorf("status counters after writing and syncing files: %+v", vs.Stats)
 	}
+	// The transport is the one this kernel offers: io_uring where the
+	// fuse module has it enabled (scripts/test.bash runs both ways).
+	transport := "/dev/fuse"
+	if serve.RingAvailable() {
+		transport = "over io_uring"
+	}
+	if vs.Stats != nil && !strings.HasPrefix(vs.Stats.Transport, transport) {
+		t.Errorf("status transport %q, want %q", vs.Stats.Transport, transport)
+	}
 	text := mustRun(t, "status").stdout
-	for _, want := range []string{"rt: open", "device:     " + dev, "mounted on: " + mnt + " (ext4)", "integrity errors: 0"} {
+	for _, want := range []string{"rt: open", "device:     " + dev, "mounted on: " + mnt + " (ext4)", "integrity errors: 0", "FUSE:       " + transport} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status output lacks %q:\n%s", want, text)
 		}
