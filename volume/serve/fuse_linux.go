@@ -45,8 +45,8 @@ type Server struct {
 	// ownMount: we mounted FUSE ourselves (for the ring), so go-fuse,
 	// which only saw /dev/fd/N, cannot unmount it.
 	ownMount bool
-	dir  string
-	loop *loopdev.Device
+	dir      string
+	loop     *loopdev.Device
 }
 
 // ErrNoFUSE is returned when the kernel offers no FUSE device.
