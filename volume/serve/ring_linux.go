@@ -138,7 +138,7 @@ type ringEnt struct {
 	size   int
 	tags   []byte
 	unlock func()
-	fell   bool // fell back to the slow path after EINVAL from O_DIRECT
+	fell   bool // to be redone the slow way (EINVAL from O_DIRECT, or short)
 
 	registering bool
 	retries     int
@@ -446,12 +446,13 @@ func (q *ringQueue) complete(c uring.CQE) {
 			want = len(e.tags)
 		}
 		switch {
-		case c.Res == -int32(unix.EINVAL) && kind == kindData:
+		case c.Res == -int32(unix.EINVAL) && kind == kindData, c.Res >= 0 && int(c.Res) < want:
+			// O_DIRECT refused (alignment), or a short read: the
+			// slow way reads through the page cache, to the end or
+			// to a real error.
 			e.fell = true
 		case c.Res < 0:
 			e.ioErr = cmpErr(e.ioErr, fmt.Errorf("read image: %w", syscall.Errno(-c.Res)))
-		case int(c.Res) != want:
-			e.ioErr = cmpErr(e.ioErr, fmt.Errorf("read image: %d of %d bytes", c.Res, want))
 		}
 		if e.parts--; e.parts == 0 {
 			q.finishRead(e)
@@ -552,8 +553,6 @@ func (q *ringQueue) startRead(e *ringEnt) bool {
 
 func (q *ringQueue) finishRead(e *ringEnt) {
 	if e.fell {
-		// The image refused this O_DIRECT read (alignment): redo the
-		// request the slow way, which reads through the page cache.
 		e.unlock()
 		q.srv.dev.Counters.reads.Add(^uint64(0))
 		q.fastReads.Add(^uint64(0))
