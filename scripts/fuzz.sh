@@ -11,9 +11,20 @@ failed=0
 for pkg in $(go list ./...); do
   for target in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
     echo "== $pkg $target ($fuzztime)"
-    if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg"; then
-      failed=1
+    log=$(mktemp)
+    if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg" 2>&1 | tee "$log"; then
+      # Go 1.26's fuzz coordinator can fail a target with a bare "context
+      # deadline exceeded" as -fuzztime runs out, when a loaded machine
+      # delays a worker (golang/go#75804, fixed in Go 1.27). That is no
+      # finding: a real one says "Failing input written to" and leaves a
+      # reproducer in testdata/fuzz. Anything else still fails the run.
+      if grep -q 'context deadline exceeded' "$log" && ! grep -Eq 'Failing input written|panic:|_test\.go:[0-9]+:' "$log"; then
+        echo "fuzz.sh: $target: the fuzz coordinator's deadline race (golang/go#75804), not a finding; ignored"
+      else
+        failed=1
+      fi
     fi
+    rm -f "$log"
   done
 done
 exit $failed
