@@ -84,11 +84,20 @@ const (
 
 func userData(kind, ent int) uint64 { return uint64(kind)<<kindShift | uint64(ent) }
 
-// RingAvailable reports whether the kernel offers FUSE over io_uring:
-// the fuse module has the enable_uring parameter and it is set.
+// RingAvailable reports whether FUSE over io_uring can be used here: the
+// fuse module has the enable_uring parameter and it is set, and this
+// process may set up an io_uring (kernel.io_uring_disabled, seccomp).
 func RingAvailable() bool {
 	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
-	return err == nil && strings.TrimSpace(string(b)) == "Y"
+	if err != nil || strings.TrimSpace(string(b)) != "Y" {
+		return false
+	}
+	r, err := uring.New(1)
+	if err != nil {
+		return false
+	}
+	r.Close()
+	return true
 }
 
 // ringServer is the io_uring side of one FUSE connection.
