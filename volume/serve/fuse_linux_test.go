@@ -112,7 +112,7 @@ func forTransports(t *testing.T, f func(t *testing.T, tr transport)) {
 	if RingAvailable() {
 		trs = append(trs, transport{ring: true})
 	} else {
-		t.Log("FUSE over io_uring not enabled (fuse.enable_uring): testing /dev/fuse only")
+		t.Log("FUSE over io_uring not usable here (fuse.enable_uring off, or io_uring disabled): testing /dev/fuse only")
 	}
 	for _, tr := range trs {
 		t.Run(tr.String(), func(t *testing.T) { f(t, tr) })
