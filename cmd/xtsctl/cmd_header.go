@@ -123,9 +123,9 @@ func headerRestore(a *app, image, file string, force bool) error {
 		return err
 	}
 	in.Close()
-	f, err := os.OpenFile(image, os.O_RDWR, 0)
+	f, err := openExclusive(image)
 	if err != nil {
-		return withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
+		return err
 	}
 	defer f.Close()
 	size, err := f.Seek(0, io.SeekEnd)

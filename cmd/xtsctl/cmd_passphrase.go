@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/volume"
+	"golang.org/x/sys/unix"
 )
 
 func init() { registerCommand(newPassphraseCmd) }
@@ -116,9 +117,9 @@ func openForHeader(a *app, image string) (*os.File, int64, *volume.Headers, erro
 		return nil, 0, nil, err
 	}
 	in.Close()
-	f, err := os.OpenFile(image, os.O_RDWR, 0)
+	f, err := openExclusive(image)
 	if err != nil {
-		return nil, 0, nil, withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
+		return nil, 0, nil, err
 	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
@@ -194,4 +195,24 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 	}
 	a.infof("changed the passphrase of key slot %d of %s", slot, image)
 	return nil
+}
+
+// openExclusive opens image read-write for a header rewrite, locked as a
+// read-write volume.Open locks it: a volume that is open (by an xtsctl
+// server, the dm backend or another command) is refused rather than having
+// its header rewritten underneath, and two rewrites never interleave.
+func openExclusive(image string) (*os.File, error) {
+	f, err := os.OpenFile(image, os.O_RDWR, 0)
+	if err != nil {
+		return nil, withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
+				"xtsctl status lists open volumes; close it first")
+		}
+		return nil, withCode(exitDevice, fmt.Errorf("cannot lock %s: %w", image, err))
+	}
+	return f, nil
 }

@@ -75,6 +75,13 @@ func TestVolumeOpenEndToEnd(t *testing.T) {
 
 	dev := strings.TrimSpace(mustRun(t, args("open", flags, "--read-only", img, "v")...).stdout)
 	n := blockOf(t, dev, victim[5*4096:6*4096])
+	// The header is not rewritten under an open volume, even a read-only
+	// one: commands that would are refused (docs/CLI.md).
+	backup := filepath.Join(dir, "v.hdr")
+	mustRun(t, "header", "backup", img, backup)
+	mustFail(t, exitDevice, "in use by another process", "passphrase", "add", "--passphrase-file", flags[1], "--new-passphrase-file", flags[1],
+		"--kdf-memory", "1M", "--kdf-iterations", "1", img)
+	mustFail(t, exitDevice, "in use by another process", "header", "restore", "--force", img, backup)
 	mustRun(t, "close", "v")
 
 	// Flip a byte of that sector's ciphertext in the image.
