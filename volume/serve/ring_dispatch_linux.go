@@ -67,7 +67,9 @@ func out[T any](e *ringEnt, v *T) int {
 // goroutine, then queues the entry for its thread to commit.
 func (q *ringQueue) slow(e *ringEnt) {
 	defer q.slowWG.Done()
+	q.srv.order.Add(1)
 	errno, n := q.dispatch(e)
+	q.srv.order.Add(1)
 	e.reply(errno, n)
 	q.finish(e)
 }
