@@ -476,10 +476,7 @@ func TestFUSEFileSystemOps(t *testing.T) {
 // agreed at INIT, the server mounted FUSE itself and serves through
 // /dev/fuse: it must still serve, and stop without leaving the mount.
 func TestRingDeclinedAtInit(t *testing.T) {
-	skipUnlessDevices(t)
-	if !RingAvailable() {
-		t.Skip("FUSE over io_uring is not enabled")
-	}
+	skipUnlessRing(t)
 	ringDeclined = true
 	defer func() { ringDeclined = false }()
 	im := newPlainImage(t, 1<<20, volume.Plain{Sector: sector.Params{Size: 4096}})

@@ -24,15 +24,7 @@ import (
 // requests, then checks it with the library's own buffered Open: the
 // data reads back and every tag verifies.
 func TestOpenVolumeSplitIO(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v.vol")
-	mem := newTestVolume(t, 512) // 2 MiB of data
-	if err := os.WriteFile(path, mem.b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	probe := openTestVolume(t, mem, true)
-	key := probe.MasterKey()
-	probe.Close()
-
+	path, key, _ := volumeFile(t, 512) // 2 MiB of data
 	v, err := OpenVolume(path, key, false)
 	if err != nil {
 		t.Fatal(err)
@@ -74,18 +66,7 @@ func TestOpenVolumeSplitIO(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lib, err := volume.Open(path, testPass, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
-	if lib.State().Dirty {
-		t.Error("the volume is dirty after Close")
-	}
-	res, err := lib.Verify(context.Background(), nil, nil)
-	if err != nil || res.BadSectors != 0 {
-		t.Fatalf("verify: %v, %d bad sectors", err, res.BadSectors)
-	}
+	lib := openLibrary(t, path)
 	if err := lib.ReadSectors(got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the library reads other data than was served (err %v)", err)
 	}
@@ -98,18 +79,8 @@ func TestOpenVolumeSplitIO(t *testing.T) {
 // every read covering that sector fails with EIO, its neighbour still
 // reads, and the counters name the sector.
 func TestRingVolumeReads(t *testing.T) {
-	skipUnlessDevices(t)
-	if !RingAvailable() {
-		t.Skip("FUSE over io_uring is not enabled (echo Y > /sys/module/fuse/parameters/enable_uring)")
-	}
-	path := filepath.Join(t.TempDir(), "v.vol")
-	mem := newTestVolume(t, 1024) // 4 MiB of data
-	if err := os.WriteFile(path, mem.b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	probe := openTestVolume(t, mem, true)
-	key, layout := probe.MasterKey(), probe.Layout()
-	probe.Close()
+	skipUnlessRing(t)
+	path, key, layout := volumeFile(t, 1024) // 4 MiB of data
 	v, err := OpenVolume(path, key, false)
 	if err != nil {
 		t.Fatal(err)
@@ -184,19 +155,9 @@ func TestRingVolumeReads(t *testing.T) {
 // every block read must be whole: one of the versions written to it. After
 // close the volume verifies clean.
 func TestRingVolumeConcurrentReadWrite(t *testing.T) {
-	skipUnlessDevices(t)
-	if !RingAvailable() {
-		t.Skip("FUSE over io_uring is not enabled (echo Y > /sys/module/fuse/parameters/enable_uring)")
-	}
+	skipUnlessRing(t)
 	const blocks = 2048 // 8 MiB
-	path := filepath.Join(t.TempDir(), "v.vol")
-	mem := newTestVolume(t, blocks)
-	if err := os.WriteFile(path, mem.b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	probe := openTestVolume(t, mem, true)
-	key := probe.MasterKey()
-	probe.Close()
+	path, key, _ := volumeFile(t, blocks)
 	v, err := OpenVolume(path, key, false)
 	if err != nil {
 		t.Fatal(err)
@@ -207,15 +168,7 @@ func TestRingVolumeConcurrentReadWrite(t *testing.T) {
 		if err := v.Close(); err != nil {
 			t.Fatal(err)
 		}
-		lib, err := volume.Open(path, testPass, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lib.Close()
-		res, err := lib.Verify(context.Background(), nil, nil)
-		if err != nil || res.BadSectors != 0 {
-			t.Fatalf("verify after close: %v, %d bad sectors", err, res.BadSectors)
-		}
+		openLibrary(t, path)
 	})
 	srv, dev := startStore(t, NewVolumeStore(v, false), false, transport{ring: true})
 	loop := srv.LoopDevice().Path
@@ -304,5 +257,47 @@ func TestRingVolumeConcurrentReadWrite(t *testing.T) {
 	}
 	if srv.ring.fastReads() == 0 {
 		t.Error("no read took the ring's fast path")
+	}
+}
+
+// volumeFile writes a new tagged volume of the given number of 4096-byte
+// sectors to a file and returns its path, master key and layout.
+func volumeFile(t *testing.T, sectors int) (string, []byte, volume.Layout) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "v.vol")
+	mem := newTestVolume(t, sectors)
+	if err := os.WriteFile(path, mem.b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	probe := openTestVolume(t, mem, true)
+	defer probe.Close()
+	return path, probe.MasterKey(), probe.Layout()
+}
+
+// openLibrary opens the volume file with the library's own buffered Open
+// and checks that it was closed cleanly and every tag verifies.
+func openLibrary(t *testing.T, path string) *volume.Volume {
+	t.Helper()
+	lib, err := volume.Open(path, testPass, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lib.Close() })
+	if lib.State().Dirty {
+		t.Error("the volume is dirty after Close")
+	}
+	res, err := lib.Verify(context.Background(), nil, nil)
+	if err != nil || res.BadSectors != 0 {
+		t.Fatalf("verify: %v, %d bad sectors", err, res.BadSectors)
+	}
+	return lib
+}
+
+// skipUnlessRing skips tests of FUSE over io_uring where it cannot run.
+func skipUnlessRing(t *testing.T) {
+	t.Helper()
+	skipUnlessDevices(t)
+	if !RingAvailable() {
+		t.Skip("FUSE over io_uring is not usable here (echo Y > /sys/module/fuse/parameters/enable_uring)")
 	}
 }
