@@ -277,27 +277,6 @@ func (v *Volume) OpenSectors(buf, stored []byte, first uint64) error {
 	return &IntegrityError{Sectors: bad}
 }
 
-// spread runs f over sectors [0, n) in up to v.workers equal parts at
-// once, when there is enough work to pay for the goroutines.
-func (v *Volume) spread(n int, f func(lo, hi int)) {
-	workers := min(v.workers, n*v.l.SectorSize/(tagParallelMin/2))
-	if workers <= 1 {
-		f(0, n)
-		return
-	}
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := per; lo < n; lo += per {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, min(lo+per, n))
-		}()
-	}
-	f(0, min(per, n))
-	wg.Wait()
-}
-
 // compareTags returns the sectors whose stored tag differs from the one
 // computed over their ciphertext.
 func (v *Volume) compareTags(stored, computed []byte, first uint64) []BadSector {
@@ -318,9 +297,23 @@ const tagParallelMin = 256 << 10
 // sumTags computes the tags of the ciphertext sectors in data.
 func (v *Volume) sumTags(tags, data []byte, first uint64) {
 	ss, ts := v.l.SectorSize, v.l.TagSize
-	v.spread(len(data)/ss, func(lo, hi int) {
-		blake2b.SumSectors(tags[lo*ts:hi*ts], ts, v.tagKey, first+uint64(lo), data[lo*ss:hi*ss], ss)
-	})
+	sectors := len(data) / ss
+	workers := min(v.workers, len(data)/(tagParallelMin/2))
+	if workers <= 1 {
+		blake2b.SumSectors(tags, ts, v.tagKey, first, data, ss)
+		return
+	}
+	per := (sectors + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < sectors; lo += per {
+		hi := min(lo+per, sectors)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			blake2b.SumSectors(tags[lo*ts:hi*ts], ts, v.tagKey, first+uint64(lo), data[lo*ss:hi*ss], ss)
+		}()
+	}
+	wg.Wait()
 }
 
 // WriteSectors encrypts the len(buf)/SectorSize sectors of buf (which it
