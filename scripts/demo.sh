@@ -35,9 +35,9 @@ done
 
 # xtsctl volumes. The passphrase hashing is calibrated to 300 ms and 64 MiB
 # here to keep the demo short (the default is 2 s and up to 1 GiB).
-v1=testimages/v1
+golden=testimages/v2
 x=$work/xtsctl
-install -m 600 "$v1/passphrase.txt" "$work/pass"
+install -m 600 "$golden/passphrase.txt" "$work/pass"
 pass=(--passphrase-file "$work/pass")
 kdf=(--kdf-time 300ms --kdf-memory 64M)
 say "encrypting $imgs/disk.img into an xtsctl volume (passphrase, BLAKE2b tags per sector)"
@@ -50,8 +50,8 @@ cmp "$work/disk-vol.img" "$imgs/disk.img"
 [ "$back" = "$digest" ]
 say "decrypted back: equals disk.img, same digest"
 
-say "decrypting $v1/disk-4096.vol, written by scripts/volume_ref.py (Python, from docs/FORMAT.md alone)"
-"$x" decrypt -q "${pass[@]}" "$v1/disk-4096.vol" "$work/golden.img" >/dev/null
+say "decrypting $golden/disk-4096.vol, written by scripts/volume_ref.py (Python, from docs/FORMAT.md alone)"
+"$x" decrypt -q "${pass[@]}" "$golden/disk-4096.vol" "$work/golden.img" >/dev/null
 cmp "$work/golden.img" "$imgs/disk.img"
 say "equals disk.img"
 

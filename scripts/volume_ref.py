@@ -1,18 +1,20 @@
 #!/usr/bin/python3
 """volume_ref.py: an independent implementation of the xtsctl volume format,
-version 1, written from docs/FORMAT.md alone (no xtsctl code), with Debian's
+versions 1 and 2, written from docs/FORMAT.md alone (no xtsctl code), with Debian's
 Python libraries: cryptography (OpenSSL's AES-XTS), argon2-cffi (the
 reference Argon2), PyNaCl (libsodium's XChaCha20-Poly1305) and hashlib
 (BLAKE2b).
 
   volume_ref.py write IN OUT PASSFILE [--sector-size N] [--tag-size T]
                 [--key-bits 256|512] [--label L] [--version V]
-      make a volume holding IN; prints the plaintext's end-to-end digest
-      (its BLAKE2b-512, as b2sum prints it)
+      make a volume holding IN (format version 2 unless --version says
+      otherwise); prints the plaintext's end-to-end digest (its
+      BLAKE2b-512, as b2sum prints it)
   volume_ref.py read IMAGE PASSFILE OUT
-      unlock, check both header copies, the header MAC, every tag and the
-      digest, and write the plaintext to OUT; prints the digest. Exits 1 on
-      any mismatch, naming it.
+      unlock, check both header copies, the header MAC, the state records
+      (authenticated in version 2), every tag and the digest (unless the
+      state says it is stale), and write the plaintext to OUT; prints the
+      digest. Exits 1 on any mismatch, naming it.
 
 Needs: apt-get install python3-cryptography python3-argon2 python3-nacl.
 Argon2id costs are fixed low (1 pass, 1 MiB, 1 lane): test images only.
@@ -93,7 +95,57 @@ def mac_input(block):
     return bytes(b)
 
 
-def write(inp, out, passfile, S=4096, T=32, key_bits=512, label="", version=1):
+STATE_RECORD = 4096
+MAX_SEQUENCE = 1 << 62
+
+
+def state_record(version, mk, uuid, seq, flags, bitmap):
+    """A state record (FORMAT.md, "State records")."""
+    r = bytearray(STATE_RECORD)
+    r[0:8] = b"XTSSTATE" if version == 1 else b"XTSSTAT2"
+    struct.pack_into("<Q", r, 8, seq)
+    r[16:32] = uuid
+    struct.pack_into("<I", r, 32, flags)
+    if version != 1:
+        r[40:72] = b2(bitmap, 32, derive(mk, "xtsctl volume v2: dirty-region bitmap", 64))
+        r[4032:4064] = b2(bytes(r[:4032]), 32, derive(mk, "xtsctl volume v2: state records", 64))
+    r[4064:4096] = b2(bytes(r[:4064]), 32)
+    return bytes(r)
+
+
+def read_state(img, version, mk, uuid, bitmap_len):
+    """The state in force: (dirty, digest stale, bitmap trusted). A record
+    is usable if intact, in its slot, below the sequence bound, of this
+    uuid and, in version 2, if its MAC checks; the one with the highest
+    sequence number is in force. No usable record: unknown (dirty, stale)."""
+    usable = []
+    for slot in range(2):
+        r = img[65536 + slot * STATE_RECORD:65536 + (slot + 1) * STATE_RECORD]
+        if r == bytes(STATE_RECORD):
+            continue
+        seq, flags = struct.unpack_from("<Q", r, 8)[0], struct.unpack_from("<I", r, 32)[0]
+        magic = b"XTSSTATE" if version == 1 else b"XTSSTAT2"
+        reserved = r[36:4064] if version == 1 else r[36:40] + r[72:4032]
+        ok = (r[0:8] == magic and b2(r[:4064], 32) == r[4064:] and r[16:32] == uuid and
+              flags & ~3 == 0 and reserved == bytes(len(reserved)) and
+              seq < MAX_SEQUENCE and seq % 2 == slot)
+        if ok and version != 1:
+            ok = b2(r[:4032], 32, derive(mk, "xtsctl volume v2: state records", 64)) == r[4032:4064]
+        if ok:
+            usable.append((seq, flags, r[40:72]))
+        else:
+            print("volume_ref: state record %d is unusable" % slot, file=sys.stderr)
+    if not usable:
+        return True, True, False
+    usable.sort()
+    seq, flags, _ = usable[-1]
+    bitmap = img[65536 + 2 * STATE_RECORD:65536 + 2 * STATE_RECORD + bitmap_len]
+    trusted = version == 1 or b2(bitmap, 32, derive(mk, "xtsctl volume v2: dirty-region bitmap", 64)) in \
+        [u[2] for u in usable]
+    return bool(flags & 1), bool(flags & 2), trusted
+
+
+def write(inp, out, passfile, S=4096, T=32, key_bits=512, label="", version=2):
     data = open(inp, "rb").read()
     passphrase = read_pass(passfile)
     D, K = len(data), key_bits // 8
@@ -139,10 +191,8 @@ def write(inp, out, passfile, S=4096, T=32, key_bits=512, label="", version=1):
     h[4032:4096] = b2(bytes(h[:4032]))
     copy = bytes(h) + slots
 
-    state = bytearray(4096)
-    state[0:8] = b"XTSSTATE"
-    state[16:32] = uuid  # sequence 0, flags 0 (clean, digest current)
-    state[4064:4096] = b2(bytes(state[:4064]), 32)
+    # Sequence 0, flags 0 (clean, digest current), an all-zero bitmap.
+    state = state_record(version, mk, uuid, 0, 0, bytes(L["state_len"] - 8192))
 
     img = bytearray(L["size"])
     img[0:8192] = copy
@@ -163,11 +213,12 @@ def fail(msg):
 
 def parse_copy(b):
     """Return the fields of a valid header copy, or None."""
-    if len(b) < 8192 or b[0:8] != MAGIC or struct.unpack_from("<I", b, 8)[0] != 1:
+    if len(b) < 8192 or b[0:8] != MAGIC or struct.unpack_from("<I", b, 8)[0] not in (1, 2):
         return None
     if b2(b[:4032]) != b[4032:4096] or b2(b[4096:8192], 32) != b[344:376]:
         return None
     f = dict(zip(["gen"], struct.unpack_from("<Q", b, 16)))
+    f["version"] = struct.unpack_from("<I", b, 8)[0]
     f["uuid"] = b[24:40]
     f["K"], f["S"], f["mode"], f["T"] = struct.unpack_from("<IIII", b, 136)
     (f["data_off"], f["D"], f["tag_off"], f["tag_len"], state_off, f["state_len"], f["region"],
@@ -220,6 +271,10 @@ def read(image, passfile, out):
     if b2(mac_input(h["block"]), 32, derive(mk, "xtsctl volume v1: header mac", 64)) != h["block"][4000:4032]:
         fail("header MAC mismatch")
 
+    dirty, stale, trusted = read_state(img, h["version"], mk, h["uuid"], h["state_len"] - 8192)
+    if dirty:
+        print("volume_ref: the volume was not closed cleanly%s" %
+              ("" if trusted else " (and its bitmap is not one a state record names)"), file=sys.stderr)
     ct = img[h["data_off"]:h["data_off"] + h["D"]]
     if T:
         want = tags(derive(mk, "xtsctl volume v1: sector tags", 64), T, S, ct)
@@ -229,7 +284,7 @@ def read(image, passfile, out):
             fail("bad sectors: " + " ".join(map(str, bad)))
     plain = xts(mk, S, ct, True)
     digest = end_to_end_digest(plain)
-    if h["flags"] & 1:
+    if h["flags"] & 1 and not stale:
         sealed = h["block"][240:344]
         recorded = crypto_aead_xchacha20poly1305_ietf_decrypt(
             sealed[24:], h["uuid"], sealed[:24], derive(mk, "xtsctl volume v1: digest", 32))
@@ -248,7 +303,7 @@ def read_pass(path):
 
 def main(argv):
     if len(argv) >= 4 and argv[1] == "write":
-        opts = dict(S=4096, T=32, key_bits=512, label="", version=1)
+        opts = dict(S=4096, T=32, key_bits=512, label="", version=2)
         names = {"--sector-size": "S", "--tag-size": "T", "--key-bits": "key_bits",
                  "--label": "label", "--version": "version"}
         rest = argv[5:]

@@ -95,7 +95,7 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 
 	// A newer version or unknown features: this code must neither trust
 	// nor rewrite a header it does not understand. Only when the other copy
-	// is an intact version-1 header is the odd copy taken for damage (a
+	// is an intact header of a version we read is the odd copy taken for damage (a
 	// flipped bit in its version field).
 	for _, c := range []*CopyStatus{p, s} {
 		var ve *VersionError

@@ -7,11 +7,15 @@ import (
 	"github.com/xtsctl/xtsctl/sector"
 )
 
-// Format version 1 of the xtsctl volume, byte by byte in docs/FORMAT.md.
-// Every integer on disk is little-endian.
+// The xtsctl volume format, byte by byte in docs/FORMAT.md. Every integer
+// on disk is little-endian. Version 2 differs from version 1 only in its
+// state area, which it authenticates; this code reads both, writes version
+// 2, and upgrades a version-1 volume on its first read-write session
+// (Volume.Upgrade).
 const (
-	Magic   = "XTSCTLVL" // first 8 bytes of each header copy
-	Version = 1          // the only version this code reads and writes
+	Magic      = "XTSCTLVL" // first 8 bytes of each header copy
+	Version    = 2          // the version this code writes
+	minVersion = 1          // the oldest version it reads
 
 	HeaderBlockSize = 4096                                // the header fields and their checksums
 	SlotSize        = 512                                 // one key slot
@@ -23,12 +27,13 @@ const (
 	BitmapOffset    = StateOffset + 2*StateRecordSize     // dirty-region bitmap
 	DataAlign       = 1 << 20                             // the data area starts on a MiB boundary
 	DefaultRegion   = 16 << 20                            // bytes of data per dirty-region bit
-	CipherName      = "aes-xts-plain64"                   // the only cipher of version 1
+	CipherName      = "aes-xts-plain64"                   // the only cipher of versions 1 and 2
 	maxDataLength   = int64(1) << 50                      // 1 PiB: keeps every offset far from int64 overflow
 	slotAreaOffset  = HeaderBlockSize                     // slots follow the header block in a copy
 	tagAlign        = 4096                                // the tag area starts on a 4 KiB boundary
 	bitmapAlign     = 4096                                // the bitmap is whole 4 KiB blocks
 	stateAreaFixed  = BitmapOffset - StateOffset          // the two state records
+	maxRegions      = 1 << 26                             // an 8 MiB bitmap: 1 PiB of data in 16 MiB regions
 )
 
 // Integrity is the per-sector integrity mode.
@@ -102,6 +107,9 @@ func computeLayout(dataLength int64, sectorSize, tagSize int, regionSize int64) 
 		return Layout{}, fmt.Errorf("dirty-region size %d is not a power of two between 4 KiB and 1 TiB", regionSize)
 	case regionSize%int64(sectorSize) != 0:
 		return Layout{}, fmt.Errorf("dirty-region size %d is not a multiple of the sector size %d", regionSize, sectorSize)
+	case (dataLength+regionSize-1)/regionSize > maxRegions:
+		// The bitmap is held in memory and authenticated as a whole.
+		return Layout{}, fmt.Errorf("dirty-region size %d makes more than %d regions", regionSize, maxRegions)
 	}
 	l.StateLength = stateAreaFixed + roundUp((l.Regions()+7)/8, bitmapAlign)
 	l.DataOffset = roundUp(StateOffset+l.StateLength, DataAlign)

@@ -34,31 +34,43 @@ var ErrHasTags = errors.New("the volume has integrity tags, which a writer outsi
 // durable, wipes the keys and closes, leaving the volume dirty. A volume
 // that was not closed cleanly must be recovered first (Recover). The
 // Volume is closed afterwards, whatever the result.
-func (v *Volume) Release() error {
+//
+// It returns the state record that MarkClean writes once the other writer
+// is done: in version 2 only a record made with the key counts, and the
+// session is closed without it (the record is not secret: it says clean,
+// digest stale, and nothing else; it is nil for version 1).
+func (v *Volume) Release() (closeRecord []byte, err error) {
 	if v.l.Integrity != IntegrityNone {
 		v.Close() // never written: Close has nothing to mark
-		return ErrHasTags
+		return nil, ErrHasTags
 	}
 	if v.readOnly {
 		v.Close()
-		return ErrReadOnly
+		return nil, ErrReadOnly
 	}
 	v.mu.Lock()
 	pending := v.needsRecovery
 	v.mu.Unlock()
 	if pending {
 		v.Close()
-		return errors.New("the volume was not closed cleanly: recover it before handing it over")
+		return nil, errors.New("the volume was not closed cleanly: recover it before handing it over")
 	}
-	err := v.MarkModified()
+	err = v.MarkModified()
 	v.mu.Lock()
 	if err == nil {
-		err = v.flushBitmapLocked()
+		err = v.writeBitmapLocked()
 	}
 	if err == nil {
 		if serr := v.dev.Sync(); serr != nil {
 			err = fmt.Errorf("cannot sync the volume: %w", serr)
 		}
+	}
+	if err == nil && v.stateKeys != nil {
+		s := v.state
+		s.Dirty, s.DigestStale = false, true
+		s.Sequence++
+		s.bitmapMAC = v.stateKeys.bitmapMAC(v.bitmap)
+		closeRecord = marshalState(s, v.h.Version, v.h.UUID, v.stateKeys)
 	}
 	// Close must not mark the volume clean: the other writer owns it now.
 	v.writing = false
@@ -66,20 +78,23 @@ func (v *Volume) Release() error {
 	if cerr := v.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return closeRecord, nil
 }
 
 // MarkClean records that the volume without integrity tags on dev (size
 // bytes) was closed cleanly: the writer it was released to has finished
-// and the caller has synced its writes. It clears the dirty-region bitmap
-// and writes a state record without dirty, keeping the digest stale, and
-// syncs. A volume already recorded clean is left as it is.
+// and the caller has synced its writes. closeRecord is what Release
+// returned (nil for a version-1 volume). A volume whose state has moved on
+// since Release (recorded clean, or opened again) is left as it is.
 //
 // It needs no key, so that the other writer's session can be closed
-// without the passphrase: the state area is not secret, and a volume
-// without tags has nothing to recover. A volume with tags is refused with
-// ErrHasTags; only Recover, with the key, clears its dirty state.
-func MarkClean(dev Device, size int64) error {
+// without the passphrase: a volume without tags has nothing to recover.
+// A volume with tags is refused with ErrHasTags; only Recover, with the
+// key, clears its dirty state.
+func MarkClean(dev Device, size int64, closeRecord []byte) error {
 	hs, err := ReadHeaders(dev, size)
 	if err != nil {
 		return err
@@ -88,18 +103,40 @@ func MarkClean(dev Device, size int64) error {
 	if h.Integrity != IntegrityNone {
 		return ErrHasTags
 	}
-	s, _ := readState(dev, h.UUID)
-	if s.Valid && !s.Dirty {
+	cur := readState(dev, h, nil).inForce
+	if cur.Valid && !cur.Dirty {
 		return nil
 	}
-	bitmap := make([]byte, h.Layout.BitmapLength())
-	if _, err := dev.WriteAt(bitmap, BitmapOffset); err != nil {
-		return fmt.Errorf("cannot clear the dirty-region bitmap: %w", err)
+	if h.Version == 1 {
+		bitmap := make([]byte, h.Layout.BitmapLength())
+		if _, err := dev.WriteAt(bitmap, BitmapOffset); err != nil {
+			return fmt.Errorf("cannot clear the dirty-region bitmap: %w", err)
+		}
+		// As in settleLocked: an unreadable state leaves the digest's
+		// meaning unknown, and a dirty one means the data was written.
+		s := State{Valid: true, DigestStale: true, Sequence: cur.Sequence + 1}
+		return writeDetachedRecord(dev, marshalState(s, 1, h.UUID, nil), s.Sequence)
 	}
-	// As in markCleanLocked: an unreadable state leaves the digest's
-	// meaning unknown, and a dirty one means the data was written.
-	s.DigestStale = true
-	s.Valid, s.Dirty = true, false
-	s.Sequence++
-	return writeState(dev, s, h.UUID) // syncs the bitmap too
+	if len(closeRecord) != StateRecordSize {
+		return errors.New("no state record to close the session with (a version-2 volume needs the one Release returned)")
+	}
+	s, _, err := parseState(closeRecord, int(le64(closeRecord, stateOffSequence)%2), h.Version, h.UUID, nil)
+	if err != nil {
+		return fmt.Errorf("the state record to close the session with is unusable: %w", err)
+	}
+	if cur.Valid && cur.Sequence+1 != s.Sequence {
+		return nil // opened again since: that session records its own state
+	}
+	return writeDetachedRecord(dev, closeRecord, s.Sequence)
+}
+
+// writeDetachedRecord writes a record made elsewhere at its slot, synced.
+func writeDetachedRecord(dev Device, b []byte, seq uint64) error {
+	if _, err := dev.WriteAt(b, StateOffset+int64(seq%2)*StateRecordSize); err != nil {
+		return fmt.Errorf("cannot write the state record: %w", err)
+	}
+	if err := dev.Sync(); err != nil {
+		return fmt.Errorf("cannot sync the state record: %w", err)
+	}
+	return nil
 }

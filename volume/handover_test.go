@@ -22,7 +22,8 @@ func TestReleaseMarkClean(t *testing.T) {
 	v := mustOpen(t, dev, false)
 	key := v.MasterKey()
 	syncs := dev.syncs
-	if err := v.Release(); err != nil {
+	closeRecord, err := v.Release()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if dev.syncs == syncs {
@@ -50,8 +51,13 @@ func TestReleaseMarkClean(t *testing.T) {
 	xc.Encrypt(ct, written, 5*ss/512)
 	copy(dev.b[h.DataOffset+5*ss:], ct)
 
+	// Without the record Release made, a version-2 volume cannot be
+	// marked clean (it would take the key); a forged one is refused.
+	if err := MarkClean(dev, dev.size(), nil); err == nil {
+		t.Error("MarkClean without the close record succeeded")
+	}
 	syncs = dev.syncs
-	if err := MarkClean(dev, dev.size()); err != nil {
+	if err := MarkClean(dev, dev.size(), closeRecord); err != nil {
 		t.Fatal(err)
 	}
 	if dev.syncs == syncs {
@@ -83,7 +89,7 @@ func TestReleaseMarkClean(t *testing.T) {
 
 	// Clean already: nothing is written.
 	before := bytes.Clone(dev.b)
-	if err := MarkClean(dev, dev.size()); err != nil {
+	if err := MarkClean(dev, dev.size(), closeRecord); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(before, dev.b) {
@@ -96,21 +102,21 @@ func TestReleaseMarkClean(t *testing.T) {
 // has no tags to redo.
 func TestReleaseCrash(t *testing.T) {
 	dev, h := newTestVolume(t, randomData(22, 64<<10), 4096, 0, 64)
-	if err := mustOpen(t, dev, false).Release(); err != nil {
+	if _, err := mustOpen(t, dev, false).Release(); err != nil {
 		t.Fatal(err)
 	}
 	v := mustOpen(t, dev, false)
 	if !strings.Contains(strings.Join(v.Warnings(), "\n"), "not closed cleanly") {
 		t.Errorf("warnings %q", v.Warnings())
 	}
-	if err := v.Release(); err == nil {
+	if _, err := v.Release(); err == nil {
 		t.Error("Release of a volume that needs recovery succeeded")
 	}
 	v = mustOpen(t, dev, false)
-	if n, err := v.Recover(); err != nil || n != 0 {
-		t.Fatalf("Recover = %d, %v; want 0 regions", n, err)
+	if rec, err := v.Recover(context.Background(), false, nil); err != nil || rec.Regions != 0 || rec.Mismatched != 0 {
+		t.Fatalf("Recover = %+v, %v; want 0 regions", rec, err)
 	}
-	if err := v.Release(); err != nil {
+	if _, err := v.Release(); err != nil {
 		t.Fatalf("Release after Recover: %v", err)
 	}
 	if st, _ := ReadState(dev, h); !st.Dirty {
@@ -123,10 +129,10 @@ func TestReleaseCrash(t *testing.T) {
 func TestReleaseRefusesTags(t *testing.T) {
 	dev, h := newTestVolume(t, randomData(23, 64<<10), 4096, 32, 64)
 	before := bytes.Clone(dev.b)
-	if err := mustOpen(t, dev, false).Release(); !errors.Is(err, ErrHasTags) {
+	if _, err := mustOpen(t, dev, false).Release(); !errors.Is(err, ErrHasTags) {
 		t.Errorf("Release of a tagged volume: %v, want ErrHasTags", err)
 	}
-	if err := MarkClean(dev, dev.size()); !errors.Is(err, ErrHasTags) {
+	if err := MarkClean(dev, dev.size(), nil); !errors.Is(err, ErrHasTags) {
 		t.Errorf("MarkClean of a tagged volume: %v, want ErrHasTags", err)
 	}
 	if !bytes.Equal(before, dev.b) {
@@ -137,7 +143,7 @@ func TestReleaseRefusesTags(t *testing.T) {
 	}
 
 	dev, _ = newTestVolume(t, randomData(24, 64<<10), 4096, 0, 64)
-	if err := mustOpen(t, dev, true).Release(); !errors.Is(err, ErrReadOnly) {
+	if _, err := mustOpen(t, dev, true).Release(); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("Release of a read-only volume: %v, want ErrReadOnly", err)
 	}
 }

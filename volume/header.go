@@ -60,6 +60,7 @@ const MaxLabel = labelSize
 
 // Header is one parsed header copy: the header block and the key slots.
 type Header struct {
+	Version      uint32   // format version: 1, or 2 (authenticated state area)
 	Generation   uint64   // incremented by every rewrite of the header
 	UUID         [16]byte // random, fixed at creation
 	Label        string   // free text, at most MaxLabel bytes of UTF-8
@@ -79,11 +80,14 @@ var (
 	ErrHeaderChecksum = errors.New("header checksum mismatch")
 )
 
+// readableVersions names the versions this code reads, for messages.
+const readableVersions = "1 and 2"
+
 // VersionError reports a header of a format version this code cannot read.
 type VersionError struct{ Version uint32 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("unsupported volume format version %d (this xtsctl reads version %d)", e.Version, Version)
+	return fmt.Sprintf("unsupported volume format version %d (this xtsctl reads versions %s)", e.Version, readableVersions)
 }
 
 // FeatureError reports header flags this code does not know.
@@ -151,8 +155,9 @@ func parseBlock(b []byte) (*Header, error) {
 	if len(b) < offVersion+4 || string(b[offMagic:offMagic+8]) != Magic {
 		return nil, ErrNotVolume
 	}
-	if v := le32(b, offVersion); v != Version {
-		return nil, &VersionError{Version: v}
+	version := le32(b, offVersion)
+	if version < minVersion || version > Version {
+		return nil, &VersionError{Version: version}
 	}
 	if len(b) != HeaderBlockSize {
 		return nil, fmt.Errorf("header block is %d bytes, want %d", len(b), HeaderBlockSize)
@@ -165,6 +170,7 @@ func parseBlock(b []byte) (*Header, error) {
 		return nil, fmt.Errorf("invalid header: %w", err)
 	}
 	h := &Header{
+		Version:    version,
 		Generation: le64(b, offGeneration),
 		KeySize:    int(le32(b, offKeySize)),
 		Flags:      le32(b, offFlags),
@@ -205,7 +211,7 @@ func parseBlock(b []byte) (*Header, error) {
 	return h, nil
 }
 
-// checkFixed checks the fields that have one possible value in version 1
+// checkFixed checks the fields that have one possible value in versions 1 and 2
 // and the reserved bytes, so that parse→marshal is the identity.
 func checkFixed(b []byte) error {
 	cipher, err := parseString(b[offCipher : offCipher+cipherSize])
@@ -226,6 +232,9 @@ func checkFixed(b []byte) error {
 
 // check validates the parsed fields against each other.
 func (h *Header) check() error {
+	if h.Version < minVersion || h.Version > Version {
+		return &VersionError{Version: h.Version}
+	}
 	if h.KeySize != 32 && h.KeySize != 64 {
 		return fmt.Errorf("key size %d bytes (want 32 or 64)", h.KeySize)
 	}
@@ -293,7 +302,7 @@ func (h *Header) MarshalBinary() ([]byte, error) {
 
 func (h *Header) marshalBlock(b []byte, slotSum [32]byte) {
 	copy(b[offMagic:], Magic)
-	put32(b, offVersion, Version)
+	put32(b, offVersion, h.Version)
 	put32(b, offBlockSize, HeaderBlockSize)
 	put64(b, offGeneration, h.Generation)
 	copy(b[offUUID:], h.UUID[:])

@@ -120,7 +120,7 @@ func TestHeaderEveryBitFlip(t *testing.T) {
 func TestHeaderRejectsNonCanonical(t *testing.T) {
 	orig := seedHeaders(t)[0]
 	edits := map[string]func(b []byte){
-		"future version":   func(b []byte) { put32(b, offVersion, 2) },
+		"future version":   func(b []byte) { put32(b, offVersion, Version+1) },
 		"cipher":           func(b []byte) { copy(b[offCipher:], "aes-cbc-essiv") },
 		"key size":         func(b []byte) { put32(b, offKeySize, 48) },
 		"sector size":      func(b []byte) { put32(b, offSectorSize, 8192) },

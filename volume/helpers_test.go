@@ -99,3 +99,18 @@ func randomData(seed uint64, n int) []byte {
 }
 
 func newAES(key []byte) (cipher.Block, error) { return aes.NewCipher(key) }
+
+// retag rewrites the tag of sector n from its current ciphertext, as
+// someone with the key and no regard for the protocol would.
+func retag(t testing.TB, v *Volume, n uint64) {
+	t.Helper()
+	ct := make([]byte, v.l.SectorSize)
+	if _, err := v.dev.ReadAt(ct, v.l.SectorOffset(n)); err != nil {
+		t.Fatal(err)
+	}
+	tag := make([]byte, v.l.TagSize)
+	v.sumTags(tag, ct, n)
+	if _, err := v.dev.WriteAt(tag, v.l.TagPosition(n)); err != nil {
+		t.Fatal(err)
+	}
+}

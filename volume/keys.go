@@ -17,6 +17,9 @@ const (
 	purposeTags   = "xtsctl volume v1: sector tags"
 	purposeMAC    = "xtsctl volume v1: header mac"
 	purposeDigest = "xtsctl volume v1: digest"
+	// Version 2: the state area.
+	purposeStateRecords = "xtsctl volume v2: state records"
+	purposeBitmap       = "xtsctl volume v2: dirty-region bitmap"
 )
 
 // deriveKey returns BLAKE2b-size keyed with the master key over purpose.

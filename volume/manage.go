@@ -113,7 +113,7 @@ func (e *RestoreError) Error() string { return "the backup does not fit this vol
 // Restore writes the header backup to both copies of the volume on dev
 // (size bytes). current is what ReadHeaders found (nil if it found no
 // header). Unless force is set, the backup must belong to the same volume
-// (same UUID). The backup must describe a volume that fits the device.
+// (same UUID) and be of its format version or newer. The backup must describe a volume that fits the device.
 func Restore(dev Device, size int64, current *Headers, backup []byte, force bool) (*Header, error) {
 	h, err := ParseHeader(backup)
 	if err != nil {
@@ -127,6 +127,10 @@ func Restore(dev Device, size int64, current *Headers, backup []byte, force bool
 		hs = &Headers{Header: h}
 	} else if hs.Header.UUID != h.UUID && !force {
 		return nil, &RestoreError{Reason: fmt.Sprintf("its UUID is %s, the volume's is %s", h.UUIDString(), hs.Header.UUIDString()), OtherVolume: true}
+	} else if h.Version < hs.Header.Version && !force {
+		// A backup from before the volume was upgraded: its version cannot
+		// read the state area the volume has now.
+		return nil, &RestoreError{Reason: fmt.Sprintf("it is format version %d and the volume was upgraded to version %d since; take a new backup", h.Version, hs.Header.Version)}
 	}
 	if err := commit(dev, hs, h); err != nil {
 		return nil, err

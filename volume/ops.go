@@ -61,7 +61,7 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	if err != nil {
 		return nil, digest, err
 	}
-	h := &Header{Label: opts.Label, KeySize: opts.KeySize, Layout: l}
+	h := &Header{Version: Version, Label: opts.Label, KeySize: opts.KeySize, Layout: l}
 	if _, err := rand.Read(h.UUID[:]); err != nil {
 		return nil, digest, err
 	}
@@ -144,7 +144,10 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	if h.MAC, err = h.computeMAC(key); err != nil {
 		return nil, digest, err
 	}
-	if err := writeState(dev, State{Valid: true}, h.UUID); err != nil {
+	keys := newStateKeys(key)
+	defer keys.wipe()
+	st := State{Valid: true, bitmapMAC: keys.bitmapMAC(make([]byte, l.BitmapLength()))}
+	if err := writeDetachedRecord(dev, marshalState(st, h.Version, h.UUID, keys), st.Sequence); err != nil {
 		return nil, digest, err
 	}
 	if err := WriteHeader(dev, &Headers{Header: h}, h); err != nil {

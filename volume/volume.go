@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -41,9 +42,12 @@ type Volume struct {
 
 	mu            sync.Mutex // guards the fields below
 	state         State
-	writing       bool   // the state record says Dirty and DigestStale for this session
-	needsRecovery bool   // Dirty when opened: Close must not mark it clean before Recover
-	bitmap        []byte // loaded on first use
+	stateKeys     *stateKeys           // version 2: authenticate the state area
+	knownBitmaps  [][stateMACSize]byte // version 2: MACs of the bitmaps the usable records describe
+	writing       bool                 // the state record says Dirty and DigestStale for this session
+	needsRecovery bool                 // Dirty when opened: Close must not mark it clean before Recover
+	pinned        map[int64]bool       // regions holding sectors Recover found mismatched and left alone
+	bitmap        []byte               // loaded on first use
 	bitmapDirty   map[int64]bool
 	closed        bool
 	scratch       sync.Pool
@@ -178,12 +182,23 @@ func newVolume(dev Device, hs *Headers, key []byte, readOnly bool) (*Volume, err
 	if h.Integrity != IntegrityNone {
 		v.tagKey = deriveKey(key, purposeTags, blake2b.Size)
 	}
-	var w []string
-	v.state, w = readState(dev, h.UUID)
-	v.warnings = append(v.warnings, w...)
+	if h.Version >= 2 {
+		v.stateKeys = newStateKeys(key)
+	}
+	res := readState(dev, h, v.stateKeys)
+	v.state = res.inForce
+	v.warnings = append(v.warnings, res.warn...)
+	for _, s := range []State{res.inForce, res.other} {
+		if s.Valid && s.Authenticated {
+			v.knownBitmaps = append(v.knownBitmaps, s.bitmapMAC)
+		}
+	}
+	if h.Version == 1 && res.found < 2 && hasV2Record(dev) {
+		v.warnings = append(v.warnings, "the header is format version 1 but the state area holds version-2 records: an upgrade was interrupted, or the header was rolled back to a copy from before it")
+	}
 	if !v.state.Valid || v.state.Dirty {
 		v.needsRecovery = true
-		v.warnings = append(v.warnings, "the volume was not closed cleanly: sectors written last may fail their integrity check until it is recovered")
+		v.warnings = append(v.warnings, "the volume was not closed cleanly: sectors being written then may fail their integrity check (a read-write open checks them)")
 	}
 	return v, nil
 }
@@ -367,6 +382,10 @@ func (v *Volume) MarkModified() error {
 func (v *Volume) beginWriting() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.beginWritingLocked()
+}
+
+func (v *Volume) beginWritingLocked() error {
 	if v.closed {
 		return ErrClosed
 	}
@@ -374,12 +393,45 @@ func (v *Volume) beginWriting() error {
 		return nil
 	}
 	s := v.state
-	s.Valid, s.Dirty, s.DigestStale = true, true, true
-	s.Sequence++
-	if err := writeState(v.dev, s, v.h.UUID); err != nil {
+	s.Dirty, s.DigestStale = true, true
+	if err := v.recordLocked(s); err != nil {
 		return err
 	}
-	v.state, v.writing = s, true
+	v.writing = true
+	return nil
+}
+
+// recordLocked writes s as the next state record: the next sequence number,
+// into the slot that does not hold the record in force, synced. A torn
+// write damages only the record being written, and the previous one stays
+// in force. A version-2 record names the bitmap as it is in memory, which
+// the caller writes after it (see MarkRegionsDirty for why in that order).
+func (v *Volume) recordLocked(s State) error {
+	if s.Sequence+1 >= maxStateSequence {
+		return errors.New("the state records' sequence numbers are exhausted")
+	}
+	s.Sequence++
+	return v.writeRecordLocked(s)
+}
+
+// writeRecordLocked writes s at its sequence number's slot and syncs.
+func (v *Volume) writeRecordLocked(s State) error {
+	s.Valid = true
+	if v.stateKeys != nil {
+		if err := v.loadBitmapLocked(); err != nil {
+			return err
+		}
+		s.bitmapMAC = v.stateKeys.bitmapMAC(v.bitmap)
+		s.Authenticated = true
+	}
+	b := marshalState(s, v.h.Version, v.h.UUID, v.stateKeys)
+	if _, err := v.dev.WriteAt(b, StateOffset+int64(s.Sequence%2)*StateRecordSize); err != nil {
+		return fmt.Errorf("cannot write the state record: %w", err)
+	}
+	if err := v.dev.Sync(); err != nil {
+		return fmt.Errorf("cannot sync the state record: %w", err)
+	}
+	v.state = s
 	return nil
 }
 
@@ -408,13 +460,37 @@ func (v *Volume) SetWorkers(n int) {
 // durable.
 func (v *Volume) Sync() error {
 	v.mu.Lock()
-	err := v.flushBitmapLocked()
+	err := v.writeBitmapLocked()
 	v.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if err := v.dev.Sync(); err != nil {
 		return fmt.Errorf("cannot sync the volume: %w", err)
+	}
+	return nil
+}
+
+// writeBitmapLocked writes the bitmap blocks changed in memory (not
+// synced). In version 2 a state record naming the new bitmap goes first,
+// synced: so the bitmap on the disk is always one that a usable record
+// names, the new one or, until its write completes, the old one.
+func (v *Volume) writeBitmapLocked() error {
+	if len(v.bitmapDirty) == 0 {
+		return nil
+	}
+	if v.stateKeys != nil {
+		if err := v.recordLocked(v.state); err != nil {
+			return err
+		}
+		v.knownBitmaps = [][stateMACSize]byte{v.state.bitmapMAC}
+	}
+	for blk := range v.bitmapDirty {
+		off := blk * bitmapAlign
+		if _, err := v.dev.WriteAt(v.bitmap[off:off+bitmapAlign], BitmapOffset+off); err != nil {
+			return fmt.Errorf("cannot write the dirty-region bitmap: %w", err)
+		}
+		delete(v.bitmapDirty, blk)
 	}
 	return nil
 }
@@ -449,37 +525,61 @@ func (v *Volume) loadBitmapLocked() error {
 	return nil
 }
 
-// DirtyRegions lists the regions marked in the bitmap, in order.
+// DirtyRegions lists the regions marked in the bitmap, in order. In a
+// version-2 volume opened after a crash, the bitmap is only believed once
+// Recover has authenticated it.
 func (v *Volume) DirtyRegions() ([]int64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.loadBitmapLocked(); err != nil {
 		return nil, err
 	}
+	return v.markedLocked(), nil
+}
+
+func (v *Volume) markedLocked() []int64 {
 	var regions []int64
 	for r := range v.l.Regions() {
 		if i, bit := bitmapBit(r); v.bitmap[i]&bit != 0 {
 			regions = append(regions, r)
 		}
 	}
-	return regions, nil
+	return regions
 }
 
 // MarkRegionsDirty sets the regions' bits and makes them durable before it
 // returns: call it before writing to a region that is not marked yet.
+//
+// In version 2 that takes two syncs: a state record naming the new bitmap
+// (its MAC), then the bitmap. The other order would leave, after a crash
+// between the two, a bitmap no record names, which recovery cannot tell
+// from a forged one and must treat as unknown (every region checked).
 func (v *Volume) MarkRegionsDirty(regions ...int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}
-	if err := v.beginWriting(); err != nil {
-		return err
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.closed {
+		return ErrClosed
+	}
 	if err := v.setBitsLocked(regions, true); err != nil {
 		return err
 	}
-	if err := v.flushBitmapLocked(); err != nil {
+	if !v.writing {
+		// The first record of the session says dirty; in version 2 it
+		// also names the bitmap with these bits, so one record serves.
+		if err := v.beginWritingLocked(); err != nil {
+			return err
+		}
+		if v.stateKeys != nil {
+			v.knownBitmaps = [][stateMACSize]byte{v.state.bitmapMAC}
+			if err := v.flushBitmapBlocksLocked(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := v.writeBitmapLocked(); err != nil {
 		return err
 	}
 	if err := v.dev.Sync(); err != nil {
@@ -488,15 +588,30 @@ func (v *Volume) MarkRegionsDirty(regions ...int64) error {
 	return nil
 }
 
+// flushBitmapBlocksLocked writes the changed bitmap blocks without a state
+// record: for a caller that has just written the record naming them.
+func (v *Volume) flushBitmapBlocksLocked() error {
+	for blk := range v.bitmapDirty {
+		off := blk * bitmapAlign
+		if _, err := v.dev.WriteAt(v.bitmap[off:off+bitmapAlign], BitmapOffset+off); err != nil {
+			return fmt.Errorf("cannot write the dirty-region bitmap: %w", err)
+		}
+		delete(v.bitmapDirty, blk)
+	}
+	return nil
+}
+
 // ClearRegions clears the regions' bits; call it once everything written to
 // them is synced. The cleared bits reach the device with the next Sync or
-// bitmap update (a bit left set only costs a re-tag after a crash).
+// bitmap update (a bit left set only costs a check after a crash). A
+// region holding sectors that Recover found mismatched stays marked.
 func (v *Volume) ClearRegions(regions ...int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	regions = slices.DeleteFunc(slices.Clone(regions), func(r int64) bool { return v.pinned[r] })
 	return v.setBitsLocked(regions, false)
 }
 
@@ -522,116 +637,294 @@ func (v *Volume) setBitsLocked(regions []int64, set bool) error {
 	return nil
 }
 
-// flushBitmapLocked writes the changed bitmap blocks (not synced).
-func (v *Volume) flushBitmapLocked() error {
-	for blk := range v.bitmapDirty {
-		off := blk * bitmapAlign
-		if _, err := v.dev.WriteAt(v.bitmap[off:off+bitmapAlign], BitmapOffset+off); err != nil {
-			return fmt.Errorf("cannot write the dirty-region bitmap: %w", err)
-		}
-		delete(v.bitmapDirty, blk)
-	}
-	return nil
+// Recovery reports what Recover checked and what it found.
+type Recovery struct {
+	// Regions is how many dirty regions were checked, of Sectors sectors.
+	Regions int64
+	Sectors uint64
+	// AllRegions: no usable state record, or a bitmap that no usable record
+	// names, so every region was checked.
+	AllRegions bool
+	// Mismatched counts the sectors whose tags do not match their data;
+	// Sectors lists the first MaxReported of them.
+	Mismatched uint64
+	BadSectors []BadSector
+	// Repaired: the mismatched sectors were re-tagged, accepting their
+	// current data. Otherwise they still fail their check, and their
+	// regions stay marked so the next read-write open reports them again.
+	Repaired bool
 }
 
-// RetagSectors recomputes the tags of count sectors from first from their
-// current ciphertext, without checking the old tags: the recovery of a
-// region whose writes a crash may have torn. It does not sync.
-func (v *Volume) RetagSectors(first, count uint64) error {
+// MaxReported bounds the bad sectors a Recovery lists.
+const MaxReported = 1000
+
+// Recover checks a volume that was not closed cleanly: the tag of every
+// sector of every region marked dirty (all regions when the state or the
+// bitmap cannot be trusted) is compared with its data. Sectors that match
+// are left alone. Sectors that do not are reported and, only if repair is
+// true (the user asked), re-tagged from their current data, which accepts
+// whatever a crash tore into them. Then the volume is recorded clean, or,
+// if mismatched sectors were left, dirty with only their regions marked.
+// On a volume that was closed cleanly it does nothing.
+//
+// A crash of an xtsctl server can leave mismatched only the sectors it was
+// writing at that moment: anything else that fails was changed outside
+// xtsctl, which is why nothing is re-tagged without being asked. progress,
+// if not nil, receives the bytes checked.
+func (v *Volume) Recover(ctx context.Context, repair bool, progress func(int64)) (*Recovery, error) {
 	if v.readOnly {
-		return ErrReadOnly
+		return nil, ErrReadOnly
 	}
-	if v.l.Integrity == IntegrityNone || count == 0 {
-		return nil
+	v.mu.Lock()
+	pending := v.needsRecovery
+	v.mu.Unlock()
+	rec := &Recovery{}
+	if !pending {
+		return rec, nil
 	}
+	regions, all, err := v.RecoveryRegions()
+	if err != nil {
+		return nil, err
+	}
+	rec.AllRegions, rec.Regions = all, int64(len(regions))
+	pinned := map[int64]bool{}
+	var done int64
+	for _, r := range regions {
+		first, count := v.RegionSectors(r)
+		rec.Sectors += count
+		if v.l.Integrity == IntegrityNone {
+			continue
+		}
+		err := v.checkSectors(ctx, first, count, func(b BadSector, tag []byte) error {
+			rec.Mismatched++
+			if len(rec.BadSectors) < MaxReported {
+				rec.BadSectors = append(rec.BadSectors, b)
+			}
+			if !repair {
+				pinned[r] = true
+				return nil
+			}
+			if _, err := v.dev.WriteAt(tag, v.l.TagPosition(b.Sector)); err != nil {
+				return fmt.Errorf("cannot write the tag of sector %d: %w", b.Sector, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		done += int64(count) * int64(v.l.SectorSize)
+		if progress != nil {
+			progress(done)
+		}
+	}
+	rec.Repaired = repair && rec.Mismatched > 0
+	if err := v.dev.Sync(); err != nil {
+		return nil, fmt.Errorf("cannot sync the volume: %w", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pinned = pinned
+	if err := v.settleLocked(); err != nil {
+		return nil, err
+	}
+	v.needsRecovery = false
+	return rec, nil
+}
+
+// RecoveryRegions returns the regions Recover checks: those marked dirty
+// in a bitmap that a usable state record names, or all of them (all true)
+// when the state or the bitmap cannot be trusted. It means something only
+// for a volume that was not closed cleanly.
+func (v *Volume) RecoveryRegions() (regions []int64, all bool, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.loadBitmapLocked(); err != nil {
+		return nil, false, err
+	}
+	trusted := v.state.Valid
+	if trusted && v.stateKeys != nil {
+		mac := v.stateKeys.bitmapMAC(v.bitmap)
+		trusted = slices.Contains(v.knownBitmaps, mac)
+	}
+	if trusted {
+		return v.markedLocked(), false, nil
+	}
+	regions = make([]int64, v.l.Regions())
+	for i := range regions {
+		regions[i] = int64(i)
+	}
+	return regions, true, nil
+}
+
+// checkSectors compares the tags of count sectors from first with their
+// data and calls bad, with the tag the data should have, for each that
+// does not match.
+func (v *Volume) checkSectors(ctx context.Context, first, count uint64, bad func(BadSector, []byte) error) error {
 	const batch = 1 << 20
-	per := uint64(batch / v.l.SectorSize)
-	data := make([]byte, batch)
-	tags := make([]byte, int(per)*v.l.TagSize)
+	ss, ts := uint64(v.l.SectorSize), uint64(v.l.TagSize)
+	per := batch / ss
+	buf := make([]byte, per*(ss+2*ts))
 	for done := uint64(0); done < count; {
-		n := min(per, count-done)
-		d, t := data[:n*uint64(v.l.SectorSize)], tags[:n*uint64(v.l.TagSize)]
-		s := first + done
-		if _, err := v.checkRange(d, s); err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if _, err := v.dev.ReadAt(d, v.l.SectorOffset(s)); err != nil {
-			return fmt.Errorf("cannot read sectors to re-tag: %w", err)
+		n := min(per, count-done)
+		s := first + done
+		data := buf[:n*ss]
+		stored := buf[per*ss:][:n*ts]
+		computed := buf[per*(ss+ts):][:n*ts]
+		if _, err := v.checkRange(data, s); err != nil {
+			return err
 		}
-		v.sumTags(t, d, s)
-		if _, err := v.dev.WriteAt(t, v.l.TagPosition(s)); err != nil {
-			return fmt.Errorf("cannot write tags: %w", err)
+		if _, err := v.dev.ReadAt(data, v.l.SectorOffset(s)); err != nil {
+			return fmt.Errorf("cannot read sectors %d..%d: %w", s, s+n-1, err)
+		}
+		if _, err := v.dev.ReadAt(stored, v.l.TagPosition(s)); err != nil {
+			return fmt.Errorf("cannot read the tags of sectors %d..%d: %w", s, s+n-1, err)
+		}
+		v.sumTags(computed, data, s)
+		for _, b := range v.compareTags(stored, computed, s) {
+			i := (b.Sector - s) * ts
+			if err := bad(b, computed[i:i+ts]); err != nil {
+				return err
+			}
 		}
 		done += n
 	}
 	return nil
 }
 
-// Recover brings a volume that was not closed cleanly back to a consistent
-// state: it re-tags every sector of the regions marked in the bitmap, syncs,
-// clears the bitmap and records a clean state. It returns how many regions
-// it re-tagged. On a volume that was closed cleanly it does nothing.
-//
-// Re-tagging accepts whatever ciphertext the marked regions hold, as
-// dm-integrity's bitmap mode does: a sector torn by the crash decrypts to
-// garbage instead of failing its check.
-func (v *Volume) Recover() (int64, error) {
-	if v.readOnly {
-		return 0, ErrReadOnly
-	}
-	v.mu.Lock()
-	pending := v.needsRecovery
-	v.mu.Unlock()
-	if !pending {
-		return 0, nil
-	}
-	regions, err := v.DirtyRegions()
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range regions {
-		first, count := v.RegionSectors(r)
-		if err := v.RetagSectors(first, count); err != nil {
-			return 0, err
-		}
-	}
-	if err := v.dev.Sync(); err != nil {
-		return 0, err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.markCleanLocked(); err != nil {
-		return 0, err
-	}
-	v.needsRecovery = false
-	return int64(len(regions)), nil
-}
-
-// markCleanLocked clears the bitmap, syncs it, then records a clean state.
-// The data and tags must already be synced.
-func (v *Volume) markCleanLocked() error {
+// settleLocked records the end of a session whose data and tags are
+// synced: the bitmap keeps only the regions Recover left mismatched
+// sectors in, and the state says clean, or dirty if any remain.
+func (v *Volume) settleLocked() error {
 	if err := v.loadBitmapLocked(); err != nil {
 		return err
 	}
 	for i := range v.bitmap {
-		if v.bitmap[i] != 0 {
-			v.bitmap[i] = 0
+		var keep byte
+		for bit := range 8 {
+			if v.pinned[int64(i)*8+int64(bit)] {
+				keep |= 1 << bit
+			}
+		}
+		if v.bitmap[i] != v.bitmap[i]&keep {
+			v.bitmap[i] &= keep
 			v.bitmapDirty[int64(i)/bitmapAlign] = true
 		}
-	}
-	if err := v.flushBitmapLocked(); err != nil {
-		return err
 	}
 	s := v.state
 	// An unreadable state leaves the digest's meaning unknown: stale.
 	s.DigestStale = s.DigestStale || !s.Valid || v.writing
-	s.Valid, s.Dirty = true, false
-	s.Sequence++
-	if err := writeState(v.dev, s, v.h.UUID); err != nil { // syncs the bitmap too
-		return err
+	s.Dirty = len(v.pinned) > 0
+	if v.stateKeys != nil {
+		// The record first (it names the bitmap that follows): a crash
+		// before the bitmap lands leaves a clean record, or a dirty one
+		// naming a bitmap that is a subset of the one on the disk.
+		if err := v.recordLocked(s); err != nil {
+			return err
+		}
+		v.knownBitmaps = [][stateMACSize]byte{v.state.bitmapMAC}
+		if err := v.flushBitmapBlocksLocked(); err != nil {
+			return err
+		}
+		if err := v.dev.Sync(); err != nil {
+			return fmt.Errorf("cannot sync the dirty-region bitmap: %w", err)
+		}
+	} else {
+		// Version 1: the bitmap first, so that a clean record is never
+		// followed by a bitmap with bits set.
+		if err := v.flushBitmapBlocksLocked(); err != nil {
+			return err
+		}
+		if err := v.recordLocked(s); err != nil { // syncs the bitmap too
+			return err
+		}
 	}
-	v.state, v.writing = s, false
+	v.writing = false
 	return nil
+}
+
+// Upgrade rewrites a version-1 volume, opened read-write and recovered, as
+// version 2, whose state area is authenticated; it returns false for a
+// volume that is version 2 already. The state carries over. A crash at any
+// moment leaves a volume that opens as version 1 (and is upgraded again) or
+// as version 2:
+//
+//  1. a version-2 state record goes into the state slot that does not hold
+//     the version-1 record in force, synced: version 1 cannot read it and
+//     keeps using the other;
+//  2. the header is rewritten as version 2 (both copies, WriteHeader);
+//     from then on only the version-2 record is usable;
+//  3. a second version-2 record replaces the version-1 one.
+func (v *Volume) Upgrade() (bool, error) {
+	if v.h.Version != 1 {
+		return false, nil
+	}
+	if v.readOnly {
+		return false, ErrReadOnly
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.closed:
+		return false, ErrClosed
+	case v.needsRecovery:
+		return false, errors.New("the volume was not closed cleanly: recover it before upgrading it")
+	}
+	if err := v.loadBitmapLocked(); err != nil {
+		return false, err
+	}
+	if err := v.flushBitmapBlocksLocked(); err != nil {
+		return false, err
+	}
+	h := *v.h
+	h.Version = 2
+	mac, err := h.computeMAC(v.key)
+	if err != nil {
+		return false, err
+	}
+	h.MAC = mac
+	slot := uint64(1)
+	if v.state.Valid {
+		slot = 1 - v.state.Sequence%2
+	}
+	s := v.state
+	s.DigestStale = s.DigestStale || !s.Valid
+	s.Sequence = slot
+	old := v.h
+	v.h, v.stateKeys = &h, newStateKeys(v.key)
+	fail := func(err error) (bool, error) {
+		v.stateKeys.wipe()
+		v.h, v.stateKeys = old, nil
+		return false, err
+	}
+	if err := v.writeRecordLocked(s); err != nil {
+		return fail(err)
+	}
+	if err := WriteHeader(v.dev, v.hs, &h); err != nil {
+		return fail(err)
+	}
+	if hs, err := ReadHeaders(v.dev, v.hs.DeviceSize); err == nil {
+		v.hs = hs
+	}
+	v.h = v.hs.Header
+	v.knownBitmaps = [][stateMACSize]byte{v.state.bitmapMAC}
+	if err := v.recordLocked(v.state); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// hasV2Record reports whether either state record has the version-2 magic.
+func hasV2Record(r io.ReaderAt) bool {
+	b := make([]byte, len(stateMagicV2))
+	for i := range 2 {
+		if _, err := r.ReadAt(b, StateOffset+int64(i)*StateRecordSize); err == nil && string(b) == stateMagicV2 {
+			return true
+		}
+	}
+	return false
 }
 
 // Close makes everything written durable, marks a volume it wrote clean
@@ -646,16 +939,17 @@ func (v *Volume) Close() error {
 	v.closed = true
 	var err error
 	if v.writing {
-		err = v.flushBitmapLocked()
+		err = v.writeBitmapLocked()
 		if err == nil {
 			err = v.dev.Sync()
 		}
 		if err == nil && !v.needsRecovery {
-			err = v.markCleanLocked()
+			err = v.settleLocked()
 		}
 	}
 	clear(v.key)
 	clear(v.tagKey)
+	v.stateKeys.wipe()
 	v.cipher.Wipe()
 	if v.file != nil {
 		if cerr := v.file.Close(); err == nil {

@@ -223,9 +223,7 @@ func TestDecryptVerifyDigest(t *testing.T) {
 	h := v.Header()
 	dev.b[h.DataOffset+4096*3] ^= 1
 	w := mustOpen(t, dev, false)
-	if err := w.RetagSectors(3, 1); err != nil {
-		t.Fatal(err)
-	}
+	retag(t, w, 3)
 	res, err = w.Verify(context.Background(), nil, nil)
 	var dm *DigestMismatchError
 	if !errors.As(err, &dm) || res.BadSectors != 0 || dm.Recorded == dm.Computed {
@@ -350,15 +348,15 @@ func TestHeaderCopies(t *testing.T) {
 	}
 	// A future version in both copies is refused, by number.
 	d = dev.clone()
-	put32(d.b, offVersion, 2)
-	put32(d.b[h.SecondaryOffset:], offVersion, 2)
+	put32(d.b, offVersion, Version+1)
+	put32(d.b[h.SecondaryOffset:], offVersion, Version+1)
 	var ve *VersionError
-	if _, err := openTest(t, d, testPass, true); !errors.As(err, &ve) || ve.Version != 2 {
+	if _, err := openTest(t, d, testPass, true); !errors.As(err, &ve) || ve.Version != Version+1 {
 		t.Fatalf("future version: %v", err)
 	}
 	// ... in one copy only (a flipped bit): the intact copy is used.
 	d = dev.clone()
-	put32(d.b, offVersion, 3)
+	put32(d.b, offVersion, Version+2)
 	if v, err = openTest(t, d, testPass, true); err != nil {
 		t.Fatalf("version flipped in the primary: %v", err)
 	}
@@ -374,19 +372,22 @@ func TestHeaderCopies(t *testing.T) {
 
 // TestStateAndRecovery: the dirty-region protocol of docs/FORMAT.md. A
 // region is marked before it is written; after a crash (no Close) with a
-// torn write in it, the reopened volume is dirty, its bad sectors are in
-// marked regions, Recover re-tags exactly those, and it reads clean.
+// torn write in it, the reopened volume is dirty and its bad sector is in a
+// marked region. Recover reports it and leaves it failing (and marked, so
+// the next open reports it again) unless asked to repair; with repair it is
+// re-tagged and the volume reads clean.
 func TestStateAndRecovery(t *testing.T) {
 	const ss = 4096
+	ctx := context.Background()
 	plain := randomData(11, 160<<10) // three 64 KiB regions, the last one short
 	dev := &memDevice{}
-	h, _, err := Create(context.Background(), dev, bytes.NewReader(plain), int64(len(plain)),
+	h, _, err := Create(ctx, dev, bytes.NewReader(plain), int64(len(plain)),
 		CreateOptions{SectorSize: ss, TagSize: 32, RegionSize: 64 << 10, Passphrase: testPass}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := mustOpen(t, dev, false)
-	if st := v.State(); !st.Valid || st.Dirty || st.DigestStale {
+	if st := v.State(); !st.Valid || !st.Authenticated || st.Dirty || st.DigestStale {
 		t.Fatalf("new volume state %+v", st)
 	}
 	if first, n := v.RegionSectors(2); first != 32 || n != 8 {
@@ -420,29 +421,56 @@ func TestStateAndRecovery(t *testing.T) {
 	if err := w.ReadSectors(make([]byte, ss), sector); err == nil {
 		t.Fatal("torn sector read fine before recovery")
 	}
-	n, err := w.Recover()
-	if err != nil || n != 1 {
-		t.Fatalf("Recover = %d, %v", n, err)
+	rec, err := w.Recover(ctx, false, nil)
+	want := []BadSector{{Sector: sector, Offset: h.SectorOffset(sector)}}
+	if err != nil || rec.Regions != 1 || rec.AllRegions || rec.Mismatched != 1 || !slices.Equal(rec.BadSectors, want) || rec.Repaired {
+		t.Fatalf("Recover = %+v, %v", rec, err)
 	}
-	res, err := w.Verify(context.Background(), nil, nil)
+	if err := w.ReadSectors(make([]byte, ss), sector); err == nil {
+		t.Fatal("a mismatched sector was accepted without being asked")
+	}
+	// The session writes elsewhere in region 1 and syncs: the region stays
+	// marked, because it holds a sector left mismatched.
+	if err := w.WriteSectors(make([]byte, ss), sector+1); err != nil {
+		t.Fatal(err)
+	}
+	w.Sync()
+	w.ClearRegions(1)
+	w.Close()
+	x := mustOpen(t, crashed, false)
+	if st := x.State(); !st.Dirty {
+		t.Fatalf("state after a session that left a mismatched sector: %+v", st)
+	}
+	if r, _ := x.DirtyRegions(); !slices.Equal(r, []int64{1}) {
+		t.Fatalf("dirty regions %v, want [1]", r)
+	}
+	rec, err = x.Recover(ctx, true, nil)
+	if err != nil || rec.Mismatched != 1 || !rec.Repaired || !slices.Equal(rec.BadSectors, want) {
+		t.Fatalf("Recover with repair = %+v, %v", rec, err)
+	}
+	res, err := x.Verify(ctx, nil, nil)
 	if err != nil || res.BadSectors != 0 {
 		t.Fatalf("after recovery: %+v, %v", res, err)
 	}
-	w.Close()
-	x := mustOpen(t, crashed, true)
-	if st := x.State(); st.Dirty || !st.DigestStale {
+	x.Close()
+	y := mustOpen(t, crashed, true)
+	if st := y.State(); st.Dirty || !st.DigestStale {
 		t.Fatalf("recovered state %+v", st)
 	}
-	if r, _ := x.DirtyRegions(); len(r) != 0 {
+	if r, _ := y.DirtyRegions(); len(r) != 0 {
 		t.Fatalf("bitmap not cleared: %v", r)
 	}
-	x.Close()
+	y.Close()
 
 	// Closing a crashed volume without recovering keeps it dirty.
-	y := mustOpen(t, dev.clone(), false)
-	y.needsRecovery = true
-	y.WriteSectors(make([]byte, ss), 0)
-	y.Close()
+	crashed2 := crashed.clone()
+	z := mustOpen(t, crashed2, false)
+	z.needsRecovery = true
+	z.WriteSectors(make([]byte, ss), 0)
+	z.Close()
+	if st, _ := ReadState(crashed2, z.h); !st.Dirty {
+		t.Fatalf("a volume closed without its recovery is recorded %+v", st)
+	}
 }
 
 // TestReadOnly: writes and region marks are refused.

@@ -136,6 +136,7 @@ type openRequest struct {
 	readOnly bool
 	mount    string // absolute mountpoint, or ""
 	fstype   string // "" to detect
+	recover  bool   // accept sectors whose tags do not match after a crash
 }
 
 // checkLoopSupport names what is missing for loop devices.

@@ -183,7 +183,7 @@ func (dmBackend) open(a *app, req *openRequest) (_ *runState, err error) {
 	// device appears: an open that fails earlier leaves it untouched. One
 	// that fails later marks it clean again, its digest stale.
 	if req.typ == typeVolume && !ro {
-		if st.Recovered, err = handOver(a, f, size, req); err != nil {
+		if err := handOver(a, f, size, req, st); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() {
@@ -260,9 +260,10 @@ func lockImage(path string, readOnly bool) (*os.File, error) {
 
 // handOver prepares a volume without tags for dm-crypt to write, following
 // docs/FORMAT.md's writer protocol for a writer we do not see: recover it
-// if it was not closed cleanly, then record it dirty with its digest stale
-// (volume.Release). close records the clean close (finishImage).
-func handOver(a *app, f *os.File, size int64, req *openRequest) (*recovery, error) {
+// if it was not closed cleanly, upgrade a version-1 volume, then record it
+// dirty with its digest stale (volume.Release). close records the clean
+// close (finishImage) with the record Release returns, kept in st.
+func handOver(a *app, f *os.File, size int64, req *openRequest, st *runState) error {
 	v, err := volume.OpenDevice(f, size, false, func(hs *volume.Headers) ([]byte, int, error) {
 		if err := hs.CheckKey(req.secret); err != nil {
 			return nil, -1, err
@@ -270,23 +271,30 @@ func handOver(a *app, f *os.File, size int64, req *openRequest) (*recovery, erro
 		return slices.Clone(req.secret), -1, nil
 	})
 	if err != nil {
-		return nil, volumeError(req.image, err)
+		return volumeError(req.image, err)
 	}
-	var rec *recovery
-	if st := v.State(); !st.Valid || st.Dirty {
-		n, err := v.Recover()
+	if s := v.State(); !s.Valid || s.Dirty {
+		rec, err := v.Recover(a.ctx, false, nil)
 		if err != nil {
 			v.Close()
-			return nil, withCode(exitDevice, fmt.Errorf("recover %s: %w", req.image, err))
+			return withCode(exitDevice, fmt.Errorf("recover %s: %w", req.image, err))
 		}
-		// No tags: nothing was re-tagged, only the state repaired.
-		rec = &recovery{DirtyRegions: uint64(n)}
-		a.warningf("%s was not closed cleanly: recovered (no integrity tags, so nothing to re-tag)", req.image)
+		// No tags: nothing to check, only the state to repair.
+		st.Recovered = recoveryOf(rec)
+		a.warningf("%s was not closed cleanly: recovered (no integrity tags, so nothing to check)", req.image)
 	}
-	if err := v.Release(); err != nil {
-		return nil, withCode(exitDevice, fmt.Errorf("%s: cannot mark it as being written: %w", req.image, err))
+	upgraded, err := v.Upgrade()
+	if err != nil {
+		v.Close()
+		return withCode(exitDevice, fmt.Errorf("upgrade %s to format version %d: %w", req.image, volume.Version, err))
 	}
-	return rec, nil
+	if upgraded {
+		upgradedNote(a, req.image)
+	}
+	if st.CloseRecord, err = v.Release(); err != nil {
+		return withCode(exitDevice, fmt.Errorf("%s: cannot mark it as being written: %w", req.image, err))
+	}
+	return nil
 }
 
 // finishImage completes a read-write session on f, the image locked: it
@@ -301,7 +309,7 @@ func finishImage(f *os.File, st *runState) error {
 	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err == nil {
-		err = volume.MarkClean(f, size)
+		err = volume.MarkClean(f, size, st.CloseRecord)
 	}
 	if err != nil {
 		return withCode(exitDevice, fmt.Errorf("%s: cannot record the clean close: %w", st.Image, err))

@@ -383,8 +383,9 @@ func TestDMHandOverAndClose(t *testing.T) {
 	var stderr bytes.Buffer
 	a := &app{ui: ui{stdout: &bytes.Buffer{}, stderr: &stderr}}
 	req := &openRequest{image: vol, typ: typeVolume, header: &h, secret: key}
-	if rec, err := handOver(a, f, size, req); err != nil || rec != nil {
-		t.Fatalf("handOver: %v, %v", rec, err)
+	session := &runState{}
+	if err := handOver(a, f, size, req, session); err != nil || session.Recovered != nil || len(session.CloseRecord) == 0 {
+		t.Fatalf("handOver: %+v, %v", session, err)
 	}
 	// A second writer is refused while the session is on: the lock.
 	if code, _, stderr := runOut(t, "verify", "--passphrase-file", pass, vol); code != exitDevice || !strings.Contains(stderr, "in use") {
@@ -402,7 +403,7 @@ func TestDMHandOverAndClose(t *testing.T) {
 	unlock()
 	os.Mkdir(stateDir("hv"), 0o700)
 	writeState(&runState{Name: "hv", Backend: "dm", Image: vol, ImageDev: fst.Dev, ImageIno: fst.Ino,
-		Type: typeVolume, Device: "/dev/mapper/hv", Loop: "/dev/loop9"})
+		Type: typeVolume, Device: "/dev/mapper/hv", Loop: "/dev/loop9", CloseRecord: session.CloseRecord})
 	code, _, errOut := runOut(t, "close", "hv")
 	if code != 0 || !strings.Contains(errOut, "hv was left open, but its device-mapper device is gone") {
 		t.Fatalf("close: exit %d\n%s", code, errOut)
@@ -425,9 +426,10 @@ func TestDMHandOverAndClose(t *testing.T) {
 	f, _ = lockImage(vol, false)
 	defer f.Close()
 	stderr.Reset()
-	rec, err := handOver(a, f, size, req)
-	if err != nil || rec == nil || !strings.Contains(stderr.String(), "was not closed cleanly: recovered") {
-		t.Errorf("handOver of a dirty volume: %+v, %v, %q", rec, err, stderr.String())
+	session = &runState{}
+	err = handOver(a, f, size, req, session)
+	if err != nil || session.Recovered == nil || !strings.Contains(stderr.String(), "was not closed cleanly: recovered") {
+		t.Errorf("handOver of a dirty volume: %+v, %v, %q", session, err, stderr.String())
 	}
 }
 

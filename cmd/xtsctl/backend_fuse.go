@@ -84,7 +84,7 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 	cfg := &serverConfig{
 		Name: req.name, RunDir: runDir(), Image: req.image, ImageDev: req.imageDev, ImageIno: req.imageIno,
 		Type: req.typ, Plain: req.plain, Cipher: req.cipher, ReadOnly: req.readOnly,
-		Mount: req.mount, FSType: req.fstype,
+		Mount: req.mount, FSType: req.fstype, Recover: req.recover,
 	}
 	werr := writeConfig(cfgW, cfg, req.secret)
 	cfgW.Close()
@@ -121,7 +121,10 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 		a.warningf("%s: %s", req.image, w)
 	}
 	if r := msg.Recovered; r != nil {
-		a.warningf("%s was not closed cleanly: recovered, re-tagged %s (%d sectors)", req.image, plural(int64(r.DirtyRegions), "dirty region"), r.Sectors)
+		r.report(a, req.image)
+	}
+	if msg.Upgraded {
+		upgradedNote(a, req.image)
 	}
 	return e.state, nil
 }

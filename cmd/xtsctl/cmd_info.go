@@ -160,18 +160,22 @@ type stateJSON struct {
 	Known       bool `json:"known"`
 	Clean       bool `json:"clean"`
 	DigestStale bool `json:"digest_stale"`
+	// Authenticated is false here: info reads the state records without
+	// the key, so it can only tell they are intact (verify authenticates
+	// them).
+	Authenticated bool `json:"authenticated"`
 }
 
 func infoOf(image string, size int64, hs *volume.Headers, st volume.State) infoJSON {
 	h := hs.Header
 	j := infoJSON{
-		Image: image, Format: "xtsctl-volume", Version: volume.Version, Generation: h.Generation,
+		Image: image, Format: "xtsctl-volume", Version: int(h.Version), Generation: h.Generation,
 		UUID: h.UUIDString(), Label: h.Label, Cipher: volume.CipherName, KeyBits: 8 * h.KeySize,
 		SectorSize: h.SectorSize, DataOffset: h.DataOffset, DataLength: h.DataLength, Sectors: h.Sectors(),
 		Integrity: h.Integrity.String(), TagSize: h.TagSize, TagOffset: h.TagOffset, TagLength: h.TagLength,
 		StateOffset: volume.StateOffset, StateLength: h.StateLength, RegionSize: h.RegionSize, Regions: h.Regions(),
 		SecondaryOffset: h.SecondaryOffset, VolumeSize: h.Size, ImageSize: size,
-		State:   stateJSON{Known: st.Valid, Clean: st.Valid && !st.Dirty, DigestStale: st.DigestStale || !st.Valid},
+		State:   stateJSON{Known: st.Valid, Clean: st.Valid && !st.Dirty, DigestStale: st.DigestStale || !st.Valid, Authenticated: st.Authenticated},
 		DMTable: h.CryptTarget().Line(nil, image),
 		Digest:  "none",
 	}

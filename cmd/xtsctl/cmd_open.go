@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/xts"
+	"golang.org/x/sys/unix"
 )
 
 func init() { registerCommand(newOpenCmd) }
@@ -35,9 +37,13 @@ Two backends serve images:
         every sector's tag is checked on every read: a sector that fails
         reads as an I/O error (EIO), never as unverified data, and is
         logged and counted (xtsctl status); writes re-tag. A volume that
-        was not closed cleanly (server killed, power lost) is recovered
-        first: only the regions it marked dirty are re-tagged, and open
-        says how many. Needs /dev/fuse and loop devices.
+        was not closed cleanly (server killed, power lost) is checked
+        first: the tags of the regions it was writing are compared with
+        their data, and open names every sector that does not match.
+        Those keep reading as I/O errors unless you open it again with
+        --recover, which accepts what they hold (a crash leaves at most
+        the sectors being written at that moment; any other sector was
+        changed outside xtsctl). Needs /dev/fuse and loop devices.
   dm    the kernel's dm-crypt serves the image: a loop device on IMAGE and
         a crypt table on it make /dev/mapper/NAME, and no xtsctl process
         stays. dm-crypt knows nothing of integrity tags: a volume with
@@ -75,7 +81,7 @@ Needs root.`,
 				return err
 			}
 			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "recover"}); err != nil {
 					return err
 				}
 			} else {
@@ -92,6 +98,7 @@ Needs root.`,
 	f.StringVar(&req.mount, "mount", "", "mount the filesystem on the device at `DIR`")
 	f.StringVar(&req.fstype, "fstype", "", "filesystem type for --mount (default: detected)")
 	f.BoolVar(&req.readOnly, "read-only", false, "serve and mount read-only; the image is never written")
+	f.BoolVar(&req.recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
 	f.StringVar(&backendName, "backend", "auto", "how to serve: "+backendNames())
 	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
 	pf.register(f)
@@ -103,6 +110,9 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		return err
 	}
 	req.name, req.typ = name, typ
+	if req.recover && req.readOnly {
+		return usageError(errors.New("--recover rewrites tags: it needs a read-write open, not --read-only"))
+	}
 	if req.fstype != "" && req.mount == "" {
 		return usageError(errors.New("--fstype needs --mount"))
 	}
@@ -151,6 +161,8 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 	if err := checkBackend(backendName); err != nil {
 		return err
 	}
+
+	waitForDeadServer(req)
 
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes.
@@ -264,4 +276,33 @@ func removeStale(a *app, e *entry) error {
 	}
 	a.warningf("%s was left open by a server that died (%s); cleaned up", e.name, describeLeftovers(e))
 	return nil
+}
+
+// waitForDeadServer waits, a few seconds at most, for a server of this
+// image that was killed a moment ago to let go of the image's lock: the
+// kernel tears a dead process's io_uring down asynchronously, and its
+// requests in flight keep the image open until then. Without the wait,
+// opening again right after a crash would fail with "in use".
+func waitForDeadServer(req *openRequest) {
+	entries, err := listEntries()
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.state == nil || e.state.ImageDev != req.imageDev || e.state.ImageIno != req.imageIno || backendOf(e).alive(e) {
+			continue
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			f, err := os.Open(req.image)
+			if err != nil {
+				return
+			}
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			f.Close()
+			if err == nil {
+				return
+			}
+		}
+		return
+	}
 }

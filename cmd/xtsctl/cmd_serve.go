@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -51,6 +53,7 @@ type server struct {
 	// What open reports: warnings, and the recovery after a crash.
 	warnings  []string
 	recovered *recovery
+	upgraded  bool
 
 	mu     sync.Mutex // serialises close attempts
 	closed bool
@@ -118,7 +121,7 @@ func reportReady(f *os.File, err error, ok ...*readyMsg) error {
 }
 
 func (s *server) readyMsg() *readyMsg {
-	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Warnings: s.warnings}
+	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Upgraded: s.upgraded, Warnings: s.warnings}
 }
 
 // start unlocks the image, serves it, mounts it and records the state. On
@@ -218,8 +221,10 @@ func (s *server) openStore(key []byte) (serve.Store, error) {
 }
 
 // openVolume opens an xtsctl volume and, read-write, recovers it from an
-// unclean shutdown first: the regions marked dirty are re-tagged, so that
-// torn writes read as what they are rather than as integrity errors.
+// unclean shutdown first: the sectors of the regions marked dirty are
+// checked, and those whose tags do not match are reported and re-tagged
+// only with open --recover (Volume.Recover). A version-1 volume is then
+// upgraded to version 2.
 func (s *server) openVolume(key []byte) (serve.Store, error) {
 	cfg := s.cfg
 	v, err := serve.OpenVolume(cfg.Image, key, cfg.ReadOnly)
@@ -234,28 +239,28 @@ func (s *server) openVolume(key []byte) (serve.Store, error) {
 	for _, w := range v.Warnings() { // open showed them when it unlocked
 		s.log.Printf("warning: %s", w)
 	}
-	if v.State().Dirty {
-		if cfg.ReadOnly {
-			w := "it was not closed cleanly and is open read-only, so it was not recovered: sectors a crash tore read as integrity errors; open it read-write once to recover it"
-			s.log.Printf("warning: %s", w)
-			s.warnings = append(s.warnings, w)
-		} else {
-			regions, err := v.DirtyRegions()
-			if err == nil {
-				var sectors uint64
-				for _, r := range regions {
-					_, n := v.RegionSectors(r)
-					sectors += n
-				}
-				var n int64
-				n, err = v.Recover()
-				s.recovered = &recovery{DirtyRegions: uint64(n), Sectors: sectors}
-				s.log.Printf("recovered from an unclean shutdown: re-tagged %d dirty regions (%d sectors)", n, sectors)
-			}
-			if err != nil {
-				v.Close()
-				return nil, withCode(exitDevice, fmt.Errorf("recover %s: %w", cfg.Image, err))
-			}
+	if st := v.State(); (!st.Valid || st.Dirty) && cfg.ReadOnly {
+		w := "it was not closed cleanly and is open read-only, so it was not checked: sectors a crash tore read as integrity errors; open it read-write once to check them"
+		s.log.Printf("warning: %s", w)
+		s.warnings = append(s.warnings, w)
+	}
+	if !cfg.ReadOnly {
+		rec, err := v.Recover(context.Background(), cfg.Recover, nil)
+		if err != nil {
+			v.Close()
+			return nil, withCode(exitDevice, fmt.Errorf("recover %s: %w", cfg.Image, err))
+		}
+		if rec.Regions > 0 || rec.AllRegions {
+			s.recovered = recoveryOf(rec)
+			s.log.Printf("not closed cleanly: checked %d regions (%d sectors, all: %v): %d sectors mismatched %v, re-tagged: %v",
+				rec.Regions, rec.Sectors, rec.AllRegions, rec.Mismatched, s.recovered.BadSectors, rec.Repaired)
+		}
+		if s.upgraded, err = v.Upgrade(); err != nil {
+			v.Close()
+			return nil, withCode(exitDevice, fmt.Errorf("upgrade %s to format version %d: %w", cfg.Image, volume.Version, err))
+		}
+		if s.upgraded {
+			s.log.Printf("upgraded to format version %d", volume.Version)
 		}
 	}
 	return serve.NewVolumeStore(v, cfg.ReadOnly), nil

@@ -155,7 +155,18 @@ func printStatus(a *app, vs *volumeStatus) {
 		a.resultf("  server:     pid %d, since %s", st.PID, st.Opened.Local().Format("2006-01-02 15:04:05"))
 	}
 	if r := st.Recovered; r != nil {
-		a.resultf("  recovered:  at open, after an unclean shutdown: %s re-tagged (%d sectors)", plural(int64(r.DirtyRegions), "dirty region"), r.Sectors)
+		what := plural(int64(r.DirtyRegions), "dirty region")
+		if r.AllRegions {
+			what = "every region"
+		}
+		switch {
+		case r.Mismatched == 0:
+			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), every tag matched", what, r.Sectors)
+		case r.Repaired:
+			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), re-tagged %s (--recover): %s", what, r.Sectors, plural(int64(r.Mismatched), "mismatched sector"), intList(r.BadSectors))
+		default:
+			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), %s read as I/O errors: %s", what, r.Sectors, plural(int64(r.Mismatched), "mismatched sector"), intList(r.BadSectors))
+		}
 	}
 	if s := vs.Stats; s != nil {
 		if s.Transport != "" {

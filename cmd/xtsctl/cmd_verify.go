@@ -67,24 +67,42 @@ func verify(a *app, image, passFile string) error {
 	a.resultf("key slots: %s in use; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
 
 	st := v.State()
-	switch {
-	case !st.Valid:
-		a.resultf("state: unknown (no intact state record)")
-		a.warningf("%s: whether the volume was closed cleanly is unknown", image)
-	case st.Dirty:
-		regions, err := v.DirtyRegions()
+	var torn map[int64]bool // regions being written when it was not closed cleanly
+	allTorn := false
+	if !st.Valid || st.Dirty {
+		regions, all, err := v.RecoveryRegions()
 		if err != nil {
 			return volumeError(image, err)
 		}
-		a.resultf("state: not closed cleanly (%s)", plural(int64(len(regions)), "dirty region"))
-		a.warningf("%s: the volume was not closed cleanly: %d regions may hold sectors written just before, whose tags may not match", image, len(regions))
-	default:
+		torn, allTorn = map[int64]bool{}, all
+		for _, r := range regions {
+			torn[r] = true
+		}
+		switch {
+		case !st.Valid:
+			a.resultf("state: unknown (no usable state record)")
+			a.warningf("%s: whether the volume was closed cleanly is unknown", image)
+		case all:
+			a.resultf("state: not closed cleanly (which regions were being written cannot be trusted)")
+			a.warningf("%s: the volume was not closed cleanly, and the record of the regions being written cannot be trusted", image)
+		default:
+			a.resultf("state: not closed cleanly (%s)", plural(int64(len(regions)), "dirty region"))
+			a.warningf("%s: the volume was not closed cleanly: %d regions may hold sectors written just before, whose tags may not match", image, len(regions))
+		}
+	} else {
 		a.resultf("state: closed cleanly")
+	}
+	if st.Valid && !st.Authenticated {
+		a.warningf("%s: volume format version 1: its state area is not authenticated (a read-write open upgrades it)", image)
 	}
 
 	update, done := newProgress(a, "verifying", h.DataLength)
 	res, err := v.Verify(a.ctx, update, func(b volume.BadSector) {
-		a.resultf("bad sector %d at byte offset %d: tag mismatch", b.Sector, b.Offset)
+		why := "tag mismatch"
+		if allTorn || torn[v.RegionOf(b.Sector)] {
+			why += ", in a region being written when the volume was last used (a crash may have torn it: a read-write open checks it, open --recover accepts it)"
+		}
+		a.resultf("bad sector %d at byte offset %d: %s", b.Sector, b.Offset, why)
 	})
 	done()
 	var dm *volume.DigestMismatchError
@@ -117,7 +135,7 @@ func verify(a *app, image, passFile string) error {
 	return nil
 }
 
-func intList(xs []int) string {
+func intList[T int | uint64](xs []T) string {
 	if len(xs) == 0 {
 		return "none"
 	}

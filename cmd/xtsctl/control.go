@@ -39,6 +39,7 @@ type serverConfig struct {
 	ReadOnly bool         `json:"read_only"`
 	Mount    string       `json:"mount,omitempty"`
 	FSType   string       `json:"fstype,omitempty"`
+	Recover  bool         `json:"recover,omitempty"` // open --recover: accept mismatched sectors after a crash
 }
 
 // maxConfig bounds what the server reads from fd 3.
@@ -99,6 +100,7 @@ type readyMsg struct {
 	Device    string       `json:"device,omitempty"`
 	FSType    string       `json:"fstype,omitempty"`
 	Recovered *recovery    `json:"recovered,omitempty"`
+	Upgraded  bool         `json:"upgraded,omitempty"` // a version-1 volume was rewritten as version 2
 	Warnings  []string     `json:"warnings,omitempty"`
 	Stats     *serve.Stats `json:"stats,omitempty"`
 	Error     string       `json:"error,omitempty"`
@@ -106,10 +108,48 @@ type readyMsg struct {
 	Hints     []string     `json:"hints,omitempty"`
 }
 
-// recovery reports what open repaired after an unclean shutdown.
+// recovery reports what open checked after an unclean shutdown
+// (volume.Recovery).
 type recovery struct {
-	DirtyRegions uint64 `json:"dirty_regions"`
-	Sectors      uint64 `json:"sectors"`
+	DirtyRegions uint64   `json:"dirty_regions"`         // regions checked
+	Sectors      uint64   `json:"sectors"`               // sectors checked
+	AllRegions   bool     `json:"all_regions,omitempty"` // the state area could not be trusted: every region was checked
+	Mismatched   uint64   `json:"mismatched"`            // sectors whose tags did not match
+	BadSectors   []uint64 `json:"bad_sectors,omitempty"` // the first of them
+	Repaired     bool     `json:"repaired,omitempty"`    // open --recover re-tagged them
+}
+
+func recoveryOf(r *volume.Recovery) *recovery {
+	out := &recovery{DirtyRegions: uint64(r.Regions), Sectors: r.Sectors, AllRegions: r.AllRegions, Mismatched: r.Mismatched, Repaired: r.Repaired}
+	for _, b := range r.BadSectors {
+		out.BadSectors = append(out.BadSectors, b.Sector)
+	}
+	return out
+}
+
+// report tells the user what recovery found, once, at open.
+func (r *recovery) report(a *app, image string) {
+	checked := plural(int64(r.DirtyRegions), "dirty region")
+	if r.AllRegions {
+		checked = "every region (the record of which regions were being written could not be trusted)"
+	}
+	if r.Mismatched == 0 {
+		a.warningf("%s was not closed cleanly: checked %s, %d sectors: every tag matches", image, checked, r.Sectors)
+		return
+	}
+	list := intList(r.BadSectors)
+	if uint64(len(r.BadSectors)) < r.Mismatched {
+		list += fmt.Sprintf(" and %d more", r.Mismatched-uint64(len(r.BadSectors)))
+	}
+	if r.Repaired {
+		a.warningf("%s was not closed cleanly: checked %s; re-tagged %s whose tags did not match, accepting what they hold (--recover): %s",
+			image, checked, plural(int64(r.Mismatched), "sector"), list)
+		return
+	}
+	a.warningf("%s was not closed cleanly: checked %s; %s do not match their tags and read as I/O errors: %s",
+		image, checked, plural(int64(r.Mismatched), "sector"), list)
+	a.hintf("a crash of xtsctl's server leaves in this state at most the sectors it was writing at that moment; a sector it was not writing was changed outside xtsctl")
+	a.hintf("to accept what these sectors hold now, close the volume and open it again with --recover (or rewrite them)")
 }
 
 func errorMsg(err error) *readyMsg {
@@ -151,4 +191,9 @@ func ctlCall(name, op string, timeout time.Duration) (*readyMsg, error) {
 		return nil, fmt.Errorf("no reply from the server of %s: %w", name, err)
 	}
 	return &m, nil
+}
+
+// upgradedNote says, once, that open rewrote a version-1 volume.
+func upgradedNote(a *app, image string) {
+	a.infof("%s: upgraded to volume format version %d: its state area (clean or not, which regions are being written) is now authenticated", image, volume.Version)
 }

@@ -5,13 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-const goldenDir = "../../testimages/v1"
+// goldenDir holds the golden volumes of the current format version;
+// goldenV1Dir those of version 1, which must still open.
+const (
+	goldenDir   = "../../testimages/v2"
+	goldenV1Dir = "../../testimages/v1"
+)
 
 // plainSHA256 is the SHA-256 of testimages/plain/disk.img, which every
 // golden volume holds, and plainDigest its end-to-end digest: what
@@ -24,10 +30,14 @@ const (
 // goldenCopy copies a golden volume and the passphrase (mode 0600) into a
 // temporary directory: tests never touch testimages/.
 func goldenCopy(t *testing.T, name string) (dir, vol, pass string) {
+	return goldenCopyFrom(t, goldenDir, name)
+}
+
+func goldenCopyFrom(t *testing.T, from, name string) (dir, vol, pass string) {
 	t.Helper()
 	dir = t.TempDir()
 	for _, f := range []string{name, "passphrase.txt"} {
-		b, err := os.ReadFile(filepath.Join(goldenDir, f))
+		b, err := os.ReadFile(filepath.Join(from, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,8 +55,9 @@ func runOut(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// TestGoldenVolumes: every committed version-1 volume verifies, decrypts
-// to the known plaintext, and shows the parameters it was made with.
+// TestGoldenVolumes: every committed volume, of version 1 and of version
+// 2, verifies, decrypts to the known plaintext, and shows the parameters it
+// was made with.
 func TestGoldenVolumes(t *testing.T) {
 	for _, c := range []struct {
 		name                    string
@@ -57,8 +68,20 @@ func TestGoldenVolumes(t *testing.T) {
 		{"disk-512-aes128-tag16.vol", 512, 256, 16, "xtsctl-golden"},
 		{"disk-xtsctl-nointegrity.vol", 1024, 512, 0, "xtsctl-made"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir, vol, pass := goldenCopy(t, c.name)
+		for version, from := range map[int]string{1: goldenV1Dir, 2: goldenDir} {
+			t.Run(fmt.Sprintf("v%d/%s", version, c.name), func(t *testing.T) { goldenVolume(t, from, version, c.name, c.sectorSize, c.keyBits, c.ts, c.label) })
+		}
+	}
+}
+
+func goldenVolume(t *testing.T, from string, version int, name string, sectorSize, keyBits, ts int, label string) {
+	c := struct {
+		sectorSize, keyBits, ts int
+		label                   string
+	}{sectorSize, keyBits, ts, label}
+	{
+		{
+			dir, vol, pass := goldenCopyFrom(t, from, name)
 			if code, _, stderr := runOut(t, "verify", "--passphrase-file", pass, vol); code != 0 {
 				t.Fatalf("verify exited %d: %s", code, stderr)
 			}
@@ -80,13 +103,13 @@ func TestGoldenVolumes(t *testing.T) {
 				t.Fatalf("info --json exited %d: %s", code, stdout)
 			}
 			if info.SectorSize != c.sectorSize || info.KeyBits != c.keyBits || info.TagSize != c.ts ||
-				info.Label != c.label || info.DataLength != 2<<20 || !info.State.Clean {
+				info.Label != c.label || info.DataLength != 2<<20 || !info.State.Clean || info.Version != version {
 				t.Fatalf("info: %+v", info)
 			}
 			if code, _, stderr := runOut(t, "verify", "--passphrase-file", filepath.Join(dir, "nosuch"), vol); code != exitKey {
 				t.Fatalf("missing passphrase file: exit %d: %s", code, stderr)
 			}
-		})
+		}
 	}
 }
 
@@ -103,7 +126,7 @@ func TestGoldenFutureVersion(t *testing.T) {
 		{"header", "backup", vol, filepath.Join(dir, "hdr")},
 	} {
 		code, _, stderr := runOut(t, args...)
-		if code != exitInput || !strings.Contains(stderr, "unsupported volume format version 2 (this xtsctl reads version 1)") {
+		if code != exitInput || !strings.Contains(stderr, "unsupported volume format version 3 (this xtsctl reads versions 1 and 2)") {
 			t.Errorf("%s: exit %d, stderr %q", args[0], code, stderr)
 		}
 	}

@@ -54,7 +54,11 @@ type runState struct {
 	PID        int       `json:"pid,omitempty"`       // the serving process, if any (dm: the opening one, until the device is ready)
 	PIDStart   uint64    `json:"pid_start,omitempty"` // its start time, against pid reuse
 	Opened     time.Time `json:"opened"`
-	Recovered  *recovery `json:"recovered,omitempty"` // what open repaired after an unclean shutdown
+	Recovered  *recovery `json:"recovered,omitempty"` // what open checked after an unclean shutdown
+	// CloseRecord (dm, version-2 volume without tags) is the state record,
+	// made with the key at open, that close writes to record the clean
+	// close without the passphrase (volume.Release).
+	CloseRecord []byte `json:"close_record,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
