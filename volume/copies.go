@@ -261,18 +261,62 @@ func (e *SlotsDamagedError) Error() string {
 	return fmt.Sprintf("the passphrase opens no intact key slot, and %s damaged in both header copies", slotsAre(e.Slots))
 }
 
-// Unlock finds the key slot that passphrase opens and returns the master
-// key (the caller wipes it) and the slot number. The header's MAC is then
-// checked with the key.
+// UnlockOptions say how Unlock tries the key slots.
+type UnlockOptions struct {
+	// Slot is the only slot to try (0..7), or -1 for every active slot.
+	Slot int
+	// Limits bound the KDF costs Unlock runs (DefaultKDFLimits, or
+	// UnlimitedKDF when the user says so). A slot beyond them is skipped.
+	Limits KDFLimits
+	// Trying, if not nil, is called before a slot's KDF runs (to say so
+	// when it will take long).
+	Trying func(slot int, p KDFParams)
+}
+
+// SlotsTooCostlyError: the passphrase opened no slot that could be tried,
+// and these slots were skipped because of their KDF costs.
+type SlotsTooCostlyError struct{ Slots []*KDFCostError }
+
+func (e *SlotsTooCostlyError) Error() string {
+	msg := "the passphrase opens no key slot within the KDF cost limits: " + e.Slots[0].Error()
+	if len(e.Slots) > 1 {
+		msg += fmt.Sprintf(" (and %d more slots above the limits)", len(e.Slots)-1)
+	}
+	return msg
+}
+
+// ErrNoSuchSlot: UnlockOptions.Slot names a slot that is empty.
+var ErrNoSuchSlot = errors.New("that key slot is empty")
+
+// Unlock finds the key slot that passphrase opens, with the default limits
+// on KDF costs, and returns the master key (the caller wipes it) and the
+// slot number. The header's MAC is then checked with the key.
 func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
+	return hs.UnlockWith(passphrase, UnlockOptions{Slot: -1, Limits: DefaultKDFLimits()})
+}
+
+// UnlockWith is Unlock with options. Slots whose KDF costs exceed
+// opts.Limits are not tried; if no other slot opens, the error is a
+// *SlotsTooCostlyError naming them.
+func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte, slot int, err error) {
 	h := hs.Header
 	tried := 0
+	var costly []*KDFCostError
 	for i := range h.Slots {
 		s := &h.Slots[i]
-		if !s.Active {
+		if !s.Active || opts.Slot >= 0 && i != opts.Slot {
 			continue
 		}
 		tried++
+		if err := opts.Limits.Check(s.KDF); err != nil {
+			ce := err.(*KDFCostError)
+			ce.Slot = i
+			costly = append(costly, ce)
+			continue
+		}
+		if opts.Trying != nil {
+			opts.Trying(i, s.KDF)
+		}
 		key, err := s.unwrap(passphrase, h.UUID, i, h.KeySize)
 		if errors.Is(err, errWrongPassphrase) {
 			continue
@@ -287,6 +331,12 @@ func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
 		return key, i, nil
 	}
 	switch {
+	case len(costly) > 0:
+		return nil, 0, &SlotsTooCostlyError{Slots: costly}
+	case opts.Slot >= 0 && slices.Contains(hs.Damaged, opts.Slot):
+		return nil, 0, &SlotsDamagedError{Slots: []int{opts.Slot}}
+	case opts.Slot >= 0 && tried == 0:
+		return nil, 0, fmt.Errorf("key slot %d: %w", opts.Slot, ErrNoSuchSlot)
 	case len(hs.Damaged) > 0:
 		return nil, 0, &SlotsDamagedError{Slots: slices.Clone(hs.Damaged)}
 	case tried == 0:

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -62,6 +63,80 @@ func (p KDFParams) Check() error {
 
 func (p KDFParams) String() string {
 	return fmt.Sprintf("argon2id, %d passes, %d KiB, %d threads", p.Time, p.MemoryKiB, p.Threads)
+}
+
+// Work is the Argon2id cost that grows with both memory and passes: the
+// memory filled, KiB × passes.
+func (p KDFParams) Work() uint64 { return uint64(p.MemoryKiB) * uint64(p.Time) }
+
+// MaxKDFWork bounds memory × passes (in KiB-passes) of a slot that xtsctl
+// writes, or runs when unlocking without being told to: 128 GiB-passes,
+// around a minute of Argon2id on a current machine (a slot calibrated to
+// the default 2 s is a few GiB-passes). The format allows up to
+// 4 GiB × 1000 passes; only an explicit override goes there.
+const MaxKDFWork = 128 << 20
+
+// MinKDFMemoryKiB is the least memory a new slot should use: cryptsetup's
+// default floor for Argon2 on small machines. Less makes guessing cheap
+// on GPUs.
+const MinKDFMemoryKiB = 32 << 10
+
+// KDFLimits bound the Argon2id costs that unlocking runs. A slot's costs
+// are read from the image, which anyone who can write it may have set: a
+// slot asking for 4 GiB × 1000 passes would hold the machine for hours
+// before "wrong passphrase". They are checked before the KDF runs.
+type KDFLimits struct {
+	MaxMemoryKiB uint32 // per slot
+	MaxWork      uint64 // memory KiB × passes
+}
+
+// UnlimitedKDF runs whatever a slot asks for (within the format's bounds).
+var UnlimitedKDF = KDFLimits{MaxMemoryKiB: math.MaxUint32, MaxWork: math.MaxUint64}
+
+// DefaultKDFLimits are the limits used unless the user overrides them:
+// what xtsctl writes at most (MaxKDFWork, 4 GiB), and no more memory than
+// three quarters of what this machine has available.
+func DefaultKDFLimits() KDFLimits {
+	l := KDFLimits{MaxMemoryKiB: MaxKDFMemoryKiB, MaxWork: MaxKDFWork}
+	if avail := availableMemoryKiB(); avail > 0 {
+		l.MaxMemoryKiB = uint32(min(uint64(l.MaxMemoryKiB), avail/4*3))
+	}
+	return l
+}
+
+// KDFCostError: a key slot asks for more than the limits allow; its KDF
+// was not run.
+type KDFCostError struct {
+	Slot   int
+	KDF    KDFParams
+	Limits KDFLimits
+}
+
+func (e *KDFCostError) Error() string {
+	why := fmt.Sprintf("more than the %s of memory this machine can spare", kib(uint64(e.Limits.MaxMemoryKiB)))
+	if e.KDF.MemoryKiB <= e.Limits.MaxMemoryKiB {
+		why = fmt.Sprintf("more work (memory × passes) than the %s·passes xtsctl runs unasked", kib(e.Limits.MaxWork))
+	}
+	return fmt.Sprintf("key slot %d asks for Argon2id with %s × %d passes × %d threads, %s", e.Slot, kib(uint64(e.KDF.MemoryKiB)), e.KDF.Time, e.KDF.Threads, why)
+}
+
+// Check returns a *KDFCostError (with Slot -1) if p exceeds the limits.
+func (l KDFLimits) Check(p KDFParams) error {
+	if p.MemoryKiB > l.MaxMemoryKiB || p.Work() > l.MaxWork {
+		return &KDFCostError{Slot: -1, KDF: p, Limits: l}
+	}
+	return nil
+}
+
+// kib formats a size given in KiB.
+func kib(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d GiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d MiB", n>>10)
+	}
+	return fmt.Sprintf("%d KiB", n)
 }
 
 // KeySlot is one passphrase's copy of the master key, wrapped.
@@ -182,6 +257,10 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	}
 	if err := p.Check(); err != nil {
 		return KeySlot{}, err
+	}
+	if p.Work() > MaxKDFWork {
+		// xtsctl would refuse to unlock it unasked (DefaultKDFLimits).
+		return KeySlot{}, fmt.Errorf("argon2id: %s × %d passes is more work than xtsctl runs when unlocking (%s·passes)", kib(uint64(p.MemoryKiB)), p.Time, kib(MaxKDFWork))
 	}
 	s := KeySlot{Active: true, KDF: p}
 	if _, err := rand.Read(s.Salt[:]); err != nil {

@@ -113,6 +113,12 @@ func OpenWithKey(path string, masterKey []byte, readOnly bool) (*Volume, error) 
 	})
 }
 
+// OpenWith opens the volume at path, locked as Open does, and unlocks it
+// with unlock (usually a call of Headers.UnlockWith).
+func OpenWith(path string, readOnly bool, unlock func(*Headers) ([]byte, int, error)) (*Volume, error) {
+	return openPath(path, readOnly, unlock)
+}
+
 func openPath(path string, readOnly bool, unlock func(*Headers) ([]byte, int, error)) (*Volume, error) {
 	flag, lock := os.O_RDWR, unix.LOCK_EX
 	if readOnly {

@@ -128,6 +128,7 @@ device (the same options as cryptsetup open: --sector-size,
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
+	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
 	return cmd
 }

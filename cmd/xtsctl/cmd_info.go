@@ -62,6 +62,7 @@ FILE (mode 0600), never to a pipe.`,
 	fs.StringVar(&f.keyOutput, "key-output", "", "with --show-key: write the line to FILE (mode 0600) instead of the terminal")
 	fs.StringVar(&f.device, "device", "", "with --dm-table: the block device holding the volume (default: IMAGE)")
 	fs.StringVar(&f.passFile, "passphrase-file", "", "with --show-key: read the passphrase from FILE instead of the terminal")
+	registerUnlockFlags(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "with --key-output: overwrite FILE if it exists")
 	return cmd
 }

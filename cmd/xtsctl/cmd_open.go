@@ -101,6 +101,7 @@ Needs root.`,
 	f.BoolVar(&req.recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
 	f.StringVar(&backendName, "backend", "auto", "how to serve: "+backendNames())
 	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
+	registerUnlockFlags(a, f)
 	pf.register(f)
 	return cmd
 }

@@ -43,9 +43,10 @@ type slotFlags struct {
 	force                 bool
 }
 
-func (f *slotFlags) register(cmd *cobra.Command, newPass bool) {
+func (f *slotFlags) register(a *app, cmd *cobra.Command, newPass bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.passFile, "passphrase-file", "", "read the existing passphrase from FILE instead of the terminal")
+	registerUnlockFlags(a, fs)
 	if newPass {
 		fs.StringVar(&f.newPassFile, "new-passphrase-file", "", "read the new passphrase from FILE instead of the terminal")
 		f.kdf.register(fs)
@@ -66,7 +67,7 @@ wraps too.`,
 			return changeSlots(a, args[0], &f, "add")
 		},
 	}
-	f.register(cmd, true)
+	f.register(a, cmd, true)
 	return cmd
 }
 
@@ -86,7 +87,7 @@ A header backup taken before still holds the removed passphrase's key slot.`,
 			return changeSlots(a, args[0], &f, "remove")
 		},
 	}
-	f.register(cmd, false)
+	f.register(a, cmd, false)
 	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
 	return cmd
 }
@@ -104,7 +105,7 @@ key slot.`,
 			return changeSlots(a, args[0], &f, "change")
 		},
 	}
-	f.register(cmd, true)
+	f.register(a, cmd, true)
 	return cmd
 }
 
@@ -150,7 +151,7 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 	if err != nil {
 		return err
 	}
-	key, slot, err := hs.Unlock(pass)
+	key, slot, err := hs.UnlockWith(pass, a.unlockOptions(image))
 	clear(pass)
 	if err != nil {
 		return volumeError(image, err)

@@ -29,6 +29,9 @@ type app struct {
 	ui
 	ctx   context.Context
 	stdin io.Reader
+	// allowExpensiveKDF (--allow-expensive-kdf) runs key slots whatever
+	// their Argon2id costs.
+	allowExpensiveKDF bool
 }
 
 // commandFactories holds one constructor per subcommand (registered from

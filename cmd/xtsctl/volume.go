@@ -83,20 +83,35 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 			p.MemoryKiB = volume.DefaultKDFMemory()
 		}
 		p.Threads = uint8(min(4, max(1, p.MemoryKiB/8)))
-		if err := p.Check(); err != nil {
-			return volume.KDFParams{}, usageError(err)
-		}
-		return p, nil
+		return p, f.checkNew(a, p)
 	}
 	if testOnlyCalibrate != nil {
 		return testOnlyCalibrate(), nil
 	}
 	a.infof("calibrating the passphrase hashing (Argon2id) to take %v", f.time)
 	p := volume.CalibrateKDF(f.time, memKiB)
+	return p, f.checkNew(a, p)
+}
+
+// checkNew checks the costs of a new slot: within the format, no more than
+// xtsctl would unlock unasked, and not below the memory floor unless the
+// user chose the memory (tests, tiny machines).
+func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
 	if err := p.Check(); err != nil {
-		return volume.KDFParams{}, usageError(err)
+		return usageError(err)
 	}
-	return p, nil
+	if p.Work() > volume.MaxKDFWork {
+		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
+			humanBytes(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+	}
+	if p.MemoryKiB < volume.MinKDFMemoryKiB {
+		if f.memory == "" {
+			return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
+				humanBytes(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+		}
+		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", humanBytes(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
+	}
+	return nil
 }
 
 func parseKDFMemory(s string) (uint32, error) {
@@ -195,6 +210,7 @@ func volumeError(image string, err error) error {
 		te  *volume.TruncatedError
 		hd  *volume.HeadersDamagedError
 		sd  *volume.SlotsDamagedError
+		tc  *volume.SlotsTooCostlyError
 		ie  *volume.IntegrityError
 		dm  *volume.DigestMismatchError
 		re  *volume.ReadError
@@ -220,6 +236,8 @@ func volumeError(image string, err error) error {
 		return wrap(exitIntegrity, "restore a header backup: xtsctl header restore "+image+" BACKUP")
 	case errors.Is(err, volume.ErrWrongPassphrase):
 		return wrap(exitKey)
+	case errors.As(err, &tc):
+		return wrap(exitKey, "xtsctl made no such slot unless told to; if you trust this image, --allow-expensive-kdf tries it (it may take very long and much memory)")
 	case errors.Is(err, volume.ErrNoKeySlots):
 		return wrap(exitKey, "restore a header backup taken before the last passphrase was removed")
 	case errors.As(err, &sd):
@@ -240,6 +258,31 @@ func volumeError(image string, err error) error {
 		return withCode(exitOutput, err)
 	}
 	return wrap(exitFailure)
+}
+
+// registerUnlockFlags adds the flags of commands that unlock a volume.
+func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
+	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
+		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
+			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
+}
+
+// largeKDFWork is the memory × passes (KiB) from which unlocking says it
+// is running a slot's KDF: several times a default slot's.
+const largeKDFWork = 16 << 20
+
+// unlockOptions are the options every unlock of image uses.
+func (a *app) unlockOptions(image string) volume.UnlockOptions {
+	opts := volume.UnlockOptions{Slot: -1, Limits: volume.DefaultKDFLimits()}
+	if a.allowExpensiveKDF {
+		opts.Limits = volume.UnlimitedKDF
+	}
+	opts.Trying = func(slot int, p volume.KDFParams) {
+		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
+			a.infof("%s: key slot %d: Argon2id with %s × %d passes × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), p.Time, p.Threads)
+		}
+	}
+	return opts
 }
 
 // warnAll prints the library's warnings about an image.
@@ -355,7 +398,9 @@ func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume
 		return nil, err
 	}
 	defer clear(pass)
-	v, err := volume.Open(image, pass, readOnly)
+	v, err := volume.OpenWith(image, readOnly, func(hs *volume.Headers) ([]byte, int, error) {
+		return hs.UnlockWith(pass, a.unlockOptions(image))
+	})
 	if err != nil {
 		return nil, volumeError(image, err)
 	}
