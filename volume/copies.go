@@ -83,13 +83,29 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 	}
 	var truncated error
 	if p.Parsed && p.hdr.Size > size {
+		// Either the image was cut short, or the primary was rewritten to
+		// claim a larger volume, which would hide an intact secondary copy
+		// at the real end: look there before calling it truncated.
 		truncated = &TruncatedError{Expected: p.hdr.Size, Actual: size}
+		s.Offset = (size/CopyRegion - 1) * CopyRegion
+	}
+	if s.Offset+CopySize > size {
 		s.Err = errors.New("beyond the end of the image")
 	} else {
 		s.read(r, s.Offset, size)
 		if s.Parsed && s.hdr.SecondaryOffset != s.Offset {
 			s.Err = fmt.Errorf("it says it lives at byte %d, not %d", s.hdr.SecondaryOffset, s.Offset)
 			s.Parsed, s.hdr = false, nil
+		}
+	}
+	if truncated != nil {
+		if s.Err != nil {
+			s.Err = fmt.Errorf("not found (the primary copy says the volume is %d bytes, the image has %d)", p.hdr.Size, size)
+		} else {
+			// The secondary fits the image: the primary's claim is what
+			// is wrong.
+			p.Err = fmt.Errorf("it says the volume is %d bytes, but the image has %d and its secondary copy fits it", p.hdr.Size, size)
+			truncated = nil
 		}
 	}
 
