@@ -137,7 +137,12 @@ type openRequest struct {
 	mount    string // absolute mountpoint, or ""
 	fstype   string // "" to detect
 	recover  bool   // accept sectors whose tags do not match after a crash
+	file     *os.File // the image, opened once: every access goes through it
 }
+
+// path names the image through the file open checked, so that no later
+// step follows a path that may have been swapped since.
+func (r *openRequest) path() string { return fmt.Sprintf("/proc/self/fd/%d", r.file.Fd()) }
 
 // checkLoopSupport names what is missing for loop devices.
 func checkLoopSupport() error {

@@ -137,7 +137,7 @@ func (dmBackend) open(a *app, req *openRequest) (_ *runState, err error) {
 		return nil, withCode(exitDevice, fmt.Errorf("write state: %w", err))
 	}
 
-	f, err := lockImage(req.image, ro)
+	f, err := lockImage(req.image, req.path(), ro)
 	if err != nil {
 		return nil, err
 	}
@@ -237,23 +237,24 @@ func createError(name string, err error) error {
 }
 
 // lockImage opens the image and locks it as volume.Open does: exclusively
-// to write, shared to read.
-func lockImage(path string, readOnly bool) (*os.File, error) {
+// to write, shared to read. path may be a /proc/self/fd link to the file
+// open checked; image names it in messages.
+func lockImage(image, path string, readOnly bool) (*os.File, error) {
 	flag, how := os.O_RDWR, unix.LOCK_EX
 	if readOnly {
 		flag, how = os.O_RDONLY, unix.LOCK_SH
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		return nil, withCode(exitInput, fmt.Errorf("cannot open image: %w", err))
+		return nil, withCode(exitInput, fmt.Errorf("cannot open image %s: %w", image, err))
 	}
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, withCode(exitDevice, fmt.Errorf("image %s is in use by another program", path),
+			return nil, withCode(exitDevice, fmt.Errorf("image %s is in use by another program", image),
 				"close it there first ('xtsctl status' lists open volumes)")
 		}
-		return nil, withCode(exitDevice, fmt.Errorf("cannot lock %s: %w", path, err))
+		return nil, withCode(exitDevice, fmt.Errorf("cannot lock %s: %w", image, err))
 	}
 	return f, nil
 }
@@ -386,7 +387,7 @@ func (dmBackend) close(a *app, st *runState) error {
 		}
 	}
 	if mounted {
-		if err := unmountFilesystem(st.Mountpoint); err != nil {
+		if err := unmountFilesystem(st.Mountpoint, dev); err != nil {
 			return err
 		}
 	}

@@ -375,7 +375,7 @@ func TestDMHandOverAndClose(t *testing.T) {
 	h := v.Header()
 	v.Close()
 
-	f, err := lockImage(vol, false)
+	f, err := lockImage(vol, vol, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestDMHandOverAndClose(t *testing.T) {
 	vv, _ := volume.Open(vol, []byte("dm backend"), false)
 	vv.MarkModified()
 	vv.Release()
-	f, _ = lockImage(vol, false)
+	f, _ = lockImage(vol, vol, false)
 	defer f.Close()
 	stderr.Reset()
 	session = &runState{}

@@ -39,7 +39,15 @@ func (fuseBackend) available() error {
 const readyTimeout = 2 * time.Minute
 
 func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
-	logf, err := os.OpenFile(logPath(req.name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err := os.MkdirAll(filepath.Dir(logPath(req.name)), 0o700); err != nil {
+		return nil, withCode(exitDevice, fmt.Errorf("cannot create the server log directory: %w", err))
+	}
+	if v := os.Getenv(fuseDebugEnv); v == fuseDebugOn {
+		a.warningf("%s=%s: the server log %s will hold the first bytes of every read and write, in plaintext, and is kept after close: delete it when done", fuseDebugEnv, v, logPath(req.name))
+	} else if v != "" {
+		a.warningf("%s=%s ignored: only %s=%s turns FUSE request logging on (it logs plaintext)", fuseDebugEnv, v, fuseDebugEnv, fuseDebugOn)
+	}
+	logf, err := os.OpenFile(logPath(req.name), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, withCode(exitDevice, fmt.Errorf("cannot create server log: %w", err))
 	}
@@ -65,8 +73,10 @@ func (fuseBackend) open(a *app, req *openRequest) (*runState, error) {
 		Dir:    "/",
 		Stdout: logf,
 		Stderr: logf,
-		// fd 3: configuration and secret; fd 4: readiness.
-		ExtraFiles: []*os.File{cfgR, readyW},
+		// fd 3: configuration and secret; fd 4: readiness; fd 5: the
+		// image open checked, which the server serves (never reopening
+		// it by path).
+		ExtraFiles: []*os.File{cfgR, readyW, req.file},
 		// Its own session: the server outlives this command and
 		// its terminal, and gets no SIGINT/SIGHUP from them.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},

@@ -122,6 +122,11 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		if err != nil {
 			return usageError(err)
 		}
+		// The real path is recorded: close unmounts exactly what was
+		// mounted, wherever a symlink on the way points by then.
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
 		fi, err := os.Stat(abs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -145,7 +150,21 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 	if err != nil {
 		return withCode(exitInput, err)
 	}
+	// Every later access to the image goes through this one open file
+	// (as /proc/self/fd/N, and handed to the server): a path swapped
+	// after these checks cannot change what is unlocked and served.
+	img, err := os.Open(abs)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+	}
+	if img != nil {
+		defer img.Close()
+		req.file = img
+	}
 	fi, err := os.Stat(abs)
+	if img != nil {
+		fi, err = img.Stat()
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return withCode(exitInput, fmt.Errorf("image %s does not exist", image))
@@ -185,7 +204,7 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		// everywhere else and the terminal prompt happens in this
 		// process; the server gets the master key. Read-only takes a
 		// shared lock and writes nothing.
-		v, err := unlockVolume(a, image, passFile, true)
+		v, err := unlockVolumeAt(a, image, req.path(), passFile, true)
 		if err != nil {
 			return err
 		}

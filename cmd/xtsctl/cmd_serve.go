@@ -21,6 +21,7 @@ import (
 	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/volume/serve"
 	"github.com/xtsctl/xtsctl/xts"
+	"golang.org/x/sys/unix"
 )
 
 func init() { registerCommand(newServeCmd) }
@@ -38,6 +39,15 @@ func newServeCmd(a *app) *cobra.Command {
 		},
 	}
 }
+
+// fuseDebugEnv turns go-fuse's request log on in the server: for
+// debugging only, since it logs the first bytes of every read and write,
+// which are plaintext. It takes one value, so that it is not set by
+// accident, and open warns when it is.
+const (
+	fuseDebugEnv = "XTSCTL_FUSEDEBUG"
+	fuseDebugOn  = "plaintext"
+)
 
 // server is the running state of internal-serve.
 type server struct {
@@ -62,7 +72,8 @@ type server struct {
 func runServer() error {
 	cfgFile := os.NewFile(3, "config")
 	readyFile := os.NewFile(4, "ready")
-	if cfgFile == nil || readyFile == nil {
+	imageFile := os.NewFile(5, "image")
+	if cfgFile == nil || readyFile == nil || imageFile == nil {
 		return usageError(errors.New("internal-serve is started by xtsctl open, not by hand"))
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmsgprefix)
@@ -91,7 +102,11 @@ func runServer() error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 
 	s := &server{cfg: cfg, log: logger}
-	err = s.start(key)
+	err = s.checkImage(imageFile)
+	if err == nil {
+		err = s.start(key)
+	}
+	imageFile.Close()
 	secret.Wipe(key)
 	if err != nil {
 		logger.Printf("open failed: %v", err)
@@ -152,7 +167,7 @@ func (s *server) start(key []byte) (err error) {
 	if err := os.Mkdir(fuseDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return withCode(exitDevice, err)
 	}
-	s.srv, err = serve.Start(s.dev, serve.Options{Dir: fuseDir, Name: "xtsctl:" + cfg.Name, Debug: os.Getenv("XTSCTL_FUSEDEBUG") != "", Logger: s.log})
+	s.srv, err = serve.Start(s.dev, serve.Options{Dir: fuseDir, Name: "xtsctl:" + cfg.Name, Debug: os.Getenv(fuseDebugEnv) == fuseDebugOn, Logger: s.log})
 	if err != nil {
 		return withCode(exitDevice, err)
 	}
@@ -188,6 +203,19 @@ func (s *server) start(key []byte) (err error) {
 	return nil
 }
 
+// imagePath is where the server opens the image: the file open checked,
+// handed over as fd 5 (a new open of it, for the flags the store needs).
+const imagePath = "/proc/self/fd/5"
+
+// checkImage makes sure fd 5 is the image open recorded.
+func (s *server) checkImage(f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Dev != s.cfg.ImageDev || st.Ino != s.cfg.ImageIno {
+		return withCode(exitInput, fmt.Errorf("image %s: the file handed to the server is not the one open checked", s.cfg.Image))
+	}
+	return nil
+}
+
 // openStore unlocks the image with key: the raw key of a plain image, the
 // master key of a volume (open checked the passphrase).
 func (s *server) openStore(key []byte) (serve.Store, error) {
@@ -205,7 +233,7 @@ func (s *server) openStore(key []byte) (serve.Store, error) {
 		return nil, usageError(err)
 	}
 	codec.SetWorkers(serveWorkers())
-	store, err := serve.OpenPlainStore(cfg.Image, cfg.ReadOnly, cfg.Plain, codec)
+	store, err := serve.OpenPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, codec)
 	if errors.Is(err, serve.ErrImageBusy) {
 		// One server per image, whatever the run directory says: two
 		// servers writing one image would corrupt it.
@@ -227,9 +255,9 @@ func (s *server) openStore(key []byte) (serve.Store, error) {
 // upgraded to version 2.
 func (s *server) openVolume(key []byte) (serve.Store, error) {
 	cfg := s.cfg
-	v, err := serve.OpenVolume(cfg.Image, key, cfg.ReadOnly)
+	v, err := serve.OpenVolume(imagePath, key, cfg.ReadOnly)
 	if errors.Is(err, serve.ErrImageBusy) {
-		return nil, withCode(exitDevice, err)
+		return nil, withCode(exitDevice, fmt.Errorf("image %s: %w", cfg.Image, err))
 	}
 	if err != nil {
 		return nil, withCode(exitInput, fmt.Errorf("image %s: %w", cfg.Image, err))
@@ -358,7 +386,7 @@ func (s *server) shutdown() error {
 		return nil
 	}
 	if s.mounted != "" {
-		if err := unmountFilesystem(s.mounted); err != nil {
+		if err := unmountFilesystem(s.mounted, s.srv.LoopDevice().Path); err != nil {
 			return err
 		}
 		s.mounted = ""

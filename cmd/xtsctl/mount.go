@@ -32,10 +32,20 @@ func mountFilesystem(image, device, dir, fstype string, readOnly bool) (string, 
 	return fstype, nil
 }
 
-// unmountFilesystem unmounts what open mounted at dir. A busy filesystem
-// is left mounted and reported with a hint; one that is no longer mounted
-// (someone unmounted it already) is not an error.
-func unmountFilesystem(dir string) error {
+// unmountFilesystem unmounts what open mounted at dir (the real path it
+// recorded) from device, and nothing else: if the topmost mount there is
+// not device's, it refuses, so that close never unmounts a filesystem
+// someone mounted over ours, or one a symlink now leads to. A busy
+// filesystem is left mounted and reported with a hint; one that is no
+// longer mounted (someone unmounted it already) is not an error.
+func unmountFilesystem(dir, device string) error {
+	switch src := serve.MountSource(dir); {
+	case src == "":
+		return nil
+	case src != device:
+		return withCode(exitDevice, fmt.Errorf("%s has %s mounted on it, not %s", dir, src, device),
+			"unmount that first (umount "+dir+"), then close again")
+	}
 	if err := serve.Unmount(dir); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return withCode(exitDevice, fmt.Errorf("%s is busy", dir), "find its users with: fuser -vm "+dir)

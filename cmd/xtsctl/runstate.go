@@ -71,7 +71,10 @@ func checkName(name string) error {
 }
 
 func stateDir(name string) string { return filepath.Join(runDir(), name) }
-func logPath(name string) string  { return filepath.Join(runDir(), name+".log") }
+// logPath is the server log of NAME, kept after close. Logs live in a
+// directory no NAME can be (names start with a letter or digit), so that
+// NAME "x.log" cannot collide with the log of NAME "x".
+func logPath(name string) string { return filepath.Join(runDir(), ".log", name+".log") }
 
 // lockRunDir takes the run directory's lock, creating the directory. Opens
 // and closes hold it, so two of them never race for a NAME or an image.

@@ -343,8 +343,8 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 // checkHeaders reads image's header copies without a key and reports
 // what makes it unusable: not a volume, an unsupported version, both copies
 // damaged, truncation.
-func checkHeaders(image string) error {
-	f, err := os.Open(image)
+func checkHeaders(image, path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return volumeError(image, err)
 	}
@@ -388,9 +388,15 @@ func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume
 
 // unlockVolume asks for the passphrase of image and opens it.
 func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume, error) {
+	return unlockVolumeAt(a, image, image, passFile, readOnly)
+}
+
+// unlockVolumeAt is unlockVolume of the image at path, named image in
+// messages.
+func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volume.Volume, error) {
 	// An image that is not a usable volume is reported before anyone is
 	// asked for a passphrase.
-	if err := checkHeaders(image); err != nil {
+	if err := checkHeaders(image, path); err != nil {
 		return nil, err
 	}
 	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
@@ -398,7 +404,7 @@ func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume
 		return nil, err
 	}
 	defer clear(pass)
-	v, err := volume.OpenWith(image, readOnly, func(hs *volume.Headers) ([]byte, int, error) {
+	v, err := volume.OpenWith(path, readOnly, func(hs *volume.Headers) ([]byte, int, error) {
 		return hs.UnlockWith(pass, a.unlockOptions(image))
 	})
 	if err != nil {

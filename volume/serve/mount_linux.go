@@ -71,11 +71,12 @@ func MountFilesystem(device, dir, fstype string, readOnly bool) error {
 }
 
 // Unmount unmounts dir, retrying briefly while it is busy (udev and
-// blkid probes hold new devices open for a moment).
+// blkid probes hold new devices open for a moment). dir itself is never
+// followed if it is a symlink (UMOUNT_NOFOLLOW).
 func Unmount(dir string) error {
 	var err error
 	for range 50 {
-		err = unix.Unmount(dir, 0)
+		err = unix.Unmount(dir, unix.UMOUNT_NOFOLLOW)
 		if !errors.Is(err, unix.EBUSY) {
 			break
 		}

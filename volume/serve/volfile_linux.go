@@ -52,7 +52,7 @@ func OpenVolume(path string, key []byte, readOnly bool) (*OpenedVolume, error) {
 	if err := unix.Flock(int(buffered.Fd()), lock|unix.LOCK_NB); err != nil {
 		buffered.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", path, ErrImageBusy)
+			return nil, ErrImageBusy
 		}
 		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 	}
