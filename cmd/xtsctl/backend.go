@@ -134,9 +134,9 @@ type openRequest struct {
 	secret   []byte         // the XTS key: plain, the key file; volume, the master key (open unlocked it). The caller wipes it.
 	header   *volume.Header // for typeVolume: the header of the unlocked volume
 	readOnly bool
-	mount    string // absolute mountpoint, or ""
-	fstype   string // "" to detect
-	recover  bool   // accept sectors whose tags do not match after a crash
+	mount    string   // absolute mountpoint, or ""
+	fstype   string   // "" to detect
+	recover  bool     // accept sectors whose tags do not match after a crash
 	file     *os.File // the image, opened once: every access goes through it
 }
 

@@ -71,6 +71,7 @@ func checkName(name string) error {
 }
 
 func stateDir(name string) string { return filepath.Join(runDir(), name) }
+
 // logPath is the server log of NAME, kept after close. Logs live in a
 // directory no NAME can be (names start with a letter or digit), so that
 // NAME "x.log" cannot collide with the log of NAME "x".
