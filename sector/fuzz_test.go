@@ -22,6 +22,7 @@ func FuzzCodec(f *testing.F) {
 			p.IVMode = Plain64LargeSectors
 		}
 		key := bytes.Repeat([]byte{fill, fill ^ 0x5a, 3, 4}, 16)
+		key[63] ^= 0x80 // xts.NewCipher refuses equal halves
 		c, err := xts.NewCipher(key)
 		if err != nil {
 			t.Fatal(err)

@@ -130,7 +130,7 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestNoAllocsSmallRuns(t *testing.T) {
-	s, _ := newCodec(t, make([]byte, 64), Params{Size: 512})
+	s, _ := newCodec(t, randomBytes(rand.New(rand.NewPCG(3, 3)), 64), Params{Size: 512})
 	buf := make([]byte, 16*512)
 	if a := testing.AllocsPerRun(20, func() { s.Encrypt(buf, buf, 1) }); a != 0 {
 		t.Errorf("%v allocations per 16-sector call", a)
@@ -138,7 +138,10 @@ func TestNoAllocsSmallRuns(t *testing.T) {
 }
 
 func TestCodecRejects(t *testing.T) {
-	c, _ := xts.NewCipher(make([]byte, 64))
+	c, err := xts.NewCipher(randomBytes(rand.New(rand.NewPCG(4, 4)), 64))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []Params{{Size: 256}, {Size: 8192}, {Size: 3000}, {Size: 512, IVMode: 7}} {
 		if _, err := NewCodec(c, p); err == nil {
 			t.Errorf("NewCodec(%+v) accepted", p)

@@ -162,8 +162,9 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 // 32-byte tags).
 const maxBufferedTags = 16 << 20
 
-// newMasterKey returns a random XTS key with distinct halves (the xts
-// package refuses equal halves).
+// newMasterKey returns a random XTS key with distinct halves
+// (xts.NewCipher refuses equal ones with xts.ErrEqualKeyHalves; from
+// crypto/rand they come once in 2^128 draws).
 func newMasterKey(size int) ([]byte, error) {
 	key := make([]byte, size)
 	for {

@@ -22,7 +22,7 @@ func FuzzXTS(f *testing.F) {
 			key = keySeed[:64]
 		}
 		if bytes.Equal(key[:len(key)/2], key[len(key)/2:]) {
-			key = append([]byte(nil), key...) // distinct halves are not required by the engine, but vary them
+			key = append([]byte(nil), key...) // NewCipher refuses equal halves (TestEqualKeyHalves)
 			key[0] ^= 1
 		}
 		c, err := NewCipher(key)

@@ -22,7 +22,9 @@
 package xts
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -32,16 +34,29 @@ import (
 // BlockSize is the AES block size; data units must be at least this long.
 const BlockSize = 16
 
+// ErrEqualKeyHalves is returned by NewCipher for a key whose two halves,
+// key1 and key2, are equal (an all-zero key among them). IEEE 1619-2018 and
+// FIPS 140 require refusing such keys, as OpenSSL does: with one key for
+// both, an attacker who can have a sector decrypted learns its secret tweak
+// mask T = E(i) (an all-zero first ciphertext block decrypts to i XOR T).
+var ErrEqualKeyHalves = errors.New("xts: the two halves of the key are equal; XTS needs two independent AES keys")
+
 // A Cipher is an expanded XTS key. It is safe for concurrent use.
 type Cipher struct {
 	k aesni.Cipher
 }
 
 // NewCipher expands key, which is key1 || key2: 32 bytes for XTS-AES-128 or
-// 64 bytes for XTS-AES-256. key1 encrypts the data, key2 the tweak.
+// 64 bytes for XTS-AES-256. key1 encrypts the data, key2 the tweak; if
+// they are equal, NewCipher returns ErrEqualKeyHalves.
 func NewCipher(key []byte) (*Cipher, error) {
 	if len(key) != 32 && len(key) != 64 {
 		return nil, fmt.Errorf("xts: invalid key length %d bytes (want 32 for XTS-AES-128 or 64 for XTS-AES-256)", len(key))
+	}
+	// Constant time: how far the halves agree says something about the key.
+	half := len(key) / 2
+	if subtle.ConstantTimeCompare(key[:half], key[half:]) == 1 {
+		return nil, ErrEqualKeyHalves
 	}
 	c := new(Cipher)
 	if err := c.k.Init(key); err != nil {

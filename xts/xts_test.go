@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -38,11 +39,27 @@ func newCipher(t testing.TB, key []byte) *Cipher {
 	return c
 }
 
+// vectorCipher expands a known-answer vector's key. IEEE 1619's own Vector 1
+// has an all-zero key, which NewCipher refuses; the engine underneath takes
+// any key, so that vector still checks every kernel.
+func vectorCipher(t *testing.T, key []byte) *Cipher {
+	t.Helper()
+	c, err := NewCipher(key)
+	if errors.Is(err, ErrEqualKeyHalves) {
+		c = new(Cipher)
+		err = c.k.Init(key)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestVectors(t *testing.T) {
 	vs := allVectors(t)
 	forEachImpl(t, func(t *testing.T) {
 		for _, v := range vs {
-			c := newCipher(t, v.key)
+			c := vectorCipher(t, v.key)
 			got := make([]byte, len(v.pt))
 			c.EncryptTweak(got, v.pt, &v.tweak)
 			if !bytes.Equal(got, v.ct) {
@@ -213,10 +230,57 @@ func TestEncryptSectorsEqualsLoop(t *testing.T) {
 }
 
 func TestKeyLengths(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
 	for n := 0; n <= 80; n++ {
-		_, err := NewCipher(make([]byte, n))
+		_, err := NewCipher(randomKey(r, n))
 		if ok := n == 32 || n == 64; ok != (err == nil) {
 			t.Errorf("NewCipher(%d bytes): err = %v", n, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "invalid key length") {
+			t.Errorf("NewCipher(%d bytes): err = %v, want a key length error", n, err)
+		}
+	}
+}
+
+// TestEqualKeyHalves checks that NewCipher refuses key1 == key2 (IEEE
+// 1619-2018, FIPS 140) and nothing else: keys whose halves differ in a single
+// bit, at either end of either half, are accepted and encrypt like x/crypto.
+func TestEqualKeyHalves(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{32, 64} {
+		half := randomKey(r, n/2)
+		for name, key := range map[string][]byte{
+			"all-zero":    make([]byte, n),
+			"all-ones":    bytes.Repeat([]byte{0xff}, n),
+			"random half": append(append([]byte(nil), half...), half...),
+		} {
+			c, err := NewCipher(key)
+			if !errors.Is(err, ErrEqualKeyHalves) || c != nil {
+				t.Errorf("%d bytes, %s: NewCipher = %v, %v; want ErrEqualKeyHalves", n, name, c, err)
+			}
+		}
+		for _, flip := range []struct {
+			i   int
+			bit byte
+		}{{0, 0x01}, {n/2 - 1, 0x80}, {n / 2, 0x01}, {n - 1, 0x80}} {
+			key := append(append([]byte(nil), half...), half...)
+			key[flip.i] ^= flip.bit
+			ours, err := NewCipher(key)
+			if err != nil {
+				t.Errorf("%d bytes, halves differing in byte %d: %v", n, flip.i, err)
+				continue
+			}
+			theirs, err := xcxts.NewCipher(aes.NewCipher, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pt := randomKey(r, 512)
+			got, want := make([]byte, len(pt)), make([]byte, len(pt))
+			ours.Encrypt(got, pt, 9)
+			theirs.Encrypt(want, pt, 9)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%d bytes, halves differing in byte %d: differs from x/crypto/xts", n, flip.i)
+			}
 		}
 	}
 }

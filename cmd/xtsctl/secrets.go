@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +9,13 @@ import (
 	"sync"
 
 	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/xts"
 )
 
 // readKeyFile reads a raw XTS key (cryptsetup plain mode --key-file: the
 // file's bytes are the key, no hashing). It must hold exactly 32 or 64
-// bytes, and its two halves must differ. The caller wipes the key.
+// bytes that xts.NewCipher accepts (its two halves must differ). The caller
+// wipes the key.
 func readKeyFile(a *app, path string) ([]byte, error) {
 	buf, n, err := readSecretFile(a, "key file", path, 64)
 	if err != nil {
@@ -30,10 +31,16 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 		return nil, withCode(exitKey, fmt.Errorf("key file %s holds %s; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, size),
 			"make one with: head -c 64 /dev/urandom > KEYFILE")
 	}
-	if bytes.Equal(key[:n/2], key[n/2:]) {
+	// The xts package judges the key; here its refusal gets the file's name.
+	c, err := xts.NewCipher(key)
+	if err != nil {
 		secret.Wipe(buf)
-		return nil, withCode(exitKey, fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path))
+		if errors.Is(err, xts.ErrEqualKeyHalves) {
+			err = fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path)
+		}
+		return nil, withCode(exitKey, err)
 	}
+	c.Wipe()
 	return key, nil
 }
 

@@ -380,6 +380,7 @@ func TestInGuestWriteThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := bytes.Repeat([]byte{0x5a, 0xc3}, 32)
+	key[63] ^= 0x80 // xts.NewCipher refuses equal halves
 	c := guestCase{SectorSize: sectorSize, IVOffset: ivOffset, Offset: offset, DataSize: size}
 	for _, large := range []bool{false, true} {
 		c.IVLargeSectors = large
