@@ -2,6 +2,11 @@
 // API of golang.org/x/crypto/blake2b, and computes keyed BLAKE2b tags for
 // many sectors at once (SumSectors, SumMany).
 //
+// Keys do not outlive their use: SumKeyed hashes one message and clears
+// everything it held, a hash from New can be wiped (Wiper), and Sum and
+// the batch functions clear their temporaries. What the Go runtime may
+// still copy (registers, stacks it moves) is outside this package's reach.
+//
 // On amd64 the work is done in assembly, chosen once at start-up from
 // golang.org/x/sys/cpu: SumSectors and SumMany hash 8 messages side by side
 // in zmm lanes (AVX-512) or 4 in ymm lanes (AVX2); single messages use a
@@ -53,22 +58,42 @@ func initState(size, keyLen int) [8]uint64 {
 	return h
 }
 
-// digest is the streaming state. The last block seen is kept in block even
-// when full, because only the final block carries the finalisation flag.
-type digest struct {
+// state is the chaining state of one hash: what Sum finishes on a copy, and
+// what SumKeyed keeps on its stack. The last block seen is kept in block
+// even when full, because only the final block carries the finalisation
+// flag. block[offset:] is zero, except after UnmarshalBinary (a marshalled
+// block may carry old bytes there); finish clears it anyway.
+type state struct {
 	h      [8]uint64
 	c      [2]uint64 // byte counter, low and high word
-	size   int
 	block  [BlockSize]byte
 	offset int // bytes used in block, 0..BlockSize
+}
+
+// digest is a hash made by New. The key is kept, padded to a block, for
+// Reset; Wipe clears it.
+type digest struct {
+	state
+	size   int // 1..Size; 0 after Wipe
 	key    [BlockSize]byte
 	keyLen int
+}
+
+// Wiper is implemented by the hashes New, New256 and New512 return. Wipe
+// zeroes the key and the whole state the hash holds; the hash must not be
+// used afterwards (Write, Sum and Reset panic). Sum leaves no copy of the
+// key or of the state behind, so a hash that is wiped after its last Sum
+// has left the key nowhere in memory that this package controls.
+type Wiper interface {
+	Wipe()
 }
 
 // New returns a hash.Hash computing BLAKE2b with a digest of size bytes
 // (1..64), keyed with key (0..64 bytes; empty means unkeyed, and a keyed hash
 // is a MAC). The result implements encoding.BinaryMarshaler and
-// encoding.BinaryUnmarshaler; the key is not part of the marshalled state.
+// encoding.BinaryUnmarshaler, and Wiper to clear the key it keeps; the key is
+// not part of the marshalled state. For a one-shot keyed hash that keeps
+// nothing, use SumKeyed.
 func New(size int, key []byte) (hash.Hash, error) {
 	if size < 1 || size > Size {
 		return nil, errSize
@@ -92,29 +117,45 @@ func New256(key []byte) (hash.Hash, error) { return New(Size256, key) }
 
 // Sum512 returns the unkeyed BLAKE2b-512 digest of data.
 func Sum512(data []byte) [Size]byte {
-	var d digest
-	d.init(Size)
-	d.Write(data)
+	var s state
+	s.h = initState(Size, 0)
+	s.write(data)
 	var sum [Size]byte
-	d.finish(sum[:])
+	s.finish(sum[:])
 	return sum
 }
 
 // Sum256 returns the unkeyed BLAKE2b-256 digest of data.
 func Sum256(data []byte) [Size256]byte {
-	var d digest
-	d.init(Size256)
-	d.Write(data)
+	var s state
+	s.h = initState(Size256, 0)
+	s.write(data)
 	var sum [Size256]byte
-	d.finish(sum[:])
+	s.finish(sum[:])
 	return sum
 }
 
-// init makes d an unkeyed hash of the given size without touching the key
-// buffer (Sum256/Sum512 use a zero digest on the stack).
-func (d *digest) init(size int) {
-	d.size = size
-	d.h = initState(size, 0)
+// SumKeyed writes to out the BLAKE2b digest of msg of len(out) bytes (1..64),
+// keyed with key (at most 64 bytes; empty for an unkeyed hash). It panics if
+// a size is out of range. It equals New(len(out), key), Write(msg), Sum, but
+// keeps nothing: its key block, chaining value and padded last block are on
+// its own stack and cleared before it returns, so it suits deriving keys.
+// It does not allocate.
+func SumKeyed(out, key, msg []byte) {
+	if len(out) < 1 || len(out) > Size {
+		panic("blake2b: SumKeyed: digest size must be 1..64")
+	}
+	if len(key) > Size {
+		panic("blake2b: SumKeyed: key longer than 64 bytes")
+	}
+	var s state
+	s.h = initState(len(out), len(key))
+	if len(key) > 0 {
+		copy(s.block[:], key)
+		s.offset = BlockSize
+	}
+	s.write(msg)
+	s.finish(out)
 }
 
 func (d *digest) Size() int      { return d.size }
@@ -123,6 +164,7 @@ func (d *digest) BlockSize() int { return BlockSize }
 // Reset restarts the hash with the size and key given to New. A keyed hash
 // starts with the key, zero-padded to a full block, as its first block.
 func (d *digest) Reset() {
+	d.checkLive()
 	d.h = initState(d.size, d.keyLen)
 	d.c = [2]uint64{}
 	d.offset = 0
@@ -133,55 +175,79 @@ func (d *digest) Reset() {
 	}
 }
 
+// Wipe implements Wiper.
+func (d *digest) Wipe() { *d = digest{} }
+
+func (d *digest) checkLive() {
+	if d.size == 0 {
+		panic("blake2b: hash used after Wipe")
+	}
+}
+
 func (d *digest) Write(p []byte) (int, error) {
-	n := len(p)
-	if d.offset > 0 {
-		free := BlockSize - d.offset
+	d.checkLive()
+	d.write(p)
+	return len(p), nil
+}
+
+func (s *state) write(p []byte) {
+	if s.offset > 0 {
+		free := BlockSize - s.offset
 		if len(p) <= free {
-			d.offset += copy(d.block[d.offset:], p)
-			return n, nil
+			s.offset += copy(s.block[s.offset:], p)
+			return
 		}
-		copy(d.block[d.offset:], p[:free])
-		compress(&d.h, &d.c, 0, d.block[:])
-		d.offset = 0
+		copy(s.block[s.offset:], p[:free])
+		compress(&s.h, &s.c, 0, s.block[:])
+		// Keep block[offset:] zero: the first block of a keyed hash is the
+		// key, which must not linger behind a shorter final block.
+		clear(s.block[:])
+		s.offset = 0
 		p = p[free:]
 	}
 	// Hash all whole blocks but the last: it may be the final one.
 	if full := (len(p) - 1) / BlockSize * BlockSize; full > 0 {
-		compress(&d.h, &d.c, 0, p[:full])
+		compress(&s.h, &s.c, 0, p[:full])
 		p = p[full:]
 	}
 	if len(p) > 0 {
-		d.offset = copy(d.block[:], p)
+		s.offset = copy(s.block[:], p)
 	}
-	return n, nil
 }
 
 // Sum appends the digest of the data written so far to b; d is unchanged.
+// It finishes a copy of the chaining state (not of the key), which finish
+// clears, and clears its copy of the digest too.
 func (d *digest) Sum(b []byte) []byte {
+	d.checkLive()
+	s := d.state
 	var sum [Size]byte
-	dd := *d
-	dd.finish(sum[:d.size])
-	return append(b, sum[:d.size]...)
+	s.finish(sum[:d.size])
+	b = append(b, sum[:d.size]...)
+	clear(sum[:])
+	return b
 }
 
 // finish hashes the buffered final block and writes the first len(out)
-// bytes of the chaining value, little-endian, to out. It destroys d.
-func (d *digest) finish(out []byte) {
-	clear(d.block[d.offset:])
+// bytes of the chaining value, little-endian, to out. It clears s, and the
+// temporaries that held the result, before returning.
+func (s *state) finish(out []byte) {
+	clear(s.block[s.offset:])
 	// compress adds BlockSize to the counter before each block, but the
 	// final block counts only its offset bytes, not the padding.
-	back := uint64(BlockSize - d.offset)
-	if d.c[0] < back {
-		d.c[1]--
+	back := uint64(BlockSize - s.offset)
+	if s.c[0] < back {
+		s.c[1]--
 	}
-	d.c[0] -= back
-	compress(&d.h, &d.c, finalFlag, d.block[:])
+	s.c[0] -= back
+	compress(&s.h, &s.c, finalFlag, s.block[:])
 	var full [Size]byte
-	for i, w := range d.h {
+	for i, w := range s.h {
 		binary.LittleEndian.PutUint64(full[8*i:], w)
 	}
 	copy(out, full[:])
+	clear(full[:])
+	*s = state{}
 }
 
 // The marshalled state is laid out like golang.org/x/crypto/blake2b's, so

@@ -671,7 +671,8 @@ TEXT ·compressScalar(SB), NOSPLIT, $200-48
 	// two of v8..v11 in R10, R11, the other two parked on the stack. Columns run
 	// G0, G1, swap (park v8, v9; fetch v10, v11), G2, G3; diagonals G4, G5, swap
 	// back, G6, G7: each parked word is used last in the next step.
-	// The block is copied to the stack so message words are SP-relative operands.
+	// The block is copied to the stack so message words are SP-relative operands;
+	// the copy is cleared before returning.
 	// Per iteration: one block, 12 rounds of 8 G's, feed-forward into h.
 	MOVQ h+0(FP), AX
 	MOVQ AX, 160(SP)
@@ -2274,6 +2275,19 @@ compressScalar_loop:
 	JNZ  compressScalar_loop
 
 compressScalar_done:
+	// Clear the stack copy of the last block (a keyed hash's first block is the
+	// key) and the parked words, which Go would otherwise leave on the stack.
+	PXOR  X0, X0
+	MOVOU X0, (SP)
+	MOVOU X0, 16(SP)
+	MOVOU X0, 32(SP)
+	MOVOU X0, 48(SP)
+	MOVOU X0, 64(SP)
+	MOVOU X0, 80(SP)
+	MOVOU X0, 96(SP)
+	MOVOU X0, 112(SP)
+	MOVOU X0, 128(SP)
+	MOVOU X0, 144(SP)
 	RET
 
 // func compressScalarRolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)

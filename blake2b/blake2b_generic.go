@@ -29,12 +29,12 @@ var sigma = [12][16]uint8{
 // pass finalFlag only with a single block).
 func compressGeneric(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte) {
 	c0, c1 := c[0], c[1]
+	var m [16]uint64 // the block's words: the key, for a keyed hash's first block
 	for len(blocks) >= BlockSize {
 		var carry uint64
 		c0, carry = bits.Add64(c0, BlockSize, 0)
 		c1 += carry
 
-		var m [16]uint64
 		for i := range m {
 			m[i] = binary.LittleEndian.Uint64(blocks[8*i:])
 		}
@@ -66,6 +66,7 @@ func compressGeneric(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte) {
 		blocks = blocks[BlockSize:]
 	}
 	c[0], c[1] = c0, c1
+	clear(m[:])
 }
 
 // g is the BLAKE2b mixing function G (RFC 7693, section 3.1).

@@ -593,6 +593,7 @@ func TestZeroAllocs(t *testing.T) {
 		for name, f := range map[string]func(){
 			"Sum256":                        func() { Sum256(data[:1000]) },
 			"Sum512":                        func() { Sum512(data) },
+			"SumKeyed":                      func() { SumKeyed(sums[:64], key, data[:1000]) },
 			"SumSectors":                    func() { SumSectors(tags, 16, key, 99, data, 4096) },
 			"SumSectors, 1 sector":          func() { SumSectors(tags[:16], 16, key, 99, data[:4096], 4096) },
 			"SumSectors, 3 sectors":         func() { SumSectors(tags[:48], 16, key, 99, data[:3*4096], 4096) },

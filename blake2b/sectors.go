@@ -134,6 +134,8 @@ func sumMany(sums []byte, size int, key, msgs []byte, msgLen, n int, prefixed bo
 	for lane0 := 0; lane0 < n; lane0 += width {
 		b.group(sums, lane0, min(width, n-lane0))
 	}
+	// After a key block, start is as good as the key for forging tags.
+	b.start = [8]uint64{}
 }
 
 // group hashes messages lane0..lane0+lanes-1 side by side. The first block
@@ -203,6 +205,8 @@ func (b *batch) group(sums []byte, lane0, lanes int) {
 		i := lane0 + j
 		copy(sums[i*b.size:(i+1)*b.size], sum[:b.size])
 	}
+	// Lanes no kernel finished still hold the keyed start state.
+	h = laneState{}
 }
 
 // compressAt compresses one block whose byte counter, this block included,

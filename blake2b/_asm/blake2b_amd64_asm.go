@@ -789,7 +789,8 @@ func compressScalar() {
 		"two of v8..v11 in R10, R11, the other two parked on the stack. Columns run",
 		"G0, G1, swap (park v8, v9; fetch v10, v11), G2, G3; diagonals G4, G5, swap",
 		"back, G6, G7: each parked word is used last in the next step.",
-		"The block is copied to the stack so message words are SP-relative operands.",
+		"The block is copied to the stack so message words are SP-relative operands;",
+		"the copy is cleared before returning.",
 		"Per iteration: one block, 12 rounds of 8 G's, feed-forward into h.",
 	)
 	msg := AllocLocal(128)
@@ -906,6 +907,14 @@ func compressScalar() {
 	DECQ(nSlot)
 	JNZ(LabelRef("compressScalar_loop"))
 	Label("compressScalar_done")
+	Comment("Clear the stack copy of the last block (a keyed hash's first block is the",
+		"key) and the parked words, which Go would otherwise leave on the stack.")
+	PXOR(X0, X0)
+	for i := 0; i < 128; i += 16 {
+		MOVOU(X0, msg.Offset(i))
+	}
+	MOVOU(X0, park)
+	MOVOU(X0, park.Offset(16))
 	RET()
 }
 
