@@ -10,8 +10,9 @@ import (
 type compressFunc func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 type lanesFunc func(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
-// compressKernels lists every assembly compression function, dispatched or
-// not, with the CPU support it needs.
+// compressKernels lists every assembly compression function, with the CPU
+// support it needs; dispatch picks only compressScalar on amd64, the vector
+// ones are there for CPUs where they would win, and tested the same.
 func compressKernels() []struct {
 	name string
 	ok   bool
@@ -23,11 +24,8 @@ func compressKernels() []struct {
 		f    compressFunc
 	}{
 		{"compressScalar", true, compressScalar},
-		{"compressScalarRolled", true, compressScalarRolled},
 		{"compressAVX2", hasAVX2, compressAVX2},
-		{"compressAVX2Rolled", hasAVX2, compressAVX2Rolled},
 		{"compressAVX512", hasAVX512, compressAVX512},
-		{"compressAVX512Rolled", hasAVX512, compressAVX512Rolled},
 	}
 }
 
@@ -44,17 +42,13 @@ func lanesKernels() []struct {
 		f     lanesFunc
 	}{
 		{"hashLanes4AVX2", 4, hasAVX2, hashLanes4AVX2},
-		{"hashLanes4AVX2Unrolled", 4, hasAVX2, hashLanes4AVX2Unrolled},
 		{"hashLanes4AVX512", 4, hasAVX512, hashLanes4AVX512},
 		{"hashLanes8AVX512", 8, hasAVX512, hashLanes8AVX512},
-		{"hashLanes8AVX512Unrolled", 8, hasAVX512, hashLanes8AVX512Unrolled},
 		{"hashLanes16AVX512", 16, hasAVX512, hashLanes16AVX512},
-		{"hashLanes16AVX512Unrolled", 16, hasAVX512, hashLanes16AVX512Unrolled},
 	}
 }
 
-// TestCompressKernels calls each kernel directly, the rolled ones included,
-// against compressGeneric: random chaining values, counters on both sides of
+// TestCompressKernels calls each kernel directly against compressGeneric: random chaining values, counters on both sides of
 // the 64-bit carry, with and without the final flag, 0..9 blocks, and a
 // trailing partial block that must be ignored.
 func TestCompressKernels(t *testing.T) {
@@ -131,8 +125,8 @@ func TestLanesKernels(t *testing.T) {
 }
 
 // BenchmarkCompressKernels times each compression function directly on
-// 64 KiB, next to compressGeneric and the rolled variants (for the
-// rolled-vs-unrolled study in BENCHMARKS.md).
+// 64 KiB, next to compressGeneric (the other shapes of each are in the
+// study module, _study).
 func BenchmarkCompressKernels(b *testing.B) {
 	data := make([]byte, 64<<10)
 	all := append(compressKernels(), struct {
@@ -153,7 +147,7 @@ func BenchmarkCompressKernels(b *testing.B) {
 }
 
 // BenchmarkLanesKernels times each multi-lane kernel directly: width
-// messages of 32 blocks (4 KiB) each, rolled variants included.
+// messages of 32 blocks (4 KiB) each.
 func BenchmarkLanesKernels(b *testing.B) {
 	const blocks = 32
 	for _, k := range lanesKernels() {

@@ -4,7 +4,7 @@ package blake2b
 // with its own choice: the compression function (Sum*, New, and lone
 // messages of a batch) and the multi-lane kernels (SumSectors, SumMany). The
 // platform's init picks the fastest available of each; tests and benchmarks
-// force each in turn (useImpls).
+// force each in turn (useImpls, in impl_test.go).
 type implID uint8
 
 const (
@@ -27,15 +27,3 @@ var (
 	compressWith      = implGeneric // used by compress
 	lanesWith         = implGeneric // used by hashLanes and laneWidth
 )
-
-// useImpls makes c the compression function and l the lane kernels, and
-// returns a function restoring the previous choice. For tests and
-// benchmarks only; not safe while other goroutines hash.
-func useImpls(c, l implID) (restore func()) {
-	if !compressAvailable[c] || !lanesAvailable[l] {
-		panic("blake2b: implementation " + c.String() + "/" + l.String() + " is not available")
-	}
-	pc, pl := compressWith, lanesWith
-	compressWith, lanesWith = c, l
-	return func() { compressWith, lanesWith = pc, pl }
-}

@@ -1,6 +1,12 @@
 // Command _asm generates blake2b_amd64.s: the BLAKE2b compression function
-// for AVX2 and AVX-512, and the multi-lane kernels that hash 4, 8 or 16
-// messages side by side. Run it with `go generate` in this directory.
+// in general-purpose registers and for AVX2 and AVX-512, and the multi-lane
+// kernels that hash 4, 8 or 16 messages side by side. Run it with
+// `go generate` in this directory.
+//
+// With -study it emits, for the study module in ../_study, the kernels
+// dispatch uses and next to each its other shape (rolled where the shipped
+// one is unrolled, and the reverse): the rolled-vs-unrolled study in
+// BENCHMARKS.md. The shipped file carries only what dispatch can pick.
 //
 // Every kernel mirrors compressGeneric in ../blake2b_generic.go: the same
 // G, the same rounds, the same message schedule (sigma), with the vector
@@ -14,6 +20,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -22,6 +29,9 @@ import (
 )
 
 //go:generate go run . -out ../blake2b_amd64.s -pkg blake2b
+//go:generate go run . -study -out ../_study/blake2b_amd64.s -pkg study
+
+var study = flag.Bool("study", false, "also emit the study variants (for ../_study)")
 
 // sigma is RFC 7693's message schedule, one row per round (rounds 10 and 11
 // repeat rounds 0 and 1), as in blake2b_generic.go.
@@ -64,25 +74,38 @@ var (
 )
 
 func main() {
+	flag.Parse() // before Generate, which would parse it too: -study decides what to emit
 	ConstraintExpr("amd64,gc,!purego")
 	tables()
 
+	// The compression functions are dispatched unrolled, the lane kernels
+	// rolled: rolled, they run as fast as unrolled at a fifth of the size
+	// (BENCHMARKS.md).
 	compressScalar()
-	compressScalarRolled()
+	if *study {
+		compressScalarRolled()
+	}
 	compress("compressAVX2", false, false)
-	compress("compressAVX2Rolled", false, true)
+	if *study {
+		compress("compressAVX2Rolled", false, true)
+	}
 	compress("compressAVX512", true, false)
-	compress("compressAVX512Rolled", true, true)
-	// Rolled, the lane kernels run as fast as unrolled at a fifth of the
-	// size (BENCHMARKS.md), so the rolled ones are dispatched and the
-	// unrolled ones kept for the study.
+	if *study {
+		compress("compressAVX512Rolled", true, true)
+	}
 	lanes("hashLanes4AVX2", 4, false, true)
-	lanes("hashLanes4AVX2Unrolled", 4, false, false)
+	if *study {
+		lanes("hashLanes4AVX2Unrolled", 4, false, false)
+	}
 	lanes("hashLanes4AVX512", 4, true, true)
 	lanes("hashLanes8AVX512", 8, true, true)
-	lanes("hashLanes8AVX512Unrolled", 8, true, false)
+	if *study {
+		lanes("hashLanes8AVX512Unrolled", 8, true, false)
+	}
 	lanes16("hashLanes16AVX512", true)
-	lanes16("hashLanes16AVX512Unrolled", false)
+	if *study {
+		lanes16("hashLanes16AVX512Unrolled", false)
+	}
 
 	Generate()
 }
@@ -1027,5 +1050,12 @@ func compressScalarRolled() {
 	DECQ(nSlot)
 	JNZ(LabelRef("compressScalarRolled_loop"))
 	Label("compressScalarRolled_done")
+	Comment("Clear the block copy and the c words, as compressScalar does.")
+	PXOR(X0, X0)
+	for i := 0; i < 128; i += 16 {
+		MOVOU(X0, msg.Offset(i))
+	}
+	MOVOU(X0, cw)
+	MOVOU(X0, cw.Offset(16))
 	RET()
 }

@@ -1,4 +1,4 @@
-package blake2b
+package study
 
 import (
 	"encoding/binary"
