@@ -23,13 +23,11 @@ const (
 )
 
 // deriveKey returns BLAKE2b-size keyed with the master key over purpose.
+// The caller wipes it. SumKeyed keeps no copy of the master key.
 func deriveKey(master []byte, purpose string, size int) []byte {
-	h, err := blake2b.New(size, master)
-	if err != nil {
-		panic("volume: " + err.Error())
-	}
-	h.Write([]byte(purpose))
-	return h.Sum(nil)
+	key := make([]byte, size)
+	blake2b.SumKeyed(key, master, []byte(purpose))
+	return key
 }
 
 // computeMAC authenticates the header fields under the master key.
@@ -39,11 +37,9 @@ func (h *Header) computeMAC(master []byte) ([macSize]byte, error) {
 		return [macSize]byte{}, err
 	}
 	key := deriveKey(master, purposeMAC, 64)
-	defer clear(key)
-	m, _ := blake2b.New(macSize, key)
-	m.Write(in)
 	var mac [macSize]byte
-	copy(mac[:], m.Sum(nil))
+	blake2b.SumKeyed(mac[:], key, in)
+	clear(key)
 	return mac, nil
 }
 
@@ -70,10 +66,11 @@ const SealedDigestSize = chacha20poly1305.NonceSizeX + blake2b.Size + chacha20po
 func digestAEAD(master []byte) (aeadCipher, func()) {
 	key := deriveKey(master, purposeDigest, chacha20poly1305.KeySize)
 	a, err := chacha20poly1305.NewX(key)
+	clear(key)
 	if err != nil {
 		panic("volume: " + err.Error())
 	}
-	return a, func() { clear(key) }
+	return a, func() { wipeAEAD(a) }
 }
 
 type aeadCipher interface {
@@ -84,6 +81,7 @@ type aeadCipher interface {
 // sealDigest stores the plaintext digest, encrypted (a digest of the
 // plaintext in the clear would tell whether the volume holds a known image).
 func (h *Header) sealDigest(master []byte, digest *[blake2b.Size]byte) error {
+	defer burnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	nonce := h.SealedDigest[:chacha20poly1305.NonceSizeX]
@@ -100,6 +98,7 @@ func (h *Header) openDigest(master []byte) (digest [blake2b.Size]byte, ok bool, 
 	if h.Flags&FlagDigest == 0 {
 		return digest, false, nil
 	}
+	defer burnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	n := chacha20poly1305.NonceSizeX

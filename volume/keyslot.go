@@ -247,6 +247,7 @@ func SetTestKDF(p KDFParams) (restore func()) {
 }
 
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
+	defer burnStack()
 	return argon2.IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
 }
 
@@ -269,12 +270,14 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	if _, err := rand.Read(s.Nonce[:]); err != nil {
 		return KeySlot{}, err
 	}
+	defer burnStack()
 	wk := wrappingKey(passphrase, s.Salt[:], p)
-	defer clear(wk)
 	aead, err := chacha20poly1305.NewX(wk)
+	clear(wk)
 	if err != nil {
 		return KeySlot{}, err
 	}
+	defer wipeAEAD(aead)
 	aead.Seal(s.Wrapped[:0], s.Nonce[:], key, s.associatedData(uuid, index, len(key)))
 	return s, nil
 }
@@ -285,12 +288,14 @@ var errWrongPassphrase = errors.New("wrong passphrase")
 // unwrap recovers the master key; an intact slot that does not open means a
 // wrong passphrase (the slot checksum has already told damage apart).
 func (s *KeySlot) unwrap(passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
+	defer burnStack()
 	wk := wrappingKey(passphrase, s.Salt[:], s.KDF)
-	defer clear(wk)
 	aead, err := chacha20poly1305.NewX(wk)
+	clear(wk)
 	if err != nil {
 		return nil, err
 	}
+	defer wipeAEAD(aead)
 	key, err := aead.Open(nil, s.Nonce[:], s.Wrapped[:keySize+wrapOverhead], s.associatedData(uuid, index, keySize))
 	if err != nil {
 		return nil, errWrongPassphrase
