@@ -88,6 +88,8 @@ func TestKeyFingerprintHelper(t *testing.T) {
 		{"master key", master},
 		{"tag key", derive(xblake2b.Size, purposeTags)},
 		{"header MAC key", derive(64, purposeMAC)},
+		{"state record key", derive(xblake2b.Size, purposeStateRecords)},
+		{"bitmap key", derive(xblake2b.Size, purposeBitmap)},
 		{"digest key", digestKey},
 		{"digest subkey", subkey(digestKey, f[2])},
 	}
