@@ -9,7 +9,7 @@
 # stock kernel) from a small busybox initramfs, runs a payload in it, and
 # prints PASS or FAIL. Exit status: 0 pass, 1 fail, 2 setup error.
 #
-# Default payload: the volume/devmapper tests, built static (CGO_ENABLED=0
+# Default payload: the internal/devmapper tests, built static (CGO_ENABLED=0
 # go test -c), run in the guest with XTSCTL_DM_GUEST set, on images that the
 # same test binary encrypts on the host with our xts package.
 #
@@ -188,8 +188,8 @@ EOF
 # The default payload: our devmapper test binary and its images.
 build_test_payload() { # dir
   local p=$1
-  (cd "$ROOT" && CGO_ENABLED=0 go test -c -o "$p/devmapper.test" ./volume/devmapper) ||
-    die "go test -c ./volume/devmapper failed"
+  (cd "$ROOT" && CGO_ENABLED=0 go test -c -o "$p/devmapper.test" ./internal/devmapper) ||
+    die "go test -c ./internal/devmapper failed"
   XTSCTL_DM_PREPARE="$p/cases" "$p/devmapper.test" -test.run '^TestPrepareGuestImages$' -test.count=1 > "$TMP/prepare.log" 2>&1 ||
     { cat "$TMP/prepare.log" >&2; die "preparing the guest images failed"; }
   cat > "$p/run" <<'EOF'

@@ -72,7 +72,7 @@ step generated assembly is fresh
 scripts/check-generated.bash
 
 step 'device-mapper in a qemu guest (the host kernel has none): our ioctls, then open --backend dm'
-XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMVM$' ./volume/devmapper
+XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMVM$' ./internal/devmapper
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMBackendVM$' ./cmd/xtsctl
 
 step fuzz targets, briefly

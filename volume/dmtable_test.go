@@ -7,10 +7,10 @@ import (
 	"github.com/xtsctl/xtsctl/sector"
 )
 
-// TestPlainCryptTarget: the dm table of a plain image carries cryptsetup's
+// TestPlainCryptTable: the dm table of a plain image carries cryptsetup's
 // --offset, --skip, --sector-size and --iv-large-sectors in dm-crypt's
 // units, and covers everything after the offset.
-func TestPlainCryptTarget(t *testing.T) {
+func TestPlainCryptTable(t *testing.T) {
 	for _, c := range []struct {
 		p    Plain
 		size int64
@@ -28,19 +28,21 @@ func TestPlainCryptTarget(t *testing.T) {
 		{Plain{Sector: sector.Params{Size: 2048}, Offset: 4}, 4*512 + 6144,
 			"0 12 crypt aes-xts-plain64 <master-key> 0 7:3 4 1 sector_size:2048"},
 	} {
-		tt, err := c.p.CryptTarget(c.size)
+		tt, err := c.p.CryptTable(c.size)
 		if err != nil {
 			t.Errorf("%+v: %v", c.p, err)
 			continue
 		}
-		if got := tt.Line(nil, "7:3"); got != c.want {
+		tt.Device = "7:3"
+		if got := tt.Template(); got != c.want {
 			t.Errorf("%+v, %d bytes:\ngot  %s\nwant %s", c.p, c.size, got, c.want)
 		}
 	}
-	key := []byte{0xde, 0xad, 0xbe, 0xef}
-	tt, _ := Plain{Sector: sector.Params{Size: 512}}.CryptTarget(512)
-	if got, want := tt.Line(key, "/dev/loop0"), "0 1 crypt aes-xts-plain64 deadbeef 0 /dev/loop0 0"; got != want {
-		t.Errorf("with a key: got %s, want %s", got, want)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	tt, _ := Plain{Sector: sector.Params{Size: 512}}.CryptTable(512)
+	tt.Key, tt.Device = key, "/dev/loop0"
+	if got, err := tt.AppendLine(nil); err != nil || string(got) != "0 1 crypt aes-xts-plain64 3031323334353637383961626364656630313233343536373839616263646566 0 /dev/loop0 0" {
+		t.Errorf("with a key: got %s, %v", got, err)
 	}
 
 	for _, c := range []struct {
@@ -53,7 +55,7 @@ func TestPlainCryptTarget(t *testing.T) {
 		{Plain{Sector: sector.Params{Size: 4096}}, 4096 + 512, "not a whole number of 4096-byte sectors"},
 		{Plain{Sector: sector.Params{Size: 3000}}, 6000, "unsupported sector size"},
 	} {
-		if _, err := c.p.CryptTarget(c.size); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := c.p.CryptTable(c.size); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v, %d bytes: %v, want an error saying %q", c.p, c.size, err, c.want)
 		}
 	}

@@ -103,20 +103,25 @@ func TestLayoutRejects(t *testing.T) {
 	}
 }
 
-// TestCryptTarget: the dm table line in dm-crypt's own units.
-func TestCryptTarget(t *testing.T) {
+// TestCryptTable: the dm table line in dm-crypt's own units.
+func TestCryptTable(t *testing.T) {
 	l, _ := NewLayout(2<<20, 4096, 32)
 	key := make([]byte, 64)
 	for i := range key {
 		key[i] = byte(i)
 	}
-	got := l.CryptTarget().Line(key, "/dev/loop7")
+	tt := l.CryptTable()
+	tt.Key, tt.Device = key, "/dev/loop7"
+	line, _ := tt.AppendLine(nil)
+	got := string(line)
 	want := "0 4096 crypt aes-xts-plain64 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f 0 /dev/loop7 2048 1 sector_size:4096"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	l, _ = NewLayout(1<<20, 512, 0)
-	if got, want := l.CryptTarget().Line(nil, "7:0"), "0 2048 crypt aes-xts-plain64 <master-key> 0 7:0 2048"; got != want {
+	tt = l.CryptTable()
+	tt.Device = "7:0"
+	if got, want := tt.Template(), "0 2048 crypt aes-xts-plain64 <master-key> 0 7:0 2048"; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

@@ -236,16 +236,6 @@ func (s *KeySlot) associatedData(uuid [16]byte, index, keySize int) []byte {
 // that tests do not spend seconds and gigabytes per passphrase.
 var kdfTestHook func(KDFParams) KDFParams
 
-// SetTestKDF makes every new key slot use p regardless of what is asked,
-// and returns a function restoring the previous behaviour. It exists for
-// tests of xtsctl (including its command-line tests); never call it from
-// other code: it weakens passphrase protection.
-func SetTestKDF(p KDFParams) (restore func()) {
-	old := kdfTestHook
-	kdfTestHook = func(KDFParams) KDFParams { return p }
-	return func() { kdfTestHook = old }
-}
-
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
 	defer burnStack()
 	return argon2.IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)

@@ -15,7 +15,7 @@
 //   - The state area records whether a volume was closed cleanly and which
 //     regions may have torn writes: MarkRegionsDirty before writing to a
 //     region, ClearRegions once it is synced, Recover after a crash.
-//   - Layout.CryptTarget is the dm-crypt table of the data area.
+//   - Layout.CryptTable is the dm-crypt table of the data area.
 //   - AddSlot, ChangeSlot, RemoveSlot, Headers.Backup and Restore manage
 //     passphrases and headers, crash-safely (WriteHeader).
 package volume

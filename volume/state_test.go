@@ -88,7 +88,7 @@ func TestReplayedDirtyRecordDoesNotRetag(t *testing.T) {
 	ctx := context.Background()
 	dev, h := newTestVolume(t, randomData(32, 256<<10), 4096, 32, 64)
 	v := mustOpen(t, dev, false)
-	if err := v.MarkRegionsDirty(0); err != nil {
+	if err := v.markRegions(0); err != nil {
 		t.Fatal(err)
 	}
 	// A copy of the state area while the volume is in use: a genuine dirty
@@ -126,7 +126,7 @@ func TestForgedBitmapIsNotTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustOpen(t, dev, false)
-	if err := v.MarkRegionsDirty(0); err != nil {
+	if err := v.markRegions(0); err != nil {
 		t.Fatal(err)
 	}
 	crashed := dev.clone() // crash with region 0 marked
@@ -167,7 +167,7 @@ func TestSequenceWraparound(t *testing.T) {
 	}
 	forgeRecord(dev, 1, hs.Header.UUID, 1<<64-1, 0)
 	v := openGolden(t, dev, false)
-	if err := v.MarkRegionsDirty(0); err != nil {
+	if err := v.markRegions(0); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := ReadState(dev, v.h); !st.Dirty {
@@ -365,7 +365,7 @@ func TestDirtyProtocolIsCrashSafe(t *testing.T) {
 	}
 	data := randomData(36, 3*ss)
 	write := func(n uint64) {
-		if err := v.MarkRegionsDirty(v.RegionOf(n), v.RegionOf(n+2)); err != nil {
+		if err := v.markRegions(v.RegionOf(n), v.RegionOf(n+2)); err != nil {
 			t.Fatal(err)
 		}
 		if err := v.WriteSectors(data, n); err != nil {
@@ -377,7 +377,7 @@ func TestDirtyProtocolIsCrashSafe(t *testing.T) {
 	if err := v.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	v.ClearRegions(0, 1)
+	v.clearRegions(0, 1)
 	write(70) // region 4
 	if err := v.Sync(); err != nil {
 		t.Fatal(err)
@@ -436,13 +436,13 @@ func TestTornBitmapIsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustOpen(t, dev, false)
-	if err := v.MarkRegionsDirty(0); err != nil {
+	if err := v.markRegions(0); err != nil {
 		t.Fatal(err)
 	}
 	before := dev.clone()
 	ld := &logDevice{memDevice: dev}
 	v.dev = ld
-	if err := v.MarkRegionsDirty(1, 4096); err != nil {
+	if err := v.markRegions(1, 4096); err != nil {
 		t.Fatal(err)
 	}
 	v.Close()

@@ -37,6 +37,7 @@ type Volume struct {
 	// WriteSectors call spreads its tags and encryption over.
 	workers int
 	tagKey  []byte
+	track   *tracker // the dirty regions of WriteSectors and Sync
 
 	warnings []string
 
@@ -56,7 +57,7 @@ type Volume struct {
 
 // Errors of Open and of sector I/O.
 var (
-	ErrInUse    = errors.New("the volume is in use by another process (open for writing there)")
+	ErrInUse    = errors.New("the image is in use by another process (open, or being changed)")
 	ErrReadOnly = errors.New("volume is open read-only")
 	ErrClosed   = errors.New("volume is closed")
 )
@@ -71,6 +72,16 @@ type BadSector struct {
 // bytes in the read buffer are zeroed: unverified plaintext is never
 // returned.
 type IntegrityError struct{ Sectors []BadSector }
+
+// SectorNumbers lists the failing sectors' numbers: what a server that
+// knows nothing of the format counts and logs.
+func (e *IntegrityError) SectorNumbers() []uint64 {
+	n := make([]uint64, len(e.Sectors))
+	for i, b := range e.Sectors {
+		n[i] = b.Sector
+	}
+	return n
+}
 
 func (e *IntegrityError) Error() string {
 	const show = 8
@@ -105,12 +116,19 @@ func Open(path string, passphrase []byte, readOnly bool) (*Volume, error) {
 // OpenWithKey opens the volume at path with its master key (for a process
 // that was handed the key by the one that unlocked it). The key is copied.
 func OpenWithKey(path string, masterKey []byte, readOnly bool) (*Volume, error) {
-	return openPath(path, readOnly, func(hs *Headers) ([]byte, int, error) {
+	return openPath(path, readOnly, WithKey(masterKey))
+}
+
+// WithKey returns an unlock function (for OpenWith and OpenDevice) that
+// takes masterKey, once the header's MAC shows it is this volume's, and
+// uses a copy of it.
+func WithKey(masterKey []byte) func(*Headers) ([]byte, int, error) {
+	return func(hs *Headers) ([]byte, int, error) {
 		if err := hs.CheckKey(masterKey); err != nil {
 			return nil, -1, err
 		}
 		return slices.Clone(masterKey), -1, nil
-	})
+	}
 }
 
 // OpenWith opens the volume at path, locked as Open does, and unlocks it
@@ -120,20 +138,9 @@ func OpenWith(path string, readOnly bool, unlock func(*Headers) ([]byte, int, er
 }
 
 func openPath(path string, readOnly bool, unlock func(*Headers) ([]byte, int, error)) (*Volume, error) {
-	flag, lock := os.O_RDWR, unix.LOCK_EX
-	if readOnly {
-		flag, lock = os.O_RDONLY, unix.LOCK_SH
-	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := LockImage(path, readOnly, 0)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), lock|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, ErrInUse
-		}
-		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
@@ -147,6 +154,31 @@ func openPath(path string, readOnly bool, unlock func(*Headers) ([]byte, int, er
 	}
 	v.file = f
 	return v, nil
+}
+
+// LockImage opens the image (a file or block device) at path and locks
+// it the one way every xtsctl process does: exclusively to write, shared
+// to read (flock, which a loop device holding the file keeps for as long
+// as it is attached). So a volume is never written by two processes, nor
+// its header rewritten while it is served. It returns ErrInUse when
+// another holds a conflicting lock. flag adds open flags (O_DIRECT).
+func LockImage(path string, readOnly bool, flag int) (*os.File, error) {
+	mode, lock := os.O_RDWR, unix.LOCK_EX
+	if readOnly {
+		mode, lock = os.O_RDONLY, unix.LOCK_SH
+	}
+	f, err := os.OpenFile(path, mode|flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), lock|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrInUse
+		}
+		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // OpenDevice opens a volume on dev (size bytes); unlock turns its headers
@@ -185,6 +217,7 @@ func newVolume(dev Device, hs *Headers, key []byte, readOnly bool) (*Volume, err
 		key: key, cipher: c, codec: codec, workers: runtime.GOMAXPROCS(0),
 		warnings: slices.Clone(hs.Warnings),
 	}
+	v.track = newTracker(v)
 	if h.Integrity != IntegrityNone {
 		v.tagKey = deriveKey(key, purposeTags, blake2b.Size)
 	}
@@ -339,11 +372,12 @@ func (v *Volume) sumTags(tags, data []byte, first uint64) {
 
 // WriteSectors encrypts the len(buf)/SectorSize sectors of buf (which it
 // leaves unchanged), writes them at sector first, and writes their tags.
-// The data and its tags reach the device in no particular order and only
-// Sync makes them durable: callers that must survive a crash mark the
-// regions dirty first (MarkRegionsDirty; docs/FORMAT.md, "Dirty regions").
-// The first write of a session records in the state area, synced, that the
-// volume is dirty and its end-to-end digest stale.
+// It follows the writer protocol of docs/FORMAT.md: the first write of a
+// session records, synced, that the volume is dirty and its digest stale;
+// a region is marked dirty, durably, before its first write; and Sync
+// clears the regions it made durable. The data and its tags reach the
+// device in no particular order and only Sync makes them durable. It is
+// safe for concurrent use.
 func (v *Volume) WriteSectors(buf []byte, first uint64) error {
 	if v.readOnly {
 		return ErrReadOnly
@@ -352,6 +386,10 @@ func (v *Volume) WriteSectors(buf []byte, first uint64) error {
 	if err != nil || n == 0 {
 		return err
 	}
+	return v.track.write(first, first+n-1, func() error { return v.writeSectors(buf, first, n) })
+}
+
+func (v *Volume) writeSectors(buf []byte, first, n uint64) error {
 	if err := v.beginWriting(); err != nil {
 		return err
 	}
@@ -375,7 +413,7 @@ func (v *Volume) WriteSectors(buf []byte, first uint64) error {
 // MarkModified records, durably, that the volume is being written (dirty,
 // and its digest stale) without writing through WriteSectors: for a backend
 // that hands the data area to another writer, such as the kernel's
-// dm-crypt. WriteSectors and MarkRegionsDirty call it themselves; Close
+// dm-crypt. WriteSectors calls it itself; Close
 // marks the volume clean again.
 func (v *Volume) MarkModified() error {
 	if v.readOnly {
@@ -411,7 +449,7 @@ func (v *Volume) beginWritingLocked() error {
 // into the slot that does not hold the record in force, synced. A torn
 // write damages only the record being written, and the previous one stays
 // in force. A version-2 record names the bitmap as it is in memory, which
-// the caller writes after it (see MarkRegionsDirty for why in that order).
+// the caller writes after it (see markRegions for why in that order).
 func (v *Volume) recordLocked(s State) error {
 	if s.Sequence+1 >= maxStateSequence {
 		return errors.New("the state records' sequence numbers are exhausted")
@@ -463,8 +501,16 @@ func (v *Volume) SetWorkers(n int) {
 }
 
 // Sync makes every completed write (data and tags) and bitmap update
-// durable.
+// durable, then clears the regions whose writes it made durable (the
+// clears reach the disk with the next Sync).
 func (v *Volume) Sync() error {
+	if v.readOnly {
+		return v.syncNow()
+	}
+	return v.track.sync(v.syncNow)
+}
+
+func (v *Volume) syncNow() error {
 	v.mu.Lock()
 	err := v.writeBitmapLocked()
 	v.mu.Unlock()
@@ -553,14 +599,15 @@ func (v *Volume) markedLocked() []int64 {
 	return regions
 }
 
-// MarkRegionsDirty sets the regions' bits and makes them durable before it
-// returns: call it before writing to a region that is not marked yet.
+// markRegions sets the regions' bits and makes them durable before it
+// returns (the tracker calls it before writing to a region that is not
+// marked yet).
 //
 // In version 2 that takes two syncs: a state record naming the new bitmap
 // (its MAC), then the bitmap. The other order would leave, after a crash
 // between the two, a bitmap no record names, which recovery cannot tell
 // from a forged one and must treat as unknown (every region checked).
-func (v *Volume) MarkRegionsDirty(regions ...int64) error {
+func (v *Volume) markRegions(regions ...int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}
@@ -607,11 +654,11 @@ func (v *Volume) flushBitmapBlocksLocked() error {
 	return nil
 }
 
-// ClearRegions clears the regions' bits; call it once everything written to
-// them is synced. The cleared bits reach the device with the next Sync or
-// bitmap update (a bit left set only costs a check after a crash). A
-// region holding sectors that Recover found mismatched stays marked.
-func (v *Volume) ClearRegions(regions ...int64) error {
+// clearRegions clears the regions' bits once everything written to them is
+// synced. The cleared bits reach the device with the next Sync or bitmap
+// update (a bit left set only costs a check after a crash). A region
+// holding sectors that Recover found mismatched stays marked.
+func (v *Volume) clearRegions(regions ...int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}

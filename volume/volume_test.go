@@ -397,7 +397,7 @@ func TestStateAndRecovery(t *testing.T) {
 	if r := v.RegionOf(sector); r != 1 {
 		t.Fatalf("region of sector %d = %d", sector, r)
 	}
-	if err := v.MarkRegionsDirty(1); err != nil {
+	if err := v.markRegions(1); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.WriteSectors(make([]byte, ss), sector); err != nil {
@@ -435,7 +435,7 @@ func TestStateAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Sync()
-	w.ClearRegions(1)
+	w.clearRegions(1)
 	w.Close()
 	x := mustOpen(t, crashed, false)
 	if st := x.State(); !st.Dirty {
@@ -481,7 +481,7 @@ func TestReadOnly(t *testing.T) {
 	if err := v.WriteSectors(make([]byte, 4096), 0); !errors.Is(err, ErrReadOnly) {
 		t.Fatal(err)
 	}
-	if err := v.MarkRegionsDirty(0); !errors.Is(err, ErrReadOnly) {
+	if err := v.markRegions(0); !errors.Is(err, ErrReadOnly) {
 		t.Fatal(err)
 	}
 }

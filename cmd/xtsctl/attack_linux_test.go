@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xtsctl/xtsctl/volume/serve"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,10 +52,10 @@ func TestMountSymlinkSwap(t *testing.T) {
 	unix.Unmount(real, 0)
 
 	mustRun(t, "close", "sw")
-	if serve.MountSource(other) != "tmpfs" {
+	if mount.Source(other) != "tmpfs" {
 		t.Error("close unmounted the tmpfs the symlink leads to now")
 	}
-	if serve.MountSource(real) != "" {
+	if mount.Source(real) != "" {
 		t.Error("close left the volume's filesystem mounted")
 	}
 }
@@ -71,14 +72,11 @@ func TestNameLogCollision(t *testing.T) {
 	}
 	mustRun(t, args("open", flags, a, "x")...)
 	mustRun(t, args("open", flags, b, "x.log")...)
-	if logPath("x") == stateDir("x.log") {
-		t.Fatalf("the log of x is the state directory of x.log: %s", logPath("x"))
-	}
 	for _, n := range []string{"x", "x.log"} {
 		if st := statusOf(t, n); st.Name != n {
 			t.Errorf("status of %s: %+v", n, st)
 		}
-		if log, err := os.ReadFile(logPath(n)); err != nil || !strings.Contains(string(log), "open ") {
+		if log, err := os.ReadFile(blockdev.LogPath(n)); err != nil || !strings.Contains(string(log), "open ") {
 			t.Errorf("log of %s: %v %q", n, err, log)
 		}
 	}
@@ -93,38 +91,16 @@ func TestFuseDebugNeedsItsValue(t *testing.T) {
 	skipUnlessServing(t)
 	dir := servingEnv(t)
 	img, flags := plainImage(t, dir, 4<<20)
-	t.Setenv(fuseDebugEnv, "1")
+	t.Setenv("XTSCTL_FUSEDEBUG", "1")
 	r := mustRun(t, args("open", flags, img, "dbg")...)
 	if !strings.Contains(r.stderr, "XTSCTL_FUSEDEBUG=1 ignored") {
 		t.Errorf("open with XTSCTL_FUSEDEBUG=1: %q", r.stderr)
 	}
 	mustRun(t, "close", "dbg")
-	t.Setenv(fuseDebugEnv, fuseDebugOn)
+	t.Setenv("XTSCTL_FUSEDEBUG", "plaintext")
 	r = mustRun(t, args("open", flags, img, "dbg")...)
 	if !strings.Contains(r.stderr, "will hold the first bytes of every read and write, in plaintext") {
 		t.Errorf("open with XTSCTL_FUSEDEBUG=plaintext: %q", r.stderr)
 	}
 	mustRun(t, "close", "dbg")
-}
-
-// TestServerChecksTheImageFile: the server serves the file open checked
-// (fd 5), and refuses one that is not it.
-func TestServerChecksTheImageFile(t *testing.T) {
-	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	os.WriteFile(a, []byte("a"), 0o600)
-	os.WriteFile(b, []byte("b"), 0o600)
-	var st unix.Stat_t
-	unix.Stat(a, &st)
-	s := &server{cfg: &serverConfig{Image: a, ImageDev: st.Dev, ImageIno: st.Ino}}
-	fa, _ := os.Open(a)
-	defer fa.Close()
-	fb, _ := os.Open(b)
-	defer fb.Close()
-	if err := s.checkImage(fa); err != nil {
-		t.Errorf("the right file: %v", err)
-	}
-	if err := s.checkImage(fb); err == nil {
-		t.Error("the server took another file for the image")
-	}
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"os"
-
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/blockdev"
 )
 
 func init() { registerCommand(newCloseCmd) }
@@ -33,34 +30,12 @@ removed without xtsctl.`,
 }
 
 func closeVolume(a *app, name string) error {
-	if err := checkName(name); err != nil {
-		return err
-	}
-	unlock, err := lockRunDir()
+	st, err := blockdev.Close(a.ctx, name, a.blockdevOptions())
 	if err != nil {
-		return err
+		return fromBlockdev(err)
 	}
-	defer unlock()
-	e, err := readEntry(name)
-	if errors.Is(err, errNotOpen) {
-		return withCode(exitUsage, fmt.Errorf("%s is not open", name), "'xtsctl status' lists open volumes")
+	if st != nil && st.Device != "" {
+		a.infof("closed %s (%s)", name, st.Device)
 	}
-	if err != nil {
-		return withCode(exitDevice, err)
-	}
-	b := backendOf(e)
-	if !b.alive(e) {
-		return removeStale(a, e)
-	}
-	if e.state == nil {
-		return withCode(exitDevice, fmt.Errorf("%s is still being opened (server pid %d)", name, e.pid))
-	}
-	if err := b.close(a, e.state); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(stateDir(name)); err != nil {
-		return withCode(exitDevice, err)
-	}
-	a.infof("closed %s (%s)", name, e.state.Device)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/internal/devmapper"
+
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/volume"
@@ -177,7 +179,7 @@ func infoOf(image string, size int64, hs *volume.Headers, st volume.State) infoJ
 		StateOffset: volume.StateOffset, StateLength: h.StateLength, RegionSize: h.RegionSize, Regions: h.Regions(),
 		SecondaryOffset: h.SecondaryOffset, VolumeSize: h.Size, ImageSize: size,
 		State:   stateJSON{Known: st.Valid, Clean: st.Valid && !st.Dirty, DigestStale: st.DigestStale || !st.Valid, Authenticated: st.Authenticated},
-		DMTable: h.CryptTarget().Line(nil, image),
+		DMTable: dmTemplate(h.CryptTable(), image),
 		Digest:  "none",
 	}
 	if h.Flags&volume.FlagDigest != 0 {
@@ -266,9 +268,9 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 			a.hintf("%s is a file: dm-crypt needs a block device; attach it (losetup --find --show %s) and give that with --device", image, image)
 		}
 	}
-	t := hs.Header.CryptTarget()
+	t := hs.Header.CryptTable()
 	if !f.showKey {
-		a.resultf("%s", t.Line(nil, device))
+		a.resultf("%s", dmTemplate(t, device))
 		return nil
 	}
 	if f.keyOutput == "" && !a.stdoutIsTerminal() {
@@ -292,7 +294,12 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 	v.Close()
 	defer clear(key)
 	// The line is built and written as bytes, and wiped: it holds the key.
-	line := append(t.AppendLine(nil, key, device), '\n')
+	t.Key, t.Device = key, device
+	line, err := t.AppendLine(nil)
+	if err != nil {
+		return withCode(exitFailure, err)
+	}
+	line = append(line, '\n')
 	defer clear(line)
 	if out == nil {
 		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
@@ -310,4 +317,10 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 	}
 	a.infof("wrote the dm-crypt table of %s with its master key to %s", image, f.keyOutput)
 	return nil
+}
+
+// dmTemplate is the table line of t on device, the key left out.
+func dmTemplate(t devmapper.CryptTable, device string) string {
+	t.Device = device
+	return t.Template()
 }

@@ -6,13 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/secret"
-	"github.com/xtsctl/xtsctl/xts"
-	"golang.org/x/sys/unix"
+	"github.com/xtsctl/xtsctl/volume"
 )
 
 func init() { registerCommand(newOpenCmd) }
@@ -21,7 +19,7 @@ func newOpenCmd(a *app) *cobra.Command {
 	var (
 		typ, backendName, passFile string
 		pf                         plainFlags
-		req                        openRequest
+		req                        blockdev.Request
 	)
 	cmd := &cobra.Command{
 		Use:   "open IMAGE NAME",
@@ -95,30 +93,30 @@ Needs root.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", typeVolume, "image format: volume or plain")
-	f.StringVar(&req.mount, "mount", "", "mount the filesystem on the device at `DIR`")
-	f.StringVar(&req.fstype, "fstype", "", "filesystem type for --mount (default: detected)")
-	f.BoolVar(&req.readOnly, "read-only", false, "serve and mount read-only; the image is never written")
-	f.BoolVar(&req.recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
-	f.StringVar(&backendName, "backend", "auto", "how to serve: "+backendNames())
+	f.StringVar(&req.Mount, "mount", "", "mount the filesystem on the device at `DIR`")
+	f.StringVar(&req.FSType, "fstype", "", "filesystem type for --mount (default: detected)")
+	f.BoolVar(&req.ReadOnly, "read-only", false, "serve and mount read-only; the image is never written")
+	f.BoolVar(&req.Recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
+	f.StringVar(&backendName, "backend", "auto", "how to serve: "+blockdev.BackendNames())
 	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, f)
 	pf.register(f)
 	return cmd
 }
 
-func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name string, req *openRequest) error {
-	if err := checkName(name); err != nil {
-		return err
+func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
+	if err := blockdev.CheckName(name); err != nil {
+		return fromBlockdev(err)
 	}
-	req.name, req.typ = name, typ
-	if req.recover && req.readOnly {
+	req.Name, req.Type, req.Backend = name, typ, backendName
+	if req.Recover && req.ReadOnly {
 		return usageError(errors.New("--recover rewrites tags: it needs a read-write open, not --read-only"))
 	}
-	if req.fstype != "" && req.mount == "" {
+	if req.FSType != "" && req.Mount == "" {
 		return usageError(errors.New("--fstype needs --mount"))
 	}
-	if req.mount != "" {
-		abs, err := filepath.Abs(req.mount)
+	if req.Mount != "" {
+		abs, err := filepath.Abs(req.Mount)
 		if err != nil {
 			return usageError(err)
 		}
@@ -130,20 +128,20 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		fi, err := os.Stat(abs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return usageError(fmt.Errorf("mountpoint %s does not exist", req.mount), "create it: mkdir -p "+req.mount)
+			return usageError(fmt.Errorf("mountpoint %s does not exist", req.Mount), "create it: mkdir -p "+req.Mount)
 		case err != nil:
 			return withCode(exitDevice, err)
 		case !fi.IsDir():
-			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.mount))
+			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.Mount))
 		}
-		req.mount = abs
+		req.Mount = abs
 	}
 	if typ == typePlain {
 		p, err := pf.params()
 		if err != nil {
 			return err
 		}
-		req.plain = p
+		req.Plain = p
 	}
 
 	abs, err := filepath.Abs(image)
@@ -154,20 +152,15 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 	// (as /proc/self/fd/N, and handed to the server): a path swapped
 	// after these checks cannot change what is unlocked and served.
 	img, err := os.Open(abs)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
-	}
-	if img != nil {
-		defer img.Close()
-		req.file = img
-	}
-	fi, err := os.Stat(abs)
-	if img != nil {
-		fi, err = img.Stat()
-	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return withCode(exitInput, fmt.Errorf("image %s does not exist", image))
+	case err != nil:
+		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+	}
+	defer img.Close()
+	fi, err := img.Stat()
+	switch {
 	case err != nil:
 		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
 	case fi.IsDir():
@@ -175,14 +168,13 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
 		return withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
 	}
-	sys := fi.Sys().(*syscall.Stat_t)
-	req.image, req.imageDev, req.imageIno = abs, sys.Dev, sys.Ino
+	req.Image, req.Path = img, abs
+	viaFD := fmt.Sprintf("/proc/self/fd/%d", img.Fd())
 
-	if err := checkBackend(backendName); err != nil {
-		return err
+	if err := blockdev.CheckBackend(backendName); err != nil {
+		return fromBlockdev(err)
 	}
-
-	waitForDeadServer(req)
+	blockdev.WaitForDeadServer(img)
 
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes.
@@ -192,19 +184,14 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 			return err
 		}
 		defer clear(key)
-		c, err := xts.NewCipher(key) // reject a bad key here, with its exit code
-		if err != nil {
-			return withCode(exitKey, err)
-		}
-		c.Wipe()
-		req.secret = key
-		req.cipher = describePlain(req.plain, 8*len(key))
+		req.Key = key
+		req.Cipher = describePlain(req.Plain, 8*len(key))
 	} else {
 		// Unlock here, so that a wrong passphrase is reported like
 		// everywhere else and the terminal prompt happens in this
 		// process; the server gets the master key. Read-only takes a
 		// shared lock and writes nothing.
-		v, err := unlockVolumeAt(a, image, req.path(), passFile, true)
+		v, err := unlockVolumeAt(a, image, viaFD, passFile, true)
 		if err != nil {
 			return err
 		}
@@ -215,114 +202,56 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 			return volumeError(image, err)
 		}
 		defer secret.Wipe(key)
-		req.secret = key
-		req.header = &h
-		req.cipher = describeVolume(&h)
+		req.Key = key
+		req.Header = &h
+		req.Cipher = describeVolume(&h)
 	}
-	bname, b, err := pickBackend(backendName, req)
+	st, err := blockdev.Open(a.ctx, req, a.blockdevOptions())
 	if err != nil {
-		return err
+		return fromBlockdev(err)
 	}
-
-	unlock, err := lockRunDir()
-	if err != nil {
-		return err
+	if r := st.Recovered; r != nil {
+		reportRecovery(a, r, image)
 	}
-	defer unlock()
-	if err := checkNotOpen(a, req); err != nil {
-		return err
-	}
-	dir := stateDir(name)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return withCode(exitDevice, fmt.Errorf("cannot create %s: %w", dir, err))
-	}
-	st, err := b.open(a, req)
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
+	if st.Upgraded {
+		a.infof("%s: upgraded to volume format version %d: its state area (clean or not, which regions are being written) is now authenticated", image, volume.Version)
 	}
 	a.resultf("%s", st.Device)
 	switch {
 	case st.Mountpoint != "":
-		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, st.Device, st.FSType, st.Mountpoint, bname)
+		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, st.Device, st.FSType, st.Mountpoint, st.Backend)
 	default:
-		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, bname)
+		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, st.Backend)
 	}
 	return nil
 }
 
-// checkNotOpen refuses a NAME or an image that is already open, and cleans
-// up after servers that died (with a warning). The caller holds the lock.
-func checkNotOpen(a *app, req *openRequest) error {
-	entries, err := listEntries()
-	if err != nil {
-		return withCode(exitDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
-	}
-	for _, e := range entries {
-		b := backendOf(e)
-		if !b.alive(e) {
-			if err := removeStale(a, e); err != nil {
-				return err
-			}
-			continue
-		}
-		if e.name == req.name {
-			what := "it"
-			if e.state != nil {
-				what = fmt.Sprintf("%s on %s", e.state.Image, e.state.Device)
-			}
-			return withCode(exitDevice, fmt.Errorf("%s is already open (%s)", req.name, what),
-				"close it first: xtsctl close "+req.name)
-		}
-		if e.state != nil && e.state.ImageDev == req.imageDev && e.state.ImageIno == req.imageIno {
-			return withCode(exitDevice, fmt.Errorf("image %s is already open as %s (%s)", req.image, e.name, e.state.Device),
-				"close it first: xtsctl close "+e.name)
-		}
-	}
-	return nil
-}
-
-// removeStale cleans what a dead server left and removes its record.
-func removeStale(a *app, e *entry) error {
-	if err := backendOf(e).cleanup(a, e); err != nil {
-		return withCode(exitDevice, fmt.Errorf("cannot clean up after %s: %w", e.name, err))
-	}
-	if err := os.RemoveAll(stateDir(e.name)); err != nil {
-		return withCode(exitDevice, err)
-	}
-	if e.state != nil && e.state.Backend == "dm" {
-		a.warningf("%s was left open, but its device-mapper device is gone (removed by hand, or its open was interrupted); cleaned up", e.name)
-		return nil
-	}
-	a.warningf("%s was left open by a server that died (%s); cleaned up", e.name, describeLeftovers(e))
-	return nil
-}
-
-// waitForDeadServer waits, a few seconds at most, for a server of this
-// image that was killed a moment ago to let go of the image's lock: the
-// kernel tears a dead process's io_uring down asynchronously, and its
-// requests in flight keep the image open until then. Without the wait,
-// opening again right after a crash would fail with "in use".
-func waitForDeadServer(req *openRequest) {
-	entries, err := listEntries()
-	if err != nil {
+// reportRecovery tells the user what open found after an unclean
+// shutdown.
+func reportRecovery(a *app, r *blockdev.Recovery, image string) {
+	if r.Untagged {
+		a.warningf("%s was not closed cleanly: recovered (no integrity tags, so nothing to check)", image)
 		return
 	}
-	for _, e := range entries {
-		if e.state == nil || e.state.ImageDev != req.imageDev || e.state.ImageIno != req.imageIno || backendOf(e).alive(e) {
-			continue
-		}
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			f, err := os.Open(req.image)
-			if err != nil {
-				return
-			}
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-			f.Close()
-			if err == nil {
-				return
-			}
-		}
+	checked := plural(int64(r.DirtyRegions), "dirty region")
+	if r.AllRegions {
+		checked = "every region (the record of which regions were being written could not be trusted)"
+	}
+	if r.Mismatched == 0 {
+		a.warningf("%s was not closed cleanly: checked %s, %d sectors: every tag matches", image, checked, r.Sectors)
 		return
 	}
+	list := intList(r.BadSectors)
+	if uint64(len(r.BadSectors)) < r.Mismatched {
+		list += fmt.Sprintf(" and %d more", r.Mismatched-uint64(len(r.BadSectors)))
+	}
+	if r.Repaired {
+		a.warningf("%s was not closed cleanly: checked %s; re-tagged %s whose tags did not match, accepting what they hold (--recover): %s",
+			image, checked, plural(int64(r.Mismatched), "sector"), list)
+		return
+	}
+	a.warningf("%s was not closed cleanly: checked %s; %s do not match their tags and read as I/O errors: %s",
+		image, checked, plural(int64(r.Mismatched), "sector"), list)
+	a.hintf("a crash of xtsctl's server leaves in this state at most the sectors it was writing at that moment; a sector it was not writing was changed outside xtsctl")
+	a.hintf("to accept what these sectors hold now, close the volume and open it again with --recover (or rewrite them)")
 }

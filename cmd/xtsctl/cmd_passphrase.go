@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/volume"
-	"golang.org/x/sys/unix"
 )
 
 func init() { registerCommand(newPassphraseCmd) }
@@ -203,17 +202,13 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 // server, the dm backend or another command) is refused rather than having
 // its header rewritten underneath, and two rewrites never interleave.
 func openExclusive(image string) (*os.File, error) {
-	f, err := os.OpenFile(image, os.O_RDWR, 0)
-	if err != nil {
+	f, err := volume.LockImage(image, false, 0)
+	switch {
+	case errors.Is(err, volume.ErrInUse):
+		return nil, withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
+			"xtsctl status lists open volumes; close it first")
+	case err != nil:
 		return nil, withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
-				"xtsctl status lists open volumes; close it first")
-		}
-		return nil, withCode(exitDevice, fmt.Errorf("cannot lock %s: %w", image, err))
 	}
 	return f, nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/volume/serve"
+	"github.com/xtsctl/xtsctl/blockdev"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -38,69 +38,22 @@ cleans it up.`,
 	return cmd
 }
 
-// volumeStatus is one volume as status reports it.
-type volumeStatus struct {
-	runState              // zero but for Name while a volume is being opened or its record was lost
-	State    string       `json:"state"` // "open", "opening", "dead", or "unreachable"
-	Stats    *serve.Stats `json:"stats,omitempty"`
-	DM       *dmStatus    `json:"dm,omitempty"` // the dm backend's table, from the kernel
-}
-
-// A kernelStatuser is a backend whose device the kernel describes (dm).
-type kernelStatuser interface {
-	kernelStatus(st *runState) (*dmStatus, error)
-}
-
 func status(a *app, args []string, asJSON bool) error {
-	var entries []*entry
+	var out []blockdev.Status
 	if len(args) == 1 {
-		if err := checkName(args[0]); err != nil {
-			return err
-		}
-		e, err := readEntry(args[0])
-		if errors.Is(err, errNotOpen) {
+		st, err := blockdev.StatusOf(args[0], a.blockdevOptions())
+		if errors.Is(err, blockdev.ErrNotOpen) {
 			return withCode(exitUsage, fmt.Errorf("%s is not open", args[0]), "'xtsctl status' lists open volumes")
 		}
 		if err != nil {
-			return withCode(exitDevice, err)
+			return fromBlockdev(err)
 		}
-		entries = append(entries, e)
+		out = append(out, st)
 	} else {
 		var err error
-		if entries, err = listEntries(); err != nil {
-			return withCode(exitDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+		if out, err = blockdev.List(a.blockdevOptions()); err != nil {
+			return fromBlockdev(err)
 		}
-	}
-	out := make([]volumeStatus, 0, len(entries))
-	for _, e := range entries {
-		vs := volumeStatus{runState: runState{Name: e.name}}
-		if e.state != nil {
-			vs.runState = *e.state
-		}
-		b := backendOf(e)
-		switch {
-		case !b.alive(e):
-			vs.State = "dead"
-		case e.state == nil, e.state.Device == "": // dm records its device once made
-			vs.State = "opening"
-		default:
-			vs.State = "open"
-			stats, err := b.stats(e.state)
-			if err != nil {
-				vs.State = "unreachable"
-				a.warningf("%s: cannot read counters: %v", e.name, err)
-			}
-			vs.Stats = stats
-			if k, ok := b.(kernelStatuser); ok {
-				dm, err := k.kernelStatus(e.state)
-				if err != nil {
-					vs.State = "unreachable"
-					a.warningf("%s: cannot read the device-mapper table: %v", e.name, err)
-				}
-				vs.DM = dm
-			}
-		}
-		out = append(out, vs)
 	}
 	if asJSON {
 		b, err := json.MarshalIndent(out, "", "  ")
@@ -123,17 +76,17 @@ func status(a *app, args []string, asJSON bool) error {
 	return nil
 }
 
-func printStatus(a *app, vs *volumeStatus) {
-	st := &vs.runState
+func printStatus(a *app, vs *blockdev.Status) {
+	st := &vs.State
 	if st.Device == "" {
-		a.resultf("%s: %s", vs.Name, vs.State)
+		a.resultf("%s: %s", vs.Name, vs.Condition)
 		return
 	}
 	mode := "read-write"
 	if st.ReadOnly {
 		mode = "read-only"
 	}
-	a.resultf("%s: %s", vs.Name, vs.State)
+	a.resultf("%s: %s", vs.Name, vs.Condition)
 	a.resultf("  image:      %s (%s: %s)", st.Image, st.Type, st.Cipher)
 	a.resultf("  device:     %s, %s, %s backend", st.Device, mode, st.Backend)
 	if st.Loop != "" {

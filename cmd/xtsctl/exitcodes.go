@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+
+	"github.com/xtsctl/xtsctl/blockdev"
 )
 
 // Exit codes are part of the CLI's interface (docs/CLI.md lists them).
@@ -39,6 +41,26 @@ func withCode(code int, err error, hints ...string) error {
 }
 
 func usageError(err error, hints ...string) error { return withCode(exitUsage, err, hints...) }
+
+// blockdevCodes maps the kinds of blockdev's errors to exit codes.
+var blockdevCodes = map[blockdev.Kind]int{
+	blockdev.KindFailure:     exitFailure,
+	blockdev.KindUsage:       exitUsage,
+	blockdev.KindInput:       exitInput,
+	blockdev.KindKey:         exitKey,
+	blockdev.KindIntegrity:   exitIntegrity,
+	blockdev.KindDevice:      exitDevice,
+	blockdev.KindInterrupted: exitInterrupted,
+}
+
+// fromBlockdev gives an error of package blockdev its exit code and hints.
+func fromBlockdev(err error) error {
+	var be *blockdev.Error
+	if errors.As(err, &be) {
+		return withCode(blockdevCodes[be.Kind], err, be.Hints...)
+	}
+	return err
+}
 
 // exitCode is the one place that decides the process's exit status.
 func exitCode(err error) int {

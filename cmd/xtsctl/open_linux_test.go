@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xtsctl/xtsctl/volume/loopdev"
-	"github.com/xtsctl/xtsctl/volume/serve"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/internal/loopdev"
+	"github.com/xtsctl/xtsctl/internal/mount"
 )
 
 // skipUnlessServing skips unless this process can open volumes: root,
@@ -34,12 +36,10 @@ func skipUnlessServing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("open needs root")
 	}
-	if err := serve.CheckFUSE(); err != nil {
+	if err := blockdev.Available(); err != nil {
 		t.Skipf("no FUSE: %v", err)
 	}
-	if err := checkLoopSupport(); err != nil {
-		t.Skip(err)
-	}
+
 	for _, tool := range []string{"mkfs.ext4", "e2fsck", "debugfs"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s missing (scripts/install-deps.sh installs e2fsprogs)", tool)
@@ -60,13 +60,13 @@ func servingEnv(t *testing.T) (dir string) {
 	t.Cleanup(func() {
 		// Close whatever a failed test left open, then insist that
 		// nothing remains: no record, server, loop device or mount.
-		entries, _ := listEntries()
+		entries, _ := blockdev.List(blockdev.Options{})
 		for _, e := range entries {
-			t.Errorf("volume %s still open at the end of the test", e.name)
-			if e.pid > 0 {
-				syscall.Kill(e.pid, syscall.SIGKILL)
+			t.Errorf("volume %s still open at the end of the test", e.Name)
+			if e.PID > 0 {
+				syscall.Kill(e.PID, syscall.SIGKILL)
 			}
-			exec.Command("xtsctl", "close", e.name).Run()
+			exec.Command("xtsctl", "close", e.Name).Run()
 		}
 		checkNothingLeft(t, run, dir)
 		os.RemoveAll(run)
@@ -96,7 +96,7 @@ func checkNothingLeft(t *testing.T, run, dir string) {
 		for _, p := range procs {
 			b, _ := os.ReadFile(p)
 			if bytes.Contains(b, []byte("XTSCTL_RUNDIR="+run+"\x00")) && !strings.Contains(p, "/"+strconv.Itoa(os.Getpid())+"/") {
-				if st := processStart(atoi(strings.Split(p, "/")[2])); st != 0 {
+				if running(atoi(strings.Split(p, "/")[2])) {
 					left = append(left, "process "+p)
 				}
 			}
@@ -204,9 +204,9 @@ func formatExt4(t *testing.T, img, name string, flags []string) {
 }
 
 // statusOf returns status --json for name.
-func statusOf(t *testing.T, name string) volumeStatus {
+func statusOf(t *testing.T, name string) blockdev.Status {
 	t.Helper()
-	var vs []volumeStatus
+	var vs []blockdev.Status
 	out := mustRun(t, "status", "--json", name).stdout
 	if err := json.Unmarshal([]byte(out), &vs); err != nil || len(vs) != 1 {
 		t.Fatalf("status --json: %v\n%s", err, out)
@@ -277,13 +277,13 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 	if !strings.Contains(r.stderr, "mounted on "+mnt) {
 		t.Errorf("open did not report the mount: %q", r.stderr)
 	}
-	if src := serve.MountSource(mnt); src != dev {
+	if src := mount.Source(mnt); src != dev {
 		t.Fatalf("%s is mounted from %q, want %s", mnt, src, dev)
 	}
 	files := makeFiles(t, mnt)
 	vs := statusOf(t, "rt")
-	if vs.State != "open" || vs.runState.Device != dev || vs.runState.Mountpoint != mnt || vs.runState.FSType != "ext4" {
-		t.Errorf("status: %+v %+v", vs, vs.runState)
+	if vs.Condition != "open" || vs.State.Device != dev || vs.State.Mountpoint != mnt || vs.State.FSType != "ext4" {
+		t.Errorf("status: %+v %+v", vs, vs.State)
 	}
 	if vs.Stats == nil || vs.Stats.Writes == 0 || vs.Stats.WriteBytes < 5<<20 || vs.Stats.Syncs == 0 {
 		t.Errorf("status counters after writing and syncing files: %+v", vs.Stats)
@@ -291,7 +291,7 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 	// The transport is the one this kernel offers: io_uring where the
 	// fuse module has it enabled (scripts/test.bash runs both ways).
 	transport := "/dev/fuse"
-	if serve.RingAvailable() {
+	if fusefile.RingAvailable() {
 		transport = "over io_uring"
 	}
 	if vs.Stats != nil && !strings.HasPrefix(vs.Stats.Transport, transport) {
@@ -304,7 +304,7 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 		}
 	}
 	mustRun(t, "close", "rt")
-	if serve.MountSource(mnt) != "" {
+	if mount.Source(mnt) != "" {
 		t.Fatal("close left the filesystem mounted")
 	}
 
@@ -346,8 +346,8 @@ func TestOpenRefusals(t *testing.T) {
 
 	// No filesystem yet: --mount fails, nothing stays attached.
 	mustFail(t, exitDevice, "no filesystem found", args("open", flags, "--mount", mnt, img, "r1")...)
-	if entries, _ := listEntries(); len(entries) != 0 {
-		t.Fatalf("a failed open left a record: %v", entries[0].name)
+	if entries, _ := blockdev.List(blockdev.Options{}); len(entries) != 0 {
+		t.Fatalf("a failed open left a record: %v", entries[0].Name)
 	}
 	checkNothingLeft(t, os.Getenv("XTSCTL_RUNDIR"), dir)
 
@@ -372,8 +372,8 @@ func TestOpenRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFail(t, exitDevice, mnt+" is busy", "close", "r1")
-	if vs := statusOf(t, "r1"); vs.State != "open" || serve.MountSource(mnt) == "" {
-		t.Fatalf("a refused close changed the volume: state %s", vs.State)
+	if vs := statusOf(t, "r1"); vs.Condition != "open" || mount.Source(mnt) == "" {
+		t.Fatalf("a refused close changed the volume: state %s", vs.Condition)
 	}
 	f.Close()
 	mustRun(t, "close", "r1")
@@ -434,22 +434,19 @@ func TestKillServerDuringWrites(t *testing.T) {
 	for len(durable) < 16 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	e, err := readEntry("k")
-	if err != nil || e.state == nil {
-		t.Fatalf("no state for k: %v", err)
-	}
-	if err := syscall.Kill(e.state.PID, syscall.SIGKILL); err != nil {
+	e := serverOf(t, "k")
+	if err := syscall.Kill(e.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-writerDone; !errors.Is(err, syscall.EIO) && !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.EROFS) {
 		t.Errorf("the writer ended with %v, want an I/O error from the dead device", err)
 	}
 	close(durable)
-	for processAlive(e.state.PID, e.state.PIDStart) {
+	for running(e.PID) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if vs := statusOf(t, "k"); vs.State != "dead" {
-		t.Errorf("status after SIGKILL: %s, want dead", vs.State)
+	if vs := statusOf(t, "k"); vs.Condition != "dead" {
+		t.Errorf("status after SIGKILL: %s, want dead", vs.Condition)
 	}
 
 	// Open again: the stale mount, loop device and FUSE mount go first.
@@ -459,7 +456,7 @@ func TestKillServerDuringWrites(t *testing.T) {
 	}
 	dev := strings.TrimSpace(r.stdout)
 	// The journal is replayed by mounting; then fsck must find nothing.
-	if err := serve.MountFilesystem(dev, mnt, "ext4", false); err != nil {
+	if err := mount.Mount(dev, mnt, "ext4", false); err != nil {
 		t.Fatal(err)
 	}
 	for name, data := range synced {
@@ -481,7 +478,7 @@ func TestKillServerDuringWrites(t *testing.T) {
 		}
 	}
 	t.Logf("%d fsynced chunks survived the kill", chunks)
-	if err := serve.Unmount(mnt); err != nil {
+	if err := mount.Unmount(mnt); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("e2fsck", "-f", "-n", dev).CombinedOutput(); err != nil {
@@ -491,9 +488,9 @@ func TestKillServerDuringWrites(t *testing.T) {
 
 	// close also cleans up after a dead server.
 	mustRun(t, args("open", flags, img, "k")...)
-	e, _ = readEntry("k")
-	syscall.Kill(e.state.PID, syscall.SIGKILL)
-	for processAlive(e.state.PID, e.state.PIDStart) {
+	e = serverOf(t, "k")
+	syscall.Kill(e.PID, syscall.SIGKILL)
+	for running(e.PID) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r = mustRun(t, "close", "k")
@@ -675,25 +672,40 @@ func TestServerSIGTERM(t *testing.T) {
 	os.Mkdir(mnt, 0o755)
 	mustRun(t, args("open", flags, "--mount", mnt, img, "t")...)
 	files := makeFiles(t, mnt)
-	e, err := readEntry("t")
-	if err != nil || e.state == nil {
-		t.Fatalf("no state: %v", err)
-	}
-	if err := syscall.Kill(e.state.PID, syscall.SIGTERM); err != nil {
+	e := serverOf(t, "t")
+	if err := syscall.Kill(e.PID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for processAlive(e.state.PID, e.state.PIDStart) {
+	for running(e.PID) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not exit on SIGTERM")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := readEntry("t"); !errors.Is(err, errNotOpen) {
+	if _, err := blockdev.StatusOf("t", blockdev.Options{}); !errors.Is(err, blockdev.ErrNotOpen) {
 		t.Errorf("after SIGTERM the record is still there (%v)", err)
 	}
 	checkNothingLeft(t, os.Getenv("XTSCTL_RUNDIR"), dir)
 	mustRun(t, args("open", flags, "--read-only", "--mount", mnt, img, "t")...)
 	checkFiles(t, mnt, files)
 	mustRun(t, "close", "t")
+}
+
+// serverOf returns the record of the open NAME, which names its server.
+func serverOf(t *testing.T, name string) blockdev.State {
+	t.Helper()
+	st, err := blockdev.StatusOf(name, blockdev.Options{})
+	if err != nil || st.PID == 0 {
+		t.Fatalf("no server for %s: %+v, %v", name, st, err)
+	}
+	return st.State
+}
+
+// running reports whether process pid exists and is not a zombie (a
+// zombie serves nothing).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err == nil && i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }

@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/mount"
 	"github.com/xtsctl/xtsctl/volume"
-	"github.com/xtsctl/xtsctl/volume/serve"
 )
 
 // testVolume formats a volume of size bytes of data with 4096-byte
@@ -113,7 +114,7 @@ func TestVolumeOpenEndToEnd(t *testing.T) {
 	if !strings.Contains(r.stderr, "integrity errors were seen") {
 		t.Errorf("close did not mention the integrity errors: %q", r.stderr)
 	}
-	log, _ := os.ReadFile(logPath("v"))
+	log, _ := os.ReadFile(blockdev.LogPath("v"))
 	if !strings.Contains(string(log), "sector "+itoa(n)+" failed verification") {
 		t.Errorf("the server log does not name sector %d:\n%s", n, log)
 	}
@@ -163,16 +164,13 @@ func TestVolumeKillRecovery(t *testing.T) {
 	for len(durable) < 16 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	e, err := readEntry("vk")
-	if err != nil || e.state == nil {
-		t.Fatalf("no state for vk: %v", err)
-	}
-	syscall.Kill(e.state.PID, syscall.SIGKILL)
+	e := serverOf(t, "vk")
+	syscall.Kill(e.PID, syscall.SIGKILL)
 	if err := <-writerDone; err == nil || err.Error() == "the writer was never interrupted" {
 		t.Errorf("the writer ended with %v, want an I/O error", err)
 	}
 	close(durable)
-	for processAlive(e.state.PID, e.state.PIDStart) {
+	for running(e.PID) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
@@ -199,7 +197,7 @@ func TestVolumeKillRecovery(t *testing.T) {
 		t.Logf("the kill tore %s sectors; open --recover accepted them", report[2])
 	}
 	dev := strings.TrimSpace(r.stdout)
-	if err := serve.MountFilesystem(dev, mnt, "ext4", false); err != nil { // replays the journal
+	if err := mount.Mount(dev, mnt, "ext4", false); err != nil { // replays the journal
 		t.Fatal(err)
 	}
 	checkFiles(t, mnt, synced)
@@ -210,14 +208,14 @@ func TestVolumeKillRecovery(t *testing.T) {
 			t.Errorf("chunk %d was fsynced before the kill but is lost or changed", c.n)
 		}
 	}
-	if err := serve.Unmount(mnt); err != nil {
+	if err := mount.Unmount(mnt); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("e2fsck", "-f", "-n", dev).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck after the kill: %v\n%s", err, out)
 	}
-	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 || vs.runState.Recovered == nil || vs.runState.Recovered.DirtyRegions == 0 {
-		t.Errorf("status after recovery: %+v, recovered %+v; want no integrity errors and the recovery recorded", vs.Stats, vs.runState.Recovered)
+	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 || vs.State.Recovered == nil || vs.State.Recovered.DirtyRegions == 0 {
+		t.Errorf("status after recovery: %+v, recovered %+v; want no integrity errors and the recovery recorded", vs.Stats, vs.State.Recovered)
 	}
 	mustRun(t, "close", "vk")
 	v := mustRun(t, "verify", "--passphrase-file", flags[1], img)

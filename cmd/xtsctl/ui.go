@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/xtsctl/xtsctl/blockdev"
+
 	"golang.org/x/term"
 )
 
@@ -97,4 +99,9 @@ func (u *ui) promptTTY(tty io.Writer, format string, args ...any) {
 func (u *ui) stdoutIsTerminal() bool {
 	f, ok := u.stdout.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// blockdevOptions passes blockdev's warnings to the user.
+func (a *app) blockdevOptions() blockdev.Options {
+	return blockdev.Options{Warn: a.warningf}
 }

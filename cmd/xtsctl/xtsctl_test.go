@@ -6,8 +6,9 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/testhooks"
 	"github.com/xtsctl/xtsctl/volume"
-	"github.com/xtsctl/xtsctl/volume/devmapper"
 )
 
 // testKDF are the Argon2id costs of key slots made in tests without
@@ -25,9 +26,7 @@ func TestMain(m *testing.M) {
 			// backend: --backend auto must pick it on hosts with
 			// device-mapper too. The dm backend is tested in
 			// process (backend_dm_linux_test.go) and in a VM.
-			dmAvailable = func() error {
-				return fmt.Errorf("%w: hidden from tests that run xtsctl as a process", devmapper.ErrUnavailable)
-			}
+			testhooks.DMUnavailable = fmt.Errorf("%w: hidden from tests that run xtsctl as a process", devmapper.ErrUnavailable)
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})

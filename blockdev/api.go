@@ -1,0 +1,250 @@
+package blockdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/volume"
+	"golang.org/x/sys/unix"
+)
+
+// ServeCommand is the hidden command under which the program must call
+// Serve: the FUSE backend starts its server by running this very binary
+// (/proc/self/exe) with it.
+const ServeCommand = "internal-serve"
+
+// Open serves req, unlocked by the caller, as the block device NAME: it
+// picks the backend, refuses a NAME or an image that is open already
+// (cleaning up after servers that died, with a warning), serves, mounts
+// when asked, and returns the record of what it did. A volume that was
+// not closed cleanly is recovered first (State.Recovered says what was
+// found) and a version-1 volume upgraded (State.Upgraded).
+func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
+	a := &run{ctx: ctx, Options: opt}
+	if err := CheckName(req.Name); err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(req.Image.Fd()), &st); err != nil {
+		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
+	}
+	req.dev, req.ino = st.Dev, st.Ino
+	bname, b, err := pickBackend(req.Backend, req)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockRunDir()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := checkNotOpen(a, req); err != nil {
+		return nil, err
+	}
+	dir := stateDir(req.Name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, withKind(KindDevice, fmt.Errorf("cannot create %s: %w", dir, err))
+	}
+	state, err := b.open(a, req)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	state.Backend = bname
+	return state, nil
+}
+
+// checkNotOpen refuses a NAME or an image that is already open, and cleans
+// up after servers that died (with a warning). The caller holds the lock.
+func checkNotOpen(a *run, req *Request) error {
+	entries, err := listEntries()
+	if err != nil {
+		return withKind(KindDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+	}
+	for _, e := range entries {
+		b := backendOf(e)
+		if !b.alive(e) {
+			if err := removeStale(a, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.name == req.Name {
+			what := "it"
+			if e.state != nil {
+				what = fmt.Sprintf("%s on %s", e.state.Image, e.state.Device)
+			}
+			return withKind(KindDevice, fmt.Errorf("%s is already open (%s)", req.Name, what),
+				"close it first: xtsctl close "+req.Name)
+		}
+		if e.state != nil && e.state.ImageDev == req.dev && e.state.ImageIno == req.ino {
+			return withKind(KindDevice, fmt.Errorf("image %s is already open as %s (%s)", req.Path, e.name, e.state.Device),
+				"close it first: xtsctl close "+e.name)
+		}
+	}
+	return nil
+}
+
+// removeStale cleans what a dead server left and removes its record.
+func removeStale(a *run, e *entry) error {
+	if err := backendOf(e).cleanup(a, e); err != nil {
+		return withKind(KindDevice, fmt.Errorf("cannot clean up after %s: %w", e.name, err))
+	}
+	if err := os.RemoveAll(stateDir(e.name)); err != nil {
+		return withKind(KindDevice, err)
+	}
+	if e.state != nil && e.state.Backend == "dm" {
+		a.warningf("%s was left open, but its device-mapper device is gone (removed by hand, or its open was interrupted); cleaned up", e.name)
+		return nil
+	}
+	a.warningf("%s was left open by a server that died (%s); cleaned up", e.name, describeLeftovers(e))
+	return nil
+}
+
+// WaitForDeadServer waits, a few seconds at most, for a server of image
+// (the open file) that was killed a moment ago to let go of the image's
+// lock: the kernel tears a dead process's io_uring down asynchronously,
+// and its requests in flight keep the image open until then. Without the
+// wait, unlocking the image again right after a crash would fail with
+// "in use". Call it before unlocking.
+func WaitForDeadServer(image *os.File) {
+	var st unix.Stat_t
+	if unix.Fstat(int(image.Fd()), &st) != nil {
+		return
+	}
+	entries, err := listEntries()
+	if err != nil {
+		return
+	}
+	path := fmt.Sprintf("/proc/self/fd/%d", image.Fd())
+	for _, e := range entries {
+		if e.state == nil || e.state.ImageDev != st.Dev || e.state.ImageIno != st.Ino || backendOf(e).alive(e) {
+			continue
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			f, err := volume.LockImage(path, true, 0)
+			if f != nil {
+				f.Close()
+			}
+			if !errors.Is(err, volume.ErrInUse) {
+				return
+			}
+		}
+		return
+	}
+}
+
+// Close undoes Open for NAME: unmounts what it mounted, releases the
+// device, flushes, marks the image clean and stops serving; it returns the
+// record of what was closed. If the filesystem or the device is busy,
+// nothing changes. A NAME whose server died (or whose device-mapper device
+// is gone) is cleaned up instead, with a warning, and its record returned.
+func Close(ctx context.Context, name string, opt Options) (*State, error) {
+	a := &run{ctx: ctx, Options: opt}
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	unlock, err := lockRunDir()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	e, err := readEntry(name)
+	if errors.Is(err, ErrNotOpen) {
+		return nil, withKind(KindUsage, fmt.Errorf("%s is not open", name), "'xtsctl status' lists open volumes")
+	}
+	if err != nil {
+		return nil, withKind(KindDevice, err)
+	}
+	b := backendOf(e)
+	if !b.alive(e) {
+		return e.state, removeStale(a, e)
+	}
+	if e.state == nil {
+		return nil, withKind(KindDevice, fmt.Errorf("%s is still being opened (server pid %d)", name, e.pid))
+	}
+	if err := b.close(a, e.state); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(stateDir(name)); err != nil {
+		return nil, withKind(KindDevice, err)
+	}
+	return e.state, nil
+}
+
+// Status is one open NAME as Status and List report it.
+type Status struct {
+	State                     // zero but for Name while an image is being opened or its record was lost
+	Condition string          `json:"state"` // "open", "opening", "dead", or "unreachable"
+	Stats     *fusefile.Stats `json:"stats,omitempty"`
+	DM        *DMStatus       `json:"dm,omitempty"` // the dm backend's table, from the kernel
+}
+
+// A kernelStatuser is a backend whose device the kernel describes (dm).
+type kernelStatuser interface {
+	kernelStatus(st *State) (*DMStatus, error)
+}
+
+// StatusOf reports on NAME (ErrNotOpen if it is not open).
+func StatusOf(name string, opt Options) (Status, error) {
+	if err := CheckName(name); err != nil {
+		return Status{}, err
+	}
+	e, err := readEntry(name)
+	if err != nil {
+		return Status{}, err
+	}
+	return statusOf(e, &run{Options: opt}), nil
+}
+
+// List reports on every open NAME, in order.
+func List(opt Options) ([]Status, error) {
+	entries, err := listEntries()
+	if err != nil {
+		return nil, withKind(KindDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+	}
+	out := make([]Status, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, statusOf(e, &run{Options: opt}))
+	}
+	return out, nil
+}
+
+func statusOf(e *entry, a *run) Status {
+	vs := Status{State: State{Name: e.name}}
+	if e.state != nil {
+		vs.State = *e.state
+	}
+	b := backendOf(e)
+	switch {
+	case !b.alive(e):
+		vs.Condition = "dead"
+	case e.state == nil, e.state.Device == "": // dm records its device once made
+		vs.Condition = "opening"
+	default:
+		vs.Condition = "open"
+		stats, err := b.stats(e.state)
+		if err != nil {
+			vs.Condition = "unreachable"
+			a.warningf("%s: cannot read counters: %v", e.name, err)
+		}
+		vs.Stats = stats
+		if k, ok := b.(kernelStatuser); ok {
+			dm, err := k.kernelStatus(e.state)
+			if err != nil {
+				vs.Condition = "unreachable"
+				a.warningf("%s: cannot read the device-mapper table: %v", e.name, err)
+			}
+			vs.DM = dm
+		}
+	}
+	return vs
+}
+
+// Available reports what this host lacks to serve images through the FUSE
+// backend (root, /dev/fuse, loop devices), or nil.
+func Available() error { return backends["fuse"].available() }

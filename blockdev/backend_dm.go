@@ -1,0 +1,418 @@
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/loopdev"
+	"github.com/xtsctl/xtsctl/internal/mount"
+	"github.com/xtsctl/xtsctl/internal/testhooks"
+	"github.com/xtsctl/xtsctl/volume"
+	"golang.org/x/sys/unix"
+)
+
+// dmBackend hands an image to the kernel's dm-crypt: a loop device on the
+// image file, one crypt target on the loop device for the encrypted data
+// (/dev/mapper/NAME), and optionally a mount. No process of ours stays
+// behind: the kernel serves the device, the state record says what to
+// take down, and close does it. docs/DM.md maps our parameters to the
+// table and says how it is tested.
+//
+// The image stays locked while the device exists, as volume.Open and the
+// FUSE server lock it (exclusive to write, shared to read): the lock is
+// taken on the file handed to the loop device, which holds it until the
+// table lets go of the loop device at close. decrypt, verify, passphrase
+// changes and other opens therefore refuse the image meanwhile.
+type dmBackend struct{}
+
+// dmAvailable is devmapper.Available; tests replace it to exercise the
+// choice of backend on hosts without device-mapper.
+var dmAvailable = func() error {
+	if err := testhooks.DMUnavailable; err != nil {
+		return err
+	}
+	return devmapper.Available()
+}
+
+func (dmBackend) available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the dm backend needs root (device-mapper, loop devices and mount)")
+	}
+	if err := dmAvailable(); err != nil {
+		return err
+	}
+	return checkLoopSupport()
+}
+
+// suits: --backend auto leaves volumes with integrity tags to FUSE, which
+// checks every read against its tag (dm-crypt knows nothing of tags), and
+// images whose parameters dm-crypt cannot express.
+func (dmBackend) suits(req *Request) error {
+	if hasTags(req) {
+		return errors.New("the volume has integrity tags, which dm-crypt does not check")
+	}
+	size, err := imageSize(req.Path)
+	if err != nil {
+		return err
+	}
+	_, err = dmTarget(req, size)
+	return err
+}
+
+func hasTags(req *Request) bool {
+	return req.Type == TypeVolume && req.Header.Integrity != volume.IntegrityNone
+}
+
+func imageSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
+}
+
+// dmTarget is the dm-crypt mapping of req's encrypted data: the volume's
+// data area where its header puts it (the table info --dm-table prints),
+// or a plain image's data after --offset, with --skip, --sector-size and
+// --iv-large-sectors. It fails when dm-crypt cannot express it (with
+// sectors above 512 bytes, --offset and --skip must be multiples of the
+// sector size).
+func dmTarget(req *Request, size int64) (devmapper.CryptTable, error) {
+	var t devmapper.CryptTable
+	if req.Type == TypeVolume {
+		t = req.Header.CryptTable()
+	} else {
+		var err error
+		if t, err = req.Plain.CryptTable(size); err != nil {
+			return t, err
+		}
+	}
+	probe := cryptTable(t, make([]byte, len(req.Key)), "7:0", false)
+	return t, probe.Validate()
+}
+
+// cryptTable is t with its key and device, to load.
+func cryptTable(t devmapper.CryptTable, key []byte, device string, readOnly bool) *devmapper.CryptTable {
+	t.Key, t.Device, t.ReadOnly = key, device, readOnly
+	return &t
+}
+
+// dmReadOnly decides whether req opens read-only, and says why when it
+// is not what was asked: a volume with integrity tags is only ever read
+// through dm-crypt, which would leave the tags of what it writes stale.
+func dmReadOnly(a *run, req *Request) bool {
+	if !hasTags(req) {
+		return req.ReadOnly
+	}
+	if req.ReadOnly {
+		a.warningf("%s has integrity tags, which dm-crypt does not check: its reads are not verified (--backend fuse verifies every read)", req.Path)
+	} else {
+		a.warningf("%s has integrity tags, which dm-crypt neither checks nor updates: opening it read-only (--backend fuse verifies every read and can write)", req.Path)
+	}
+	return true
+}
+
+func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
+	ro := dmReadOnly(a, req)
+	pid := os.Getpid()
+	st := &State{
+		Name: req.Name, Backend: "dm", Image: req.Path, ImageDev: req.dev, ImageIno: req.ino,
+		Type: req.Type, Cipher: req.Cipher, Mountpoint: req.Mount, ReadOnly: ro,
+		PID: pid, PIDStart: processStart(pid),
+	}
+	// Recorded before anything is set up, with this process as the one
+	// at work: if it dies half-way, the next open, close or status tells
+	// what it left (alive, cleanup).
+	if err := writeState(st); err != nil {
+		return nil, withKind(KindDevice, fmt.Errorf("write state: %w", err))
+	}
+
+	f, err := volume.LockImage(req.path(), ro, 0)
+	if err != nil {
+		return nil, imageError(req.Path, err)
+	}
+	defer f.Close() // after the undo below, which may finish the image through f
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, withKind(KindInput, fmt.Errorf("cannot size image %s: %w", req.Path, err))
+	}
+	target, err := dmTarget(req, size)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("dm-crypt cannot map %s: %w", req.Path, err), "the fuse backend serves it: --backend fuse")
+	}
+	loop, err := loopdev.AttachFile(f, loopdev.Options{
+		ReadOnly: ro,
+		// The loop driver then does not cache the ciphertext that
+		// dm-crypt's device caches the plaintext of; where the
+		// image's filesystem cannot, the kernel falls back to
+		// buffered I/O by itself.
+		DirectIO: true,
+		// 512-byte blocks whatever the encryption sector: a plain
+		// image's --offset may be any multiple of 512 bytes.
+		BlockSize: 512,
+	})
+	if err != nil {
+		return nil, withKind(KindDevice, err)
+	}
+	// The table holds the loop device from now on: closing our handle
+	// lets the kernel free it with the table (LO_FLAGS_AUTOCLEAR), or at
+	// once if no table was loaded.
+	defer loop.Close()
+	st.Loop = loop.Path
+
+	// The volume is recorded as being written only now, right before the
+	// device appears: an open that fails earlier leaves it untouched. One
+	// that fails later marks it clean again, its digest stale.
+	if req.Type == TypeVolume && !ro {
+		if err := handOver(a, f, size, req, st); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() {
+			// The device is gone again (undone before this):
+			// sync what reached the image and close cleanly.
+			if err := finishImage(f, st); err != nil {
+				a.warningf("%v", err)
+			}
+		})
+	}
+
+	// Last point to stop cleanly on Ctrl-C: after it, the device exists
+	// and open completes.
+	if a.ctx.Err() != nil {
+		return nil, withKind(KindInterrupted, fmt.Errorf("interrupted; %s was not opened", req.Name))
+	}
+	table := cryptTable(target, req.Key, fmt.Sprintf("%d:%d", loop.Major, loop.Minor), ro)
+	dev, err := devmapper.CreateCrypt(req.Name, table)
+	if err != nil {
+		return nil, createError(req.Name, err)
+	}
+	undo = append(undo, func() { devmapper.Remove(req.Name) })
+	st.Device = dev
+
+	if req.Mount != "" {
+		if st.FSType, err = mountFilesystem(req.Path, dev, req.Mount, req.FSType, ro); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { mount.Unmount(req.Mount) })
+	}
+	st.PID, st.PIDStart, st.Opened = 0, 0, time.Now().UTC()
+	if err := writeState(st); err != nil {
+		return nil, withKind(KindDevice, fmt.Errorf("write state: %w", err))
+	}
+	return st, nil
+}
+
+// createError explains why CreateCrypt failed.
+func createError(name string, err error) error {
+	switch {
+	case errors.Is(err, devmapper.ErrUnavailable):
+		return withKind(KindDevice, err)
+	case !errors.Is(err, devmapper.ErrExists):
+		return withKind(KindDevice, err, "the kernel log (dmesg) says why device-mapper refused the table")
+	}
+	if info, serr := devmapper.Status(name); serr == nil && info.Ours() {
+		return withKind(KindDevice, fmt.Errorf("%s exists already, made by an xtsctl open whose record is lost", devmapper.DevPath(name)),
+			"unmount it if it is mounted, then remove it: dmsetup remove "+name)
+	}
+	return withKind(KindDevice, fmt.Errorf("a device-mapper device named %s exists already, not made by xtsctl", name), "choose another NAME")
+}
+
+// handOver prepares a volume without tags for dm-crypt to write, following
+// docs/FORMAT.md's writer protocol for a writer we do not see: recover it
+// if it was not closed cleanly, upgrade a version-1 volume, then record it
+// dirty with its digest stale (volume.Release). close records the clean
+// close (finishImage) with the record Release returns, kept in st.
+func handOver(a *run, f *os.File, size int64, req *Request, st *State) error {
+	v, err := volume.OpenDevice(f, size, false, volume.WithKey(req.Key))
+	if err != nil {
+		return imageError(req.Path, err)
+	}
+	// No tags: recovery has nothing to check, only the state to repair.
+	if st.Recovered, st.Upgraded, err = settleVolume(a.ctx, v, req.Path, false); err != nil {
+		v.Close()
+		return err
+	}
+	if st.CloseRecord, err = v.Release(); err != nil {
+		return withKind(KindDevice, fmt.Errorf("%s: cannot mark it as being written: %w", req.Path, err))
+	}
+	return nil
+}
+
+// finishImage completes a read-write session on f, the image locked: it
+// syncs what dm-crypt wrote through the loop device and, for a volume,
+// records the clean close (volume.MarkClean).
+func finishImage(f *os.File, st *State) error {
+	if err := f.Sync(); err != nil {
+		return withKind(KindDevice, fmt.Errorf("sync %s: %w", st.Image, err))
+	}
+	if st.Type != TypeVolume {
+		return nil
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err == nil {
+		err = volume.MarkClean(f, size, st.CloseRecord)
+	}
+	if err != nil {
+		return withKind(KindDevice, fmt.Errorf("%s: cannot record the clean close: %w", st.Image, err))
+	}
+	return nil
+}
+
+// releaseWait bounds how long close waits for the loop device to let go
+// of the image once the table is removed: the kernel frees an
+// auto-clearing loop device in the release path of its last user, which
+// may lag behind the removal briefly.
+const releaseWait = 10 * time.Second
+
+// reopenImage opens the image of st again and takes its lock once the loop
+// device has let go of it, waiting up to wait.
+func reopenImage(st *State, wait time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		f, err := volume.LockImage(st.Image, false, 0)
+		switch {
+		case err == nil:
+			var fst unix.Stat_t
+			if err := unix.Fstat(int(f.Fd()), &fst); err != nil || fst.Dev != st.ImageDev || fst.Ino != st.ImageIno {
+				f.Close()
+				return nil, withKind(KindDevice, fmt.Errorf("%s is not the image that was opened any more", st.Image))
+			}
+			return f, nil
+		case !errors.Is(err, volume.ErrInUse):
+			return nil, withKind(KindDevice, fmt.Errorf("cannot reopen %s to finish it: %w", st.Image, err))
+		case time.Now().After(deadline):
+			return nil, withKind(KindDevice, fmt.Errorf("%s is still in use (by its loop device %s?): %w", st.Image, st.Loop, err),
+				"run 'xtsctl close "+st.Name+"' again once it is released")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive: the device exists and is ours, or the open that records it is
+// still at work.
+func (dmBackend) alive(e *entry) bool {
+	if processAlive(e.pid, e.start) {
+		return true
+	}
+	info, err := devmapper.Status(e.name)
+	return err == nil && info.Ours()
+}
+
+func (dmBackend) close(a *run, st *State) error {
+	info, err := devmapper.Status(st.Name)
+	switch {
+	case errors.Is(err, devmapper.ErrNotFound):
+		info = nil // removed already
+	case err != nil:
+		return withKind(KindDevice, err)
+	case !info.Ours():
+		return withKind(KindDevice, fmt.Errorf("device-mapper device %s was not made by xtsctl", st.Name))
+	}
+	dev := devmapper.DevPath(st.Name)
+	mounted := st.Mountpoint != "" && mount.Source(st.Mountpoint) == dev
+	if info != nil {
+		// Refuse before unmounting anything: a device in use elsewhere
+		// would fail the removal, and the filesystem is better left
+		// mounted then.
+		others := info.OpenCount
+		if mounted {
+			others--
+		}
+		if others > 0 {
+			return withKind(KindDevice, fmt.Errorf("%s is in use (open %d times besides the mount)", dev, others),
+				"find its users with: fuser -v "+dev)
+		}
+	}
+	if mounted {
+		if err := unmountFilesystem(st.Mountpoint, dev); err != nil {
+			return err
+		}
+	}
+	if info != nil {
+		if err := devmapper.Remove(st.Name); err != nil && !errors.Is(err, devmapper.ErrNotFound) {
+			if errors.Is(err, devmapper.ErrBusy) {
+				return withKind(KindDevice, fmt.Errorf("%s is in use", dev), "find its users with: fuser -v "+dev)
+			}
+			return withKind(KindDevice, err)
+		}
+	}
+	if st.ReadOnly {
+		return nil
+	}
+	f, err := reopenImage(st, releaseWait)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return finishImage(f, st)
+}
+
+// cleanup after an instance whose device is gone (removed by hand, or an
+// open that died before making it): a read-write session is finished if
+// the image can be had at once. A volume left dirty is no harm: its next
+// read-write open recovers it, at no cost without tags.
+func (dmBackend) cleanup(a *run, e *entry) error {
+	st := e.state
+	if st == nil {
+		return nil
+	}
+	dev := devmapper.DevPath(e.name)
+	if err := unmountLeftover(a, st.Mountpoint, func(src string) bool { return src == dev }); err != nil {
+		return err
+	}
+	if st.ReadOnly {
+		return nil
+	}
+	f, err := reopenImage(st, time.Second)
+	if err == nil {
+		defer f.Close()
+		err = finishImage(f, st)
+	}
+	if err != nil {
+		a.warningf("%s: %v", e.name, err)
+	}
+	return nil
+}
+
+// stats: the kernel keeps no counters of ours; status shows the table.
+func (dmBackend) stats(st *State) (*fusefile.Stats, error) { return nil, nil }
+
+// DMStatus is what status shows of a device-mapper device.
+type DMStatus struct {
+	Table     string `json:"table"` // the live table, keys masked with zeros
+	OpenCount int    `json:"open_count"`
+	ReadOnly  bool   `json:"read_only"`
+}
+
+// kernelStatus reads the device's live table and state from the kernel.
+func (dmBackend) kernelStatus(st *State) (*DMStatus, error) {
+	info, err := devmapper.Status(st.Name)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := devmapper.Table(st.Name)
+	if err != nil {
+		return nil, err
+	}
+	lines := make([]string, len(targets))
+	for i, t := range targets {
+		lines[i] = fmt.Sprintf("%d %d %s %s", t.Start, t.Length, t.Type, t.Params)
+	}
+	return &DMStatus{Table: strings.Join(lines, "\n"), OpenCount: info.OpenCount, ReadOnly: info.ReadOnly}, nil
+}

@@ -1,0 +1,190 @@
+package blockdev
+
+// The FUSE backend's processes talk over three channels:
+//
+//   - fd 3 of the server: the parent writes the configuration and the
+//     secret (key or passphrase), then closes it. Secrets never travel in
+//     argv or the environment, where other users could read them.
+//   - fd 4 of the server: the server writes one readyMsg when the device
+//     is ready (or why it is not) and closes it; the parent returns then,
+//     as gocryptfs's -notifypid does with a signal.
+//   - ctl.sock in the state directory: one JSON request, one JSON reply
+//     per connection (status, close).
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// serverConfig is everything the server needs except the secret.
+type serverConfig struct {
+	Name     string       `json:"name"`
+	RunDir   string       `json:"run_dir"`
+	Image    string       `json:"image"`
+	ImageDev uint64       `json:"image_dev"`
+	ImageIno uint64       `json:"image_ino"`
+	Type     string       `json:"type"`
+	Plain    volume.Plain `json:"plain"`
+	Cipher   string       `json:"cipher"`
+	ReadOnly bool         `json:"read_only"`
+	Mount    string       `json:"mount,omitempty"`
+	FSType   string       `json:"fstype,omitempty"`
+	Recover  bool         `json:"recover,omitempty"` // open --recover: accept mismatched sectors after a crash
+}
+
+// maxConfig bounds what the server reads from fd 3.
+const maxConfig = 1 << 16
+
+// writeConfig frames cfg and secret as two length-prefixed blocks.
+func writeConfig(w io.Writer, cfg *serverConfig, secret []byte) error {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	if _, err := w.Write(append(n[:], b...)); err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(n[:], uint32(len(secret)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	_, err = w.Write(secret)
+	return err
+}
+
+// readConfig reads what writeConfig wrote. The caller wipes the secret.
+func readConfig(r io.Reader) (*serverConfig, []byte, error) {
+	block := func() ([]byte, error) {
+		var n [4]byte
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return nil, err
+		}
+		size := binary.BigEndian.Uint32(n[:])
+		if size > maxConfig {
+			return nil, fmt.Errorf("configuration block of %d bytes is too large", size)
+		}
+		b := make([]byte, size)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b, err := block()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read configuration: %w", err)
+	}
+	var cfg serverConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("read configuration: %w", err)
+	}
+	secret, err := block()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read secret: %w", err)
+	}
+	return &cfg, secret, nil
+}
+
+// readyMsg is the server's answer on fd 4, and its reply on ctl.sock.
+type readyMsg struct {
+	OK        bool            `json:"ok"`
+	Device    string          `json:"device,omitempty"`
+	FSType    string          `json:"fstype,omitempty"`
+	Recovered *Recovery       `json:"recovered,omitempty"`
+	Upgraded  bool            `json:"upgraded,omitempty"` // a version-1 volume was rewritten as version 2
+	Warnings  []string        `json:"warnings,omitempty"`
+	Stats     *fusefile.Stats `json:"stats,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Kind      Kind            `json:"kind,omitempty"`
+	Hints     []string        `json:"hints,omitempty"`
+}
+
+// Recovery reports what open checked after an unclean shutdown
+// (volume.Recovery), for the record and for the user.
+type Recovery struct {
+	DirtyRegions uint64   `json:"dirty_regions"`         // regions checked
+	Sectors      uint64   `json:"sectors"`               // sectors checked
+	AllRegions   bool     `json:"all_regions,omitempty"` // the state area could not be trusted: every region was checked
+	Mismatched   uint64   `json:"mismatched"`            // sectors whose tags did not match
+	BadSectors   []uint64 `json:"bad_sectors,omitempty"` // the first of them
+	Repaired     bool     `json:"repaired,omitempty"`    // open --recover re-tagged them
+	Untagged     bool     `json:"untagged,omitempty"`    // the volume has no tags: nothing to check
+}
+
+// settleVolume is what a read-write open does to a volume before anyone
+// writes it, on every backend: recover it if it was not closed cleanly
+// (volume.Volume.Recover: the sectors a crash may have torn are checked,
+// and re-tagged only when repair is asked for), then upgrade a version-1
+// volume. It returns what recovery found (nil if the volume was closed
+// cleanly) and whether it upgraded.
+func settleVolume(ctx context.Context, v *volume.Volume, image string, repair bool) (*Recovery, bool, error) {
+	var rec *Recovery
+	if st := v.State(); !st.Valid || st.Dirty {
+		r, err := v.Recover(ctx, repair, nil)
+		if err != nil {
+			return nil, false, withKind(KindDevice, fmt.Errorf("recover %s: %w", image, err))
+		}
+		rec = recoveryOf(r)
+		rec.Untagged = v.Layout().Integrity == volume.IntegrityNone
+	}
+	upgraded, err := v.Upgrade()
+	if err != nil {
+		return rec, false, withKind(KindDevice, fmt.Errorf("upgrade %s to format version %d: %w", image, volume.Version, err))
+	}
+	return rec, upgraded, nil
+}
+
+func recoveryOf(r *volume.Recovery) *Recovery {
+	out := &Recovery{DirtyRegions: uint64(r.Regions), Sectors: r.Sectors, AllRegions: r.AllRegions, Mismatched: r.Mismatched, Repaired: r.Repaired}
+	for _, b := range r.BadSectors {
+		out.BadSectors = append(out.BadSectors, b.Sector)
+	}
+	return out
+}
+
+func errorMsg(err error) *readyMsg {
+	return &readyMsg{Error: err.Error(), Kind: kindOf(err), Hints: hintsOf(err)}
+}
+
+// asError turns a failed reply back into an error with its kind.
+func (m *readyMsg) asError() error {
+	if m.OK {
+		return nil
+	}
+	return withKind(m.Kind, errors.New(m.Error), m.Hints...)
+}
+
+// ctlRequest is a request on ctl.sock.
+type ctlRequest struct {
+	Op string `json:"op"` // "status" or "close"
+}
+
+func ctlPath(name string) string { return filepath.Join(stateDir(name), "ctl.sock") }
+
+// ctlCall sends one request to the server of name and reads its reply.
+func ctlCall(name, op string, timeout time.Duration) (*readyMsg, error) {
+	c, err := net.DialTimeout("unix", ctlPath(name), 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if err := json.NewEncoder(c).Encode(ctlRequest{Op: op}); err != nil {
+		return nil, err
+	}
+	var m readyMsg
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("no reply from the server of %s: %w", name, err)
+	}
+	return &m, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fusefile
+
+const raceEnabled = false

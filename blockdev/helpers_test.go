@@ -1,0 +1,36 @@
+package blockdev
+
+import (
+	"os"
+	"testing"
+)
+
+// TestMain lets the test binary be the server too: the FUSE backend
+// starts it by running /proc/self/exe with ServeCommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ServeCommand {
+		if err := Serve(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// skipUnlessDevices skips tests that need root, FUSE and loop devices.
+func skipUnlessDevices(t testing.TB) {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+}
+
+func createEmpty(t testing.TB, path string) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return path
+}

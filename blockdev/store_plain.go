@@ -1,0 +1,101 @@
+package blockdev
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// PlainStore serves a cryptsetup plain-mode image: no header, no tags, the
+// data area starts Offset*512 bytes into the file. It has no integrity to
+// check and nothing to recover after a crash; a torn write leaves a sector
+// half old, half new, as on dm-crypt.
+type PlainStore struct {
+	f       *os.File
+	codec   *sector.Codec
+	start   int64
+	sectors uint64
+	ss      int
+	// scratch holds ciphertext, aligned for O_DIRECT: the store decrypts
+	// from it into the caller's buffer and encrypts into it from the
+	// caller's buffer, so plaintext and ciphertext are each copied once.
+	scratch sync.Pool
+	direct  bool
+}
+
+// NewPlainStore serves the plain image open in f through codec. It takes
+// ownership of f. The data area is everything after p's offset and must
+// be a whole, non-zero number of sectors.
+func NewPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*PlainStore, error) {
+	size, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
+	if err != nil {
+		return nil, fmt.Errorf("cannot size image: %w", err)
+	}
+	data := size - p.OffsetBytes()
+	ss := int64(p.Sector.Size)
+	switch {
+	case data <= 0:
+		return nil, fmt.Errorf("image is %d bytes: nothing after the offset of %d bytes", size, p.OffsetBytes())
+	case data%ss != 0:
+		return nil, fmt.Errorf("image holds %d bytes after the offset, not a whole number of %d-byte sectors", data, ss)
+	}
+	s := &PlainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}
+	s.scratch.New = func() any { b := fusefile.AlignedBuffer(fusefile.MaxRequest + 2*sector.MaxSize); return &b }
+	return s, nil
+}
+
+// Direct reports whether the image is read and written with O_DIRECT.
+func (s *PlainStore) Direct() bool { return s.direct }
+
+func (s *PlainStore) SectorSize() int { return s.ss }
+func (s *PlainStore) Sectors() uint64 { return s.sectors }
+
+func (s *PlainStore) pos(first uint64) int64 { return s.start + int64(first)*int64(s.ss) }
+
+func (s *PlainStore) getScratch(n int) (buf []byte, put func()) {
+	bp := s.scratch.Get().(*[]byte)
+	if n > len(*bp) {
+		s.scratch.Put(bp)
+		return fusefile.AlignedBuffer(n), func() {}
+	}
+	return (*bp)[:n], func() { s.scratch.Put(bp) }
+}
+
+// ReadSectors reads and decrypts; plain images have nothing to verify.
+func (s *PlainStore) ReadSectors(buf []byte, first uint64) error {
+	ct, put := s.getScratch(len(buf))
+	defer put()
+	if _, err := s.f.ReadAt(ct, s.pos(first)); err != nil {
+		return fmt.Errorf("read sectors %d-%d: %w", first, first+uint64(len(buf)/s.ss)-1, err)
+	}
+	s.codec.Decrypt(buf, ct, first)
+	return nil
+}
+
+// WriteSectors encrypts buf and writes it; buf is left as it was.
+func (s *PlainStore) WriteSectors(buf []byte, first uint64) error {
+	ct, put := s.getScratch(len(buf))
+	defer put()
+	s.codec.Encrypt(ct, buf, first)
+	if _, err := s.f.WriteAt(ct, s.pos(first)); err != nil {
+		return fmt.Errorf("write sectors %d-%d: %w", first, first+uint64(len(buf)/s.ss)-1, err)
+	}
+	return nil
+}
+
+// Sync flushes the image's data to stable storage.
+func (s *PlainStore) Sync() error { return fdatasync(s.f) }
+
+// Close syncs and closes the image.
+func (s *PlainStore) Close() error {
+	err := s.Sync()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

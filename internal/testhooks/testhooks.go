@@ -1,0 +1,12 @@
+// Package testhooks holds the switches through which the tests of one
+// package make another package's host-dependent behaviour predictable.
+// Production code reads them and never sets them; they are zero outside
+// tests. (The standard library keeps such switches in internal packages
+// too, e.g. crypto/internal/impl.)
+package testhooks
+
+// DMUnavailable, when not nil, is what package blockdev's dm backend
+// reports instead of looking for device-mapper: the command-line tests
+// that run xtsctl as a process test the FUSE backend, and --backend auto
+// must pick it on hosts with device-mapper too.
+var DMUnavailable error

@@ -1,7 +1,0 @@
-//go:build race
-
-package serve
-
-// raceEnabled shrinks the device tests: the race detector slows the
-// pure-Go fallback paths tens of times.
-const raceEnabled = true
