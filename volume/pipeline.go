@@ -2,8 +2,31 @@ package volume
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"sync"
 )
+
+// ReadError reports that the input could not be read, or ended early.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// WriteError reports that the output could not be written (for example a
+// full disk).
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string {
+	// The output is usually a temporary file whose name means nothing to
+	// the user: report the cause without it.
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		return "cannot write output: " + pe.Err.Error()
+	}
+	return "cannot write output: " + e.Err.Error()
+}
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // chunkSize is the unit of work of runChunks: small enough that a chunk
 // stays in a core's cache from its read to its write, large enough that the
@@ -20,8 +43,10 @@ const buffersPerWorker = 3
 // the chunk's offset.
 type chunkStages struct {
 	// load fills the buffer (reading, and whatever must come before
-	// ordered); the workers run it in parallel.
-	load func(slot int, buf []byte, off int64) error
+	// ordered); the workers run it in parallel, or one chunk after the
+	// other, in order, with loadInOrder (reading a sequential input).
+	load        func(slot int, buf []byte, off int64) error
+	loadInOrder bool
 	// ordered, if not nil, sees every chunk after load, in order, on a
 	// goroutine of its own. It must not change buf. The end-to-end digest,
 	// one sequential BLAKE2b stream, runs there while the workers load,
@@ -169,18 +194,43 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 		commitReady()
 		return true
 	}
+	// With loadInOrder, chunk i is loaded only once chunk i-1 is: loaded
+	// counts them, and a worker whose chunk is not next waits on turn
+	// (woken when a load finishes, or when runChunks stops).
+	var loaded int64
+	turn := sync.NewCond(&mu)
+	if st.loadInOrder {
+		stop := context.AfterFunc(ctx, func() {
+			mu.Lock()
+			turn.Broadcast()
+			mu.Unlock()
+		})
+		defer stop()
+	}
 	// start takes the next chunk into slot and loads it; it returns false
 	// when runChunks is stopping or no chunk is left.
 	start := func(slot int) (chunk, bool) {
 		mu.Lock()
 		i := next
 		next++
+		if st.loadInOrder && i < n {
+			for loaded != i && ctx.Err() == nil {
+				turn.Wait()
+			}
+		}
 		mu.Unlock()
-		if i >= n {
+		if i >= n || ctx.Err() != nil {
 			free <- slot
 			return chunk{}, false
 		}
-		if err := st.load(slot, chunkBuf(slot, i), i*chunkSize); err != nil {
+		err := st.load(slot, chunkBuf(slot, i), i*chunkSize)
+		if st.loadInOrder {
+			mu.Lock()
+			loaded++
+			turn.Broadcast()
+			mu.Unlock()
+		}
+		if err != nil {
 			cancel(err)
 			return chunk{}, false
 		}

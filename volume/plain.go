@@ -22,8 +22,10 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/xtsctl/xtsctl/sector"
 )
@@ -56,24 +58,57 @@ func (p Plain) Check() error {
 // EncryptPlain writes to w what a plain-mode device holds after size bytes of
 // plaintext from r were written through the mapping: Offset*512 zero bytes
 // (the area before the mapping, never written by dm-crypt), then the
-// ciphertext of every sector.
+// ciphertext of every sector. Reading, encrypting (on every core) and
+// writing overlap. progress, if not nil, receives the bytes written.
 func EncryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) error {
 	if err := writeZeros(w, p.OffsetBytes()); err != nil {
 		return &WriteError{err}
 	}
-	return Stream(ctx, w, r, size, p.Sector.Size, func(buf []byte, first uint64) error {
-		codec.Encrypt(buf, buf, first)
-		return nil
-	}, progress)
+	return streamPlain(ctx, w, r, size, p, codec.Encrypt, progress)
 }
 
 // DecryptPlain reads the size bytes of ciphertext that follow the offset
 // (r must already be positioned there) and writes the plaintext to w.
 func DecryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) error {
-	return Stream(ctx, w, r, size, p.Sector.Size, func(buf []byte, first uint64) error {
-		codec.Decrypt(buf, buf, first)
+	return streamPlain(ctx, w, r, size, p, codec.Decrypt, progress)
+}
+
+// streamPlain runs size bytes from r through fn (the codec's Encrypt or
+// Decrypt, in place) to w, with runChunks: reads and writes in order, the
+// chunks in between on every core.
+func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, fn func(dst, src []byte, first uint64), progress func(int64)) error {
+	ss := int64(p.Sector.Size)
+	if size%ss != 0 {
+		return fmt.Errorf("volume: %d bytes are not a whole number of %d-byte sectors", size, ss)
+	}
+	if size == 0 {
 		return nil
-	}, progress)
+	}
+	return runChunks(ctx, size, runtime.GOMAXPROCS(0), chunkStages{
+		loadInOrder: true,
+		load: func(_ int, buf []byte, off int64) error {
+			if got, err := io.ReadFull(r, buf); err != nil {
+				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					return &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(got), size)}
+				}
+				return &ReadError{fmt.Errorf("cannot read input: %w", err)}
+			}
+			return nil
+		},
+		work: func(_ int, buf []byte, off int64) error {
+			fn(buf, buf, uint64(off/ss))
+			return nil
+		},
+		commit: func(_ int, buf []byte, off int64) error {
+			if _, err := w.Write(buf); err != nil {
+				return &WriteError{err}
+			}
+			if progress != nil {
+				progress(off + int64(len(buf)))
+			}
+			return nil
+		},
+	})
 }
 
 func writeZeros(w io.Writer, n int64) error {

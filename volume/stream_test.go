@@ -7,7 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
+
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/xts"
 )
 
 func randomBytes(r *rand.Rand, n int) []byte {
@@ -18,40 +23,56 @@ func randomBytes(r *rand.Rand, n int) []byte {
 	return b
 }
 
-// TestStreamOrderAndNumbering: a transform that stamps each sector with its
-// number must produce the same result as doing it in one pass.
-func TestStreamOrderAndNumbering(t *testing.T) {
+func testCodec(t *testing.T, p sector.Params) *sector.Codec {
+	t.Helper()
+	c, err := xts.NewCipher(randomBytes(rand.New(rand.NewPCG(7, 7)), 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := sector.NewCodec(c, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return codec
+}
+
+// TestPlainStreams: EncryptPlain gives the offset's zeros and then exactly
+// what the codec makes of the whole input in one call, from a reader that
+// returns a byte at a time or half of what is asked; DecryptPlain gives
+// the input back; progress ends at the size.
+func TestPlainStreams(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	for _, size := range []int{0, 512, 4096 * 3, streamChunk, streamChunk + 512, 3*streamChunk + 4096*5} {
+	p := Plain{Sector: sector.Params{Size: 4096, IVOffset: 8}, Offset: 16}
+	codec := testCodec(t, p.Sector)
+	for _, size := range []int{0, 4096, 4096 * 3, chunkSize, chunkSize + 4096, 5*chunkSize + 4096*5} {
 		in := randomBytes(r, size)
-		stamp := func(buf []byte, first uint64) error {
-			for i := 0; i < len(buf); i += 512 {
-				buf[i] ^= byte(first + uint64(i/512))
-				buf[i+1] ^= byte((first + uint64(i/512)) >> 8)
+		want := make([]byte, size)
+		codec.Encrypt(want, in, 0)
+		for _, reader := range []func(io.Reader) io.Reader{iotest.HalfReader, iotest.DataErrReader} {
+			var out bytes.Buffer
+			var last int64
+			if err := EncryptPlain(context.Background(), &out, reader(bytes.NewReader(in)), int64(size), p, codec, func(n int64) { last = n }); err != nil {
+				t.Fatalf("size %d: %v", size, err)
 			}
-			return nil
-		}
-		want := bytes.Clone(in)
-		stamp(want, 0)
-		var out bytes.Buffer
-		var last int64
-		err := Stream(context.Background(), &out, bytes.NewReader(in), int64(size), 512, stamp, func(n int64) { last = n })
-		if err != nil {
-			t.Fatalf("size %d: %v", size, err)
-		}
-		if !bytes.Equal(out.Bytes(), want) {
-			t.Fatalf("size %d: output differs", size)
-		}
-		if last != int64(size) {
-			t.Fatalf("size %d: progress ended at %d", size, last)
+			if got := out.Bytes(); !bytes.Equal(got[:p.OffsetBytes()], make([]byte, p.OffsetBytes())) || !bytes.Equal(got[p.OffsetBytes():], want) {
+				t.Fatalf("size %d: output differs", size)
+			}
+			if last != int64(size) {
+				t.Fatalf("size %d: progress ended at %d", size, last)
+			}
+			var back bytes.Buffer
+			if err := DecryptPlain(context.Background(), &back, reader(bytes.NewReader(want)), int64(size), p, codec, nil); err != nil || !bytes.Equal(back.Bytes(), in) {
+				t.Fatalf("size %d: decrypt: %v", size, err)
+			}
 		}
 	}
 }
 
-func TestStreamShortInput(t *testing.T) {
-	err := Stream(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, 512,
-		func([]byte, uint64) error { return nil }, nil)
-	if err == nil || !strings.Contains(err.Error(), "input ended after 1000 bytes, expected 4096") {
+func TestPlainStreamShortInput(t *testing.T) {
+	p := Plain{Sector: sector.Params{Size: 512}}
+	err := DecryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, p, testCodec(t, p.Sector), nil)
+	var re *ReadError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "input ended after 1000 bytes, expected 4096") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -66,28 +87,59 @@ func (f *failWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestStreamErrorsStopEverything(t *testing.T) {
-	size := int64(8 * streamChunk)
-	in := bytes.NewReader(make([]byte, size))
-	err := Stream(context.Background(), &failWriter{after: 2}, in, size, 512, func([]byte, uint64) error { return nil }, nil)
-	if err == nil || !strings.Contains(err.Error(), "no space left") {
+// countingReader counts the bytes read, to see reading stop.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func TestPlainStreamErrorsStopEverything(t *testing.T) {
+	p := Plain{Sector: sector.Params{Size: 512}}
+	codec := testCodec(t, p.Sector)
+	size := int64(64 * chunkSize)
+	in := &countingReader{r: bytes.NewReader(make([]byte, size))}
+	err := DecryptPlain(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
+	var we *WriteError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("write error: %v", err)
 	}
-	boom := errors.New("boom")
-	in.Reset(make([]byte, size))
-	err = Stream(context.Background(), io.Discard, in, size, 512, func(_ []byte, first uint64) error {
-		if first > 0 {
-			return boom
-		}
-		return nil
-	}, nil)
-	if !errors.Is(err, boom) {
-		t.Fatalf("transform error: %v", err)
+	if n := in.n.Load(); n >= size/2 {
+		t.Errorf("read %d of %d bytes after the write failed", n, size)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in.Reset(make([]byte, size))
-	err = Stream(ctx, io.Discard, in, size, 512, func([]byte, uint64) error { cancel(); return nil }, nil)
+	err = DecryptPlain(ctx, io.Discard, bytes.NewReader(make([]byte, size)), size, p, codec, func(int64) { cancel() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestRunChunksLoadInOrder: with loadInOrder, loads run one at a time in
+// chunk order, however many workers there are.
+func TestRunChunksLoadInOrder(t *testing.T) {
+	for _, workers := range []int{1, 3, 8} {
+		var next, active atomic.Int64
+		err := runChunks(context.Background(), 20*chunkSize+7, workers, chunkStages{
+			loadInOrder: true,
+			load: func(_ int, buf []byte, off int64) error {
+				if active.Add(1) != 1 {
+					t.Error("two loads at once")
+				}
+				defer active.Add(-1)
+				if want := next.Add(1) - 1; off != want*chunkSize {
+					t.Errorf("%d workers: loaded the chunk at %d, want %d", workers, off, want*chunkSize)
+				}
+				return nil
+			},
+			commit: func(int, []byte, int64) error { return nil },
+		})
+		if err != nil || next.Load() != 21 {
+			t.Fatalf("%d workers: %v, %d loads", workers, err, next.Load())
+		}
 	}
 }

@@ -200,7 +200,7 @@ func TestIntegrityDetects(t *testing.T) {
 // TestDecryptVerifyDigest: the digest is recorded, checked, and catches
 // data changed behind the tags' back (re-tagged by hand).
 func TestDecryptVerifyDigest(t *testing.T) {
-	plain := randomData(10, streamChunk+2*4096) // two stream chunks
+	plain := randomData(10, chunkSize+2*4096) // two stream chunks
 	dev, _ := newTestVolume(t, plain, 4096, 16, 64)
 	v := mustOpen(t, dev, true)
 	var out bytes.Buffer
