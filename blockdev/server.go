@@ -217,7 +217,7 @@ func (s *server) openStore(key []byte) (fusefile.Store, error) {
 		return nil, usageError(err)
 	}
 	codec.SetWorkers(serveWorkers())
-	store, err := OpenPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, codec)
+	store, err := openPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, codec)
 	if errors.Is(err, volume.ErrInUse) {
 		// One server per image, whatever the run directory says: two
 		// servers writing one image would corrupt it.

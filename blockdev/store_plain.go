@@ -11,11 +11,11 @@ import (
 	"github.com/xtsctl/xtsctl/volume"
 )
 
-// PlainStore serves a cryptsetup plain-mode image: no header, no tags, the
+// plainStore serves a cryptsetup plain-mode image: no header, no tags, the
 // data area starts Offset*512 bytes into the file. It has no integrity to
 // check and nothing to recover after a crash; a torn write leaves a sector
 // half old, half new, as on dm-crypt.
-type PlainStore struct {
+type plainStore struct {
 	f       *os.File
 	codec   *sector.Codec
 	start   int64
@@ -28,10 +28,10 @@ type PlainStore struct {
 	direct  bool
 }
 
-// NewPlainStore serves the plain image open in f through codec. It takes
+// newPlainStore serves the plain image open in f through codec. It takes
 // ownership of f. The data area is everything after p's offset and must
 // be a whole, non-zero number of sectors.
-func NewPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*PlainStore, error) {
+func newPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*plainStore, error) {
 	size, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
 	if err != nil {
 		return nil, fmt.Errorf("cannot size image: %w", err)
@@ -44,20 +44,20 @@ func NewPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*PlainStore
 	case data%ss != 0:
 		return nil, fmt.Errorf("image holds %d bytes after the offset, not a whole number of %d-byte sectors", data, ss)
 	}
-	s := &PlainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}
+	s := &plainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}
 	s.scratch.New = func() any { b := fusefile.AlignedBuffer(fusefile.MaxRequest + 2*sector.MaxSize); return &b }
 	return s, nil
 }
 
 // Direct reports whether the image is read and written with O_DIRECT.
-func (s *PlainStore) Direct() bool { return s.direct }
+func (s *plainStore) Direct() bool { return s.direct }
 
-func (s *PlainStore) SectorSize() int { return s.ss }
-func (s *PlainStore) Sectors() uint64 { return s.sectors }
+func (s *plainStore) SectorSize() int { return s.ss }
+func (s *plainStore) Sectors() uint64 { return s.sectors }
 
-func (s *PlainStore) pos(first uint64) int64 { return s.start + int64(first)*int64(s.ss) }
+func (s *plainStore) pos(first uint64) int64 { return s.start + int64(first)*int64(s.ss) }
 
-func (s *PlainStore) getScratch(n int) (buf []byte, put func()) {
+func (s *plainStore) getScratch(n int) (buf []byte, put func()) {
 	bp := s.scratch.Get().(*[]byte)
 	if n > len(*bp) {
 		s.scratch.Put(bp)
@@ -67,7 +67,7 @@ func (s *PlainStore) getScratch(n int) (buf []byte, put func()) {
 }
 
 // ReadSectors reads and decrypts; plain images have nothing to verify.
-func (s *PlainStore) ReadSectors(buf []byte, first uint64) error {
+func (s *plainStore) ReadSectors(buf []byte, first uint64) error {
 	ct, put := s.getScratch(len(buf))
 	defer put()
 	if _, err := s.f.ReadAt(ct, s.pos(first)); err != nil {
@@ -78,7 +78,7 @@ func (s *PlainStore) ReadSectors(buf []byte, first uint64) error {
 }
 
 // WriteSectors encrypts buf and writes it; buf is left as it was.
-func (s *PlainStore) WriteSectors(buf []byte, first uint64) error {
+func (s *plainStore) WriteSectors(buf []byte, first uint64) error {
 	ct, put := s.getScratch(len(buf))
 	defer put()
 	s.codec.Encrypt(ct, buf, first)
@@ -89,10 +89,10 @@ func (s *PlainStore) WriteSectors(buf []byte, first uint64) error {
 }
 
 // Sync flushes the image's data to stable storage.
-func (s *PlainStore) Sync() error { return fdatasync(s.f) }
+func (s *plainStore) Sync() error { return fdatasync(s.f) }
 
 // Close syncs and closes the image.
-func (s *PlainStore) Close() error {
+func (s *plainStore) Close() error {
 	err := s.Sync()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

@@ -11,14 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenPlainStore opens the plain image at path for serving: locked against
+// openPlainStore opens the plain image at path for serving: locked against
 // a second server (flock), and with O_DIRECT where the filesystem allows
 // it. Direct I/O keeps the ciphertext out of the page cache: the block
 // device on top already caches the plaintext, a second cached copy would
 // only take memory, and fsync has no page cache to write back. It also
 // lets the image be read and written with the same large, parallel
 // requests the loop device sends us.
-func OpenPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Codec) (*PlainStore, error) {
+func openPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Codec) (*plainStore, error) {
 	f, err := volume.LockImage(path, readOnly, unix.O_DIRECT)
 	direct := err == nil
 	if errors.Is(err, unix.EINVAL) { // the filesystem has no O_DIRECT
@@ -27,7 +27,7 @@ func OpenPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Co
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewPlainStore(f, p, codec)
+	s, err := newPlainStore(f, p, codec)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -51,11 +51,11 @@ func OpenPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Co
 	return s, nil
 }
 
-func (s *PlainStore) ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int) {
+func (s *plainStore) ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int) {
 	return int(s.f.Fd()), s.pos(first), -1, 0, 0
 }
 
-func (s *PlainStore) FinishRead(buf, tags []byte, first uint64) error {
+func (s *plainStore) FinishRead(buf, tags []byte, first uint64) error {
 	s.codec.Decrypt(buf, buf, first)
 	return nil
 }

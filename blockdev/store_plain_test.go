@@ -12,7 +12,7 @@ import (
 	"github.com/xtsctl/xtsctl/xts"
 )
 
-// TestPlainStore checks PlainStore against the xts package directly: what
+// TestPlainStore checks plainStore against the xts package directly: what
 // it writes is the ciphertext of the plaintext at the right tweaks and
 // offset, and it reads it back.
 func TestPlainStore(t *testing.T) {
@@ -35,7 +35,7 @@ func TestPlainStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewPlainStore(f, p, codec)
+	s, err := newPlainStore(f, p, codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestPlainStore(t *testing.T) {
 		}
 	}
 	f, _ = os.Open(path)
-	s, err = NewPlainStore(f, p, codec)
+	s, err = newPlainStore(f, p, codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestPlainStoreRejectsSizes(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "img")
 		os.WriteFile(path, make([]byte, size), 0o600)
 		f, _ := os.Open(path)
-		if _, err := NewPlainStore(f, p, nil); err == nil {
+		if _, err := newPlainStore(f, p, nil); err == nil {
 			t.Errorf("a %d-byte image with a 4096-byte offset was accepted", size)
 		}
 		f.Close()

@@ -33,7 +33,7 @@ go mod verify
 
 # FUSE over io_uring (Linux 6.14+) is a fuse module parameter, off by
 # default: turn it on for the tests where the kernel has it, and put it
-# back afterwards. volume/serve tests both transports itself; the
+# back afterwards. blockdev/fusefile tests both transports itself; the
 # end-to-end open tests run over io_uring here and over /dev/fuse below.
 uring=/sys/module/fuse/parameters/enable_uring
 if [ -w "$uring" ]; then
@@ -59,7 +59,7 @@ step go test -tags purego
 go test -count=1 -tags purego ./...
 
 step go test -race
-go test -count=1 -race ./sector ./volume/... ./internal/...
+go test -count=1 -race ./sector ./volume/... ./blockdev/... ./internal/...
 
 step CPU features masked
 GODEBUG=cpu.avx512f=off go test -count=1 ./aesni ./xts

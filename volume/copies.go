@@ -369,7 +369,7 @@ func (hs *Headers) CheckKey(key []byte) error {
 	return hs.Header.checkMAC(key)
 }
 
-// WriteHeader writes h as the volume's new header, to both copies, so that
+// writeHeader writes h as the volume's new header, to both copies, so that
 // a crash at any moment leaves a volume that opens with the old header or
 // the new one:
 //
@@ -382,7 +382,7 @@ func (hs *Headers) CheckKey(key []byte) error {
 // A torn write damages only the copy being written, which its checksums
 // reveal; the other copy is complete. Writing both copies also repairs a
 // damaged one.
-func WriteHeader(dev Device, hs *Headers, h *Header) error {
+func writeHeader(dev Device, hs *Headers, h *Header) error {
 	h.Generation = max(hs.Primary.Generation, hs.Secondary.Generation, hs.Header.Generation) + 1
 	b, err := h.MarshalBinary()
 	if err != nil {

@@ -164,8 +164,8 @@ func (l Layout) Sectors() int64 { return l.DataLength / int64(l.SectorSize) }
 // Regions is the number of dirty regions (bits of the bitmap).
 func (l Layout) Regions() int64 { return (l.DataLength + l.RegionSize - 1) / l.RegionSize }
 
-// SectorsPerRegion is the number of data sectors one bitmap bit covers.
-func (l Layout) SectorsPerRegion() int64 { return l.RegionSize / int64(l.SectorSize) }
+// sectorsPerRegion is the number of data sectors one bitmap bit covers.
+func (l Layout) sectorsPerRegion() int64 { return l.RegionSize / int64(l.SectorSize) }
 
 // SectorOffset is the byte offset in the volume of data sector n.
 func (l Layout) SectorOffset(n uint64) int64 { return l.DataOffset + int64(n)*int64(l.SectorSize) }
@@ -173,12 +173,12 @@ func (l Layout) SectorOffset(n uint64) int64 { return l.DataOffset + int64(n)*in
 // TagPosition is the byte offset in the volume of the tag of data sector n.
 func (l Layout) TagPosition(n uint64) int64 { return l.TagOffset + int64(n)*int64(l.TagSize) }
 
-// BitmapLength is the size of the dirty-region bitmap in bytes.
-func (l Layout) BitmapLength() int64 { return l.StateLength - stateAreaFixed }
+// bitmapLength is the size of the dirty-region bitmap in bytes.
+func (l Layout) bitmapLength() int64 { return l.StateLength - stateAreaFixed }
 
-// SectorParams are the dm-crypt parameters of the data area: tweaks count
+// sectorParams are the dm-crypt parameters of the data area: tweaks count
 // 512-byte units from its start whatever the sector size, iv_offset 0.
-func (l Layout) SectorParams() sector.Params {
+func (l Layout) sectorParams() sector.Params {
 	return sector.Params{Size: l.SectorSize, IVMode: sector.Plain64, IVOffset: 0}
 }
 

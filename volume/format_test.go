@@ -31,10 +31,10 @@ func checkLayout(t *testing.T, l Layout) {
 	if l.DataOffset%DataAlign != 0 {
 		fail("data area not MiB-aligned")
 	}
-	if StateOffset < CopySize || BitmapOffset+l.BitmapLength() > l.DataOffset {
+	if StateOffset < CopySize || BitmapOffset+l.bitmapLength() > l.DataOffset {
 		fail("state area overlaps")
 	}
-	if l.BitmapLength()*8 < l.Regions() || l.BitmapLength()%4096 != 0 {
+	if l.bitmapLength()*8 < l.Regions() || l.bitmapLength()%4096 != 0 {
 		fail("bitmap too small or not whole blocks")
 	}
 	end := l.DataOffset + l.DataLength

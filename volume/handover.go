@@ -108,7 +108,7 @@ func MarkClean(dev Device, size int64, closeRecord []byte) error {
 		return nil
 	}
 	if h.Version == 1 {
-		bitmap := make([]byte, h.Layout.BitmapLength())
+		bitmap := make([]byte, h.Layout.bitmapLength())
 		if _, err := dev.WriteAt(bitmap, BitmapOffset); err != nil {
 			return fmt.Errorf("cannot clear the dirty-region bitmap: %w", err)
 		}

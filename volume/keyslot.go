@@ -297,21 +297,21 @@ func (s *KeySlot) unwrap(passphrase []byte, uuid [16]byte, index, keySize int) (
 // makes it, as with cryptsetup's --iter-time default.
 const DefaultKDFTime = 2 * time.Second
 
-// DefaultKDFMemoryKiB is the memory Argon2id uses when RAM allows (1 GiB,
+// defaultKDFMemoryKiB is the memory Argon2id uses when RAM allows (1 GiB,
 // cryptsetup's maximum).
-const DefaultKDFMemoryKiB = 1 << 20
+const defaultKDFMemoryKiB = 1 << 20
 
 // DefaultKDFMemory is the memory in KiB Argon2id uses by default:
-// DefaultKDFMemoryKiB, or half the available RAM if that is less.
+// defaultKDFMemoryKiB, or half the available RAM if that is less.
 func DefaultKDFMemory() uint32 {
 	if avail := availableMemoryKiB(); avail > 0 {
-		return uint32(min(DefaultKDFMemoryKiB, avail/2))
+		return uint32(min(defaultKDFMemoryKiB, avail/2))
 	}
-	return DefaultKDFMemoryKiB
+	return defaultKDFMemoryKiB
 }
 
 // CalibrateKDF picks Argon2id costs taking about target on this machine,
-// like cryptsetup's PBKDF benchmark: memory as given (0: DefaultKDFMemoryKiB,
+// like cryptsetup's PBKDF benchmark: memory as given (0: defaultKDFMemoryKiB,
 // lowered to half the available RAM), threads up to 4, and as many passes
 // as fit in target; if one pass at that memory is already too slow, the
 // memory is lowered instead.

@@ -6,7 +6,7 @@ import (
 )
 
 // Key slot and header management. Each function writes the whole header
-// with WriteHeader (both copies, one at a time, each synced), so a crash
+// with writeHeader (both copies, one at a time, each synced), so a crash
 // leaves the volume opening with the old header or the new one.
 
 // ErrSlotsFull: all MaxSlots key slots are in use.
@@ -75,7 +75,7 @@ func RemoveSlot(dev Device, hs *Headers, slot int) error {
 
 // commit writes h and makes it the header in use.
 func commit(dev Device, hs *Headers, h *Header) error {
-	if err := WriteHeader(dev, hs, h); err != nil {
+	if err := writeHeader(dev, hs, h); err != nil {
 		return err
 	}
 	hs.Header = h

@@ -19,7 +19,7 @@ func writeTestImage(t *testing.T, dev *memDevice) string {
 }
 
 // TestOpenPath: Open by path locks the image (one writer, or readers),
-// OpenWithKey accepts the master key and refuses another.
+// OpenWith(WithKey) accepts the master key and refuses another.
 func TestOpenPath(t *testing.T) {
 	plain := randomData(3, 128<<10)
 	dev, _ := newTestVolume(t, plain, 4096, 32, 64)
@@ -36,7 +36,7 @@ func TestOpenPath(t *testing.T) {
 	if err := rw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro1, err := OpenWithKey(path, key, true)
+	ro1, err := OpenWith(path, true, WithKey(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestOpenPath(t *testing.T) {
 	ro1.Close()
 	ro2.Close()
 	key[0] ^= 1
-	if _, err := OpenWithKey(path, key, true); !errors.Is(err, ErrHeaderMAC) {
+	if _, err := OpenWith(path, true, WithKey(key)); !errors.Is(err, ErrHeaderMAC) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	if _, err := OpenWithKey(path, key[:32], true); err == nil {
+	if _, err := OpenWith(path, true, WithKey(key[:32])); err == nil {
 		t.Fatal("short key accepted")
 	}
 }
@@ -102,7 +102,7 @@ func TestCalibrateKDF(t *testing.T) {
 			t.Errorf("fitKDF(%v per pass, target %v) = %+v, want %+v", c.perPass, c.target, got, c.want)
 		}
 	}
-	if m := DefaultKDFMemory(); m < 64<<10 || m > DefaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
+	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
 		t.Fatalf("default memory %d KiB with %d KiB available", m, availableMemoryKiB())
 	}
 }

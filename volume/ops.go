@@ -132,7 +132,7 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 			return nil, digest, &WriteError{err}
 		}
 	}
-	// The secondary copy's region ends the volume; WriteHeader fills its
+	// The secondary copy's region ends the volume; writeHeader fills its
 	// first CopySize bytes.
 	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
 		return nil, digest, &WriteError{err}
@@ -146,11 +146,11 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	}
 	keys := newStateKeys(key)
 	defer keys.wipe()
-	st := State{Valid: true, bitmapMAC: keys.bitmapMAC(make([]byte, l.BitmapLength()))}
+	st := State{Valid: true, bitmapMAC: keys.bitmapMAC(make([]byte, l.bitmapLength()))}
 	if err := writeDetachedRecord(dev, marshalState(st, h.Version, h.UUID, keys), st.Sequence); err != nil {
 		return nil, digest, err
 	}
-	if err := WriteHeader(dev, &Headers{Header: h}, h); err != nil {
+	if err := writeHeader(dev, &Headers{Header: h}, h); err != nil {
 		return nil, digest, err
 	}
 	return h, digest, nil
@@ -198,7 +198,7 @@ func newEngine(key []byte, h *Header) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	codec, err := sector.NewCodec(c, h.SectorParams())
+	codec, err := sector.NewCodec(c, h.sectorParams())
 	if err != nil {
 		c.Wipe()
 		return nil, err

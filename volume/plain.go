@@ -1,23 +1,27 @@
-// Package volume owns xtsctl's on-disk formats and the ways of serving them:
-// the headerless plain mode (byte-compatible with cryptsetup --type plain
+// Package volume owns xtsctl's on-disk formats and their sector I/O: the
+// headerless plain mode (byte-compatible with cryptsetup --type plain
 // --cipher aes-xts-plain64) and the xtsctl volume format (docs/FORMAT.md):
 // two header copies, passphrase key slots (Argon2id, XChaCha20-Poly1305),
-// a dm-crypt compatible data area and a keyed BLAKE2b tag per sector.
+// a dm-crypt compatible data area, a keyed BLAKE2b tag per sector and an
+// authenticated state area. Serving images as block devices is package
+// blockdev's.
 //
-// The volume API, for the commands and the mount backends:
+// The volume API:
 //
 //   - Create writes a new volume; ReadHeaders reads the two header copies
-//     without a key (for info), and Headers.Unlock finds the master key.
-//   - Open (or OpenWithKey, OpenDevice) gives a *Volume: ReadSectors checks
+//     without a key (for info), and Headers.UnlockWith finds the master key
+//     (WithKey takes one that is already known).
+//   - LockImage is how every xtsctl process opens an image: locked
+//     exclusively to write, shared to read.
+//   - Open (or OpenWith, OpenDevice) gives a *Volume: ReadSectors checks
 //     tags and never returns unverified plaintext, WriteSectors encrypts and
-//     tags, Sync, Close (which marks a written volume clean and wipes keys).
-//     Decrypt and Verify stream the whole data area.
-//   - The state area records whether a volume was closed cleanly and which
-//     regions may have torn writes: MarkRegionsDirty before writing to a
-//     region, ClearRegions once it is synced, Recover after a crash.
-//   - Layout.CryptTable is the dm-crypt table of the data area.
+//     tags following the dirty-region protocol, Sync, Close (which marks a
+//     written volume clean and wipes keys). Decrypt and Verify stream the
+//     whole data area; Recover checks what a crash left; Upgrade turns a
+//     version-1 volume into version 2.
+//   - Layout.CryptTable and Plain.CryptTable are the dm-crypt tables.
 //   - AddSlot, ChangeSlot, RemoveSlot, Headers.Backup and Restore manage
-//     passphrases and headers, crash-safely (WriteHeader).
+//     passphrases and headers, crash-safely.
 package volume
 
 import (
@@ -38,8 +42,8 @@ type Plain struct {
 	Offset uint64
 }
 
-// MaxOffset bounds Offset so that byte offsets fit an int64 with room to spare.
-const MaxOffset = 1 << 50
+// maxOffset bounds Offset so that byte offsets fit an int64 with room to spare.
+const maxOffset = 1 << 50
 
 // OffsetBytes is the byte position of the encrypted data in the device.
 func (p Plain) OffsetBytes() int64 { return int64(p.Offset) * 512 }
@@ -49,7 +53,7 @@ func (p Plain) Check() error {
 	if err := p.Sector.Check(); err != nil {
 		return err
 	}
-	if p.Offset > MaxOffset {
+	if p.Offset > maxOffset {
 		return fmt.Errorf("offset %d is too large", p.Offset)
 	}
 	return nil

@@ -113,12 +113,6 @@ func Open(path string, passphrase []byte, readOnly bool) (*Volume, error) {
 	return openPath(path, readOnly, func(hs *Headers) ([]byte, int, error) { return hs.Unlock(passphrase) })
 }
 
-// OpenWithKey opens the volume at path with its master key (for a process
-// that was handed the key by the one that unlocked it). The key is copied.
-func OpenWithKey(path string, masterKey []byte, readOnly bool) (*Volume, error) {
-	return openPath(path, readOnly, WithKey(masterKey))
-}
-
 // WithKey returns an unlock function (for OpenWith and OpenDevice) that
 // takes masterKey, once the header's MAC shows it is this volume's, and
 // uses a copy of it.
@@ -207,7 +201,7 @@ func newVolume(dev Device, hs *Headers, key []byte, readOnly bool) (*Volume, err
 	if err != nil {
 		return nil, err
 	}
-	codec, err := sector.NewCodec(c, h.SectorParams())
+	codec, err := sector.NewCodec(c, h.sectorParams())
 	if err != nil {
 		c.Wipe()
 		return nil, err
@@ -555,12 +549,12 @@ func (v *Volume) State() State {
 }
 
 // RegionOf returns the dirty region holding data sector n.
-func (v *Volume) RegionOf(n uint64) int64 { return int64(n / uint64(v.l.SectorsPerRegion())) }
+func (v *Volume) RegionOf(n uint64) int64 { return int64(n / uint64(v.l.sectorsPerRegion())) }
 
-// RegionSectors returns the first sector and the number of sectors of a
+// regionSectors returns the first sector and the number of sectors of a
 // dirty region (the last region may be short).
-func (v *Volume) RegionSectors(region int64) (first, count uint64) {
-	per := uint64(v.l.SectorsPerRegion())
+func (v *Volume) regionSectors(region int64) (first, count uint64) {
+	per := uint64(v.l.sectorsPerRegion())
 	first = uint64(region) * per
 	return first, min(per, v.Sectors()-first)
 }
@@ -569,7 +563,7 @@ func (v *Volume) loadBitmapLocked() error {
 	if v.bitmap != nil {
 		return nil
 	}
-	b := make([]byte, v.l.BitmapLength())
+	b := make([]byte, v.l.bitmapLength())
 	if _, err := v.dev.ReadAt(b, BitmapOffset); err != nil {
 		return fmt.Errorf("cannot read the dirty-region bitmap: %w", err)
 	}
@@ -743,7 +737,7 @@ func (v *Volume) Recover(ctx context.Context, repair bool, progress func(int64))
 	pinned := map[int64]bool{}
 	var done int64
 	for _, r := range regions {
-		first, count := v.RegionSectors(r)
+		first, count := v.regionSectors(r)
 		rec.Sectors += count
 		if v.l.Integrity == IntegrityNone {
 			continue
@@ -907,7 +901,7 @@ func (v *Volume) settleLocked() error {
 //  1. a version-2 state record goes into the state slot that does not hold
 //     the version-1 record in force, synced: version 1 cannot read it and
 //     keeps using the other;
-//  2. the header is rewritten as version 2 (both copies, WriteHeader);
+//  2. the header is rewritten as version 2 (both copies, writeHeader);
 //     from then on only the version-2 record is usable;
 //  3. a second version-2 record replaces the version-1 one.
 func (v *Volume) Upgrade() (bool, error) {
@@ -955,7 +949,7 @@ func (v *Volume) Upgrade() (bool, error) {
 	if err := v.writeRecordLocked(s); err != nil {
 		return fail(err)
 	}
-	if err := WriteHeader(v.dev, v.hs, &h); err != nil {
+	if err := writeHeader(v.dev, v.hs, &h); err != nil {
 		return fail(err)
 	}
 	if hs, err := ReadHeaders(v.dev, v.hs.DeviceSize); err == nil {

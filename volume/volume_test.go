@@ -390,7 +390,7 @@ func TestStateAndRecovery(t *testing.T) {
 	if st := v.State(); !st.Valid || !st.Authenticated || st.Dirty || st.DigestStale {
 		t.Fatalf("new volume state %+v", st)
 	}
-	if first, n := v.RegionSectors(2); first != 32 || n != 8 {
+	if first, n := v.regionSectors(2); first != 32 || n != 8 {
 		t.Fatalf("last region: sectors %d+%d", first, n)
 	}
 	sector := uint64(80 << 10 / ss) // in region 1

@@ -140,7 +140,7 @@ func Start(dev *Disk, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount FUSE on %s: %w", opts.Dir, err)
 	}
-	loop, err := loopdev.Attach(s.FilePath(), loopdev.Options{
+	loop, err := loopdev.Attach(s.filePath(), loopdev.Options{
 		ReadOnly: dev.ReadOnly(),
 		// Direct I/O: the loop driver then neither caches the file
 		// (the block device above already has a page cache) nor
@@ -178,8 +178,8 @@ func (s *Server) Transport() string {
 	return "/dev/fuse"
 }
 
-// FilePath is the decrypted file's path inside the FUSE mount.
-func (s *Server) FilePath() string { return filepath.Join(s.dir, FileName) }
+// filePath is the decrypted file's path inside the FUSE mount.
+func (s *Server) filePath() string { return filepath.Join(s.dir, FileName) }
 
 // LoopDevice is the attached loop device, e.g. /dev/loop3.
 func (s *Server) LoopDevice() *loopdev.Device { return s.loop }

@@ -170,7 +170,7 @@ func (im *plainImage) start(t testing.TB, readOnly bool, tr transport) (*Server,
 			}
 			store.Close()
 		}
-		checkNoLeaks(t, srv.FilePath(), dir)
+		checkNoLeaks(t, srv.filePath(), dir)
 	})
 	return srv, dev
 }
@@ -280,7 +280,7 @@ func startStore(t testing.TB, store Store, readOnly bool, tr transport) (*Server
 		if err := srv.Stop(); err != nil {
 			t.Error(err)
 		}
-		checkNoLeaks(t, srv.FilePath(), dir)
+		checkNoLeaks(t, srv.filePath(), dir)
 	})
 	return srv, dev
 }
@@ -450,12 +450,12 @@ func TestFUSEFileSystemOps(t *testing.T) {
 	forTransports(t, func(t *testing.T, tr transport) {
 		im := newPlainImage(t, 1<<20, 4096, 0)
 		srv, _ := im.start(t, false, tr)
-		dir := filepath.Dir(srv.FilePath())
+		dir := filepath.Dir(srv.filePath())
 		ents, err := os.ReadDir(dir)
 		if err != nil || len(ents) != 1 || ents[0].Name() != FileName {
 			t.Fatalf("listing %s: %v, %v", dir, ents, err)
 		}
-		st, err := os.Stat(srv.FilePath())
+		st, err := os.Stat(srv.filePath())
 		if err != nil || st.Size() != 1<<20 || !st.Mode().IsRegular() {
 			t.Fatalf("stat: %v, %v", st, err)
 		}
@@ -466,7 +466,7 @@ func TestFUSEFileSystemOps(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "new"), nil, 0o600); err == nil {
 			t.Error("creating a file in the FUSE mount succeeded")
 		}
-		f, err := os.OpenFile(srv.FilePath(), os.O_RDWR, 0)
+		f, err := os.OpenFile(srv.filePath(), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -516,7 +516,7 @@ func TestRingDeclinedAtInit(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkNoLeaks(t, srv.FilePath(), dir)
+	checkNoLeaks(t, srv.filePath(), dir)
 }
 
 func skipUnlessRing(t *testing.T) {

@@ -344,7 +344,7 @@ func TestTableMasksKey(t *testing.T) {
 	if len(targets) != 1 || strings.Contains(targets[0].Params, hex64[:16]) {
 		t.Fatalf("table shows the key: %v", targets)
 	}
-	ci, err := ParseCrypt(targets[0].Params)
+	ci, err := parseCrypt(targets[0].Params)
 	if err != nil {
 		t.Fatal(err)
 	}

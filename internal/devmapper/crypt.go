@@ -202,21 +202,11 @@ func (t *CryptTable) appendParams(dst []byte, maskKey bool) []byte {
 	return dst
 }
 
-// AppendParams validates the table and appends its parameter string,
-// "CIPHER KEYHEX IV_OFFSET DEVICE OFFSET [N OPTS...]", to dst. The result
-// holds the key: wipe it after use. If dst lacks the capacity, the result is
-// a new exactly sized slice, so no partial copy of the key is left behind in
-// memory that append would have abandoned.
-func (t *CryptTable) AppendParams(dst []byte) ([]byte, error) {
-	if err := t.Validate(); err != nil {
-		return dst, err
-	}
-	return t.appendParams(reserve(dst, t.paramsLen()), false), nil
-}
-
 // AppendLine validates the table and appends the whole table line, as
-// dmsetup reads it: "0 LENGTH crypt " and the parameters. Like
-// AppendParams, the result holds the key.
+// dmsetup reads it: "0 LENGTH crypt " and the parameters. The result holds
+// the key: wipe it after use. If dst lacks the capacity, the result is a
+// new exactly sized slice, so no partial copy of the key is left behind in
+// memory that append would have abandoned.
 func (t *CryptTable) AppendLine(dst []byte) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return dst, err
@@ -292,9 +282,9 @@ type CryptInfo struct {
 	Options []string
 }
 
-// ParseCrypt parses the parameters of a crypt target's table line (from
+// parseCrypt parses the parameters of a crypt target's table line (from
 // Table, whose keys are masked).
-func ParseCrypt(params string) (*CryptInfo, error) {
+func parseCrypt(params string) (*CryptInfo, error) {
 	f := strings.Fields(params)
 	if len(f) < 5 {
 		return nil, fmt.Errorf("devmapper: crypt table %q: want at least 5 fields", params)

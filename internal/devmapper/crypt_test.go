@@ -57,14 +57,7 @@ func TestCryptTableLine(t *testing.T) {
 			if string(line) != c.want {
 				t.Errorf("line\n got %s\nwant %s", line, c.want)
 			}
-			params, err := c.t.AppendParams(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
 			wantParams := c.want[strings.Index(c.want, "crypt ")+len("crypt "):]
-			if string(params) != wantParams {
-				t.Errorf("params\n got %s\nwant %s", params, wantParams)
-			}
 			if n := c.t.paramsLen(); n != len(wantParams) {
 				t.Errorf("paramsLen = %d, want %d", n, len(wantParams))
 			}
@@ -103,9 +96,6 @@ func TestCryptTableInvalid(t *testing.T) {
 		if _, err := tab.AppendLine(nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: AppendLine error %v, want one containing %q", c.name, err, c.want)
 		}
-		if _, err := tab.AppendParams(nil); err == nil {
-			t.Errorf("%s: AppendParams accepted it", c.name)
-		}
 		if err := tab.Validate(); err != nil && strings.Contains(err.Error(), "000102") {
 			t.Errorf("%s: error shows key bytes: %v", c.name, err)
 		}
@@ -115,31 +105,31 @@ func TestCryptTableInvalid(t *testing.T) {
 	}
 }
 
-// AppendParams must write in place when dst has room, and otherwise into a
+// AppendLine must write in place when dst has room, and otherwise into a
 // fresh, exactly sized slice: never through append's growth, which would
 // leave a partial copy of the key in the abandoned array.
-func TestAppendParamsBuffers(t *testing.T) {
+func TestAppendLineBuffers(t *testing.T) {
 	tab := CryptTable{Key: seqKey(64), Device: "7:0", Length: 16}
-	n := tab.paramsLen()
+	n := len(tab.linePrefix()) + tab.paramsLen()
 
 	room := make([]byte, 3, 3+n)
 	copy(room, "abc")
-	out, err := tab.AppendParams(room)
+	out, err := tab.AppendLine(room)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if &out[0] != &room[0] || len(out) != 3+n || !bytes.HasPrefix(out, []byte("abc")) {
-		t.Error("AppendParams did not write in place into a buffer with room")
+		t.Error("AppendLine did not write in place into a buffer with room")
 	}
 
 	small := make([]byte, 3, 10)
 	copy(small, "abc")
-	out, err = tab.AppendParams(small)
+	out, err = tab.AppendLine(small)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if &out[0] == &small[0] || cap(out) != 3+n || !bytes.HasPrefix(out, []byte("abc")) {
-		t.Errorf("AppendParams into a small buffer: cap %d, want a new slice of cap %d", cap(out), 3+n)
+		t.Errorf("AppendLine into a small buffer: cap %d, want a new slice of cap %d", cap(out), 3+n)
 	}
 	if bytes.Contains(small[:cap(small)], []byte("0001")) {
 		t.Error("key digits were written into the too-small buffer")
@@ -174,7 +164,7 @@ func TestParseCrypt(t *testing.T) {
 		{"cipher_null-ecb - 0 7:0 0",
 			CryptInfo{Cipher: "cipher_null-ecb", Device: "7:0", SectorSize: 512}},
 	} {
-		got, err := ParseCrypt(c.params)
+		got, err := parseCrypt(c.params)
 		if err != nil {
 			t.Errorf("%q: %v", c.params, err)
 			continue
@@ -193,8 +183,8 @@ func TestParseCrypt(t *testing.T) {
 		"aes-xts-plain64 00 0 7:0 0 2 sector_size:4096",
 		"aes-xts-plain64 00 0 7:0 0 1 sector_size:big",
 	} {
-		if _, err := ParseCrypt(bad); err == nil {
-			t.Errorf("ParseCrypt(%q) accepted it", bad)
+		if _, err := parseCrypt(bad); err == nil {
+			t.Errorf("parseCrypt(%q) accepted it", bad)
 		}
 	}
 }
@@ -217,19 +207,19 @@ func TestMaskCryptKey(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
-	for _, good := range []string{"a", "vol0", "xtsctl_home-1.2", "A#+-.:=@_z", strings.Repeat("n", MaxNameLen)} {
+	for _, good := range []string{"a", "vol0", "xtsctl_home-1.2", "A#+-.:=@_z", strings.Repeat("n", maxNameLen)} {
 		if err := CheckName(good); err != nil {
 			t.Errorf("CheckName(%q): %v", good, err)
 		}
 	}
 	for _, bad := range []string{"", ".", "..", "control", "a/b", "../x", "a b", "a\x00b", "ü", "a\n",
-		strings.Repeat("n", MaxNameLen+1)} {
+		strings.Repeat("n", maxNameLen+1)} {
 		if err := CheckName(bad); err == nil {
 			t.Errorf("CheckName(%q) accepted it", bad)
 		}
 	}
 	// The UUID of the longest name fits DM_UUID_LEN with its NUL.
-	if n := len(UUIDPrefix) + MaxNameLen; n != 128 {
+	if n := len(uuidPrefix) + maxNameLen; n != 128 {
 		t.Errorf("longest UUID is %d bytes, want 128", n)
 	}
 }

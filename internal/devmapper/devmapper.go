@@ -37,24 +37,24 @@ var (
 	ErrBusy = errors.New("device-mapper device is in use")
 )
 
-// MapperDir is where device nodes are named after their device.
-const MapperDir = "/dev/mapper"
+// mapperDir is where device nodes are named after their device.
+const mapperDir = "/dev/mapper"
 
-// UUIDPrefix starts the device-mapper UUID of every device this package
+// uuidPrefix starts the device-mapper UUID of every device this package
 // creates; the rest is the device name. It marks our devices as ours.
-const UUIDPrefix = "XTSCTL-"
+const uuidPrefix = "XTSCTL-"
 
-// MaxNameLen is the longest device name: the kernel's 127 bytes, less what
-// the UUID needs for UUIDPrefix.
-const MaxNameLen = uuidLen - 1 - len(UUIDPrefix)
+// maxNameLen is the longest device name: the kernel's 127 bytes, less what
+// the UUID needs for uuidPrefix.
+const maxNameLen = uuidLen - 1 - len(uuidPrefix)
 
-// CheckName reports whether name can name a device: 1 to MaxNameLen bytes
+// CheckName reports whether name can name a device: 1 to maxNameLen bytes
 // of letters, digits and "#+-.:=@_" (the characters libdevmapper uses
 // without mangling), not "." or "..", and not "control", which
 // /dev/mapper/control already is.
 func CheckName(name string) error {
-	if name == "" || len(name) > MaxNameLen {
-		return fmt.Errorf("devmapper: device name must be 1 to %d bytes long, not %d", MaxNameLen, len(name))
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("devmapper: device name must be 1 to %d bytes long, not %d", maxNameLen, len(name))
 	}
 	if name == "." || name == ".." || name == "control" {
 		return fmt.Errorf("devmapper: %q cannot name a device", name)
@@ -97,7 +97,7 @@ type Info struct {
 
 // Ours reports whether this package created the device.
 func (i *Info) Ours() bool {
-	return len(i.UUID) > len(UUIDPrefix) && i.UUID[:len(UUIDPrefix)] == UUIDPrefix
+	return len(i.UUID) > len(uuidPrefix) && i.UUID[:len(uuidPrefix)] == uuidPrefix
 }
 
 // A Target is one line of a device's table: Length 512-byte sectors at
@@ -118,7 +118,7 @@ type DeviceStatus struct {
 }
 
 // DevPath returns the device node path of the device named name.
-func DevPath(name string) string { return MapperDir + "/" + name }
+func DevPath(name string) string { return mapperDir + "/" + name }
 
 func infoFromHeader(h header) Info {
 	major, minor := decodeDev(h.dev)

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const controlPath = MapperDir + "/control"
+const controlPath = mapperDir + "/control"
 
 // miscMajor is the character major of misc devices, /dev/mapper/control's.
 const miscMajor = 10
@@ -57,11 +57,11 @@ func CreateCrypt(name string, t *CryptTable) (devPath string, err error) {
 
 func createDevice(name string, readOnly bool, targets []loadTarget) (devPath string, err error) {
 	err = withClient(func(c *client) error {
-		info, err := c.createDevice(name, UUIDPrefix+name, readOnly, targets)
+		info, err := c.createDevice(name, uuidPrefix+name, readOnly, targets)
 		if err != nil {
 			return err
 		}
-		devPath, err = makeNode(MapperDir, name, info.Major, info.Minor)
+		devPath, err = makeNode(mapperDir, name, info.Major, info.Minor)
 		if err != nil {
 			if _, rerr := c.remove(name); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("devmapper: undo the creation: %w", rerr))
@@ -83,7 +83,7 @@ func Remove(name string) error {
 		if err != nil {
 			return err
 		}
-		return removeNode(MapperDir, name, info.Major, info.Minor)
+		return removeNode(mapperDir, name, info.Major, info.Minor)
 	})
 }
 
@@ -106,7 +106,7 @@ func Status(name string) (*DeviceStatus, error) {
 }
 
 // Table returns the live table of device name, one Target per line, with
-// the hex digits of crypt keys replaced by 0. ParseCrypt reads the
+// the hex digits of crypt keys replaced by 0. parseCrypt reads the
 // parameters of a crypt target.
 func Table(name string) ([]Target, error) {
 	if err := CheckName(name); err != nil {
@@ -165,7 +165,7 @@ func openControl() (*os.File, error) {
 		}
 		return nil, fmt.Errorf("%w: %s missing and the kernel lists no device-mapper in /proc/misc", ErrUnavailable, controlPath)
 	}
-	if err := os.MkdirAll(MapperDir, 0o755); err != nil {
+	if err := os.MkdirAll(mapperDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %s missing and cannot be created: %w", ErrUnavailable, controlPath, err)
 	}
 	err = unix.Mknod(controlPath, unix.S_IFCHR|0o600, int(unix.Mkdev(miscMajor, minor)))
@@ -198,7 +198,7 @@ func miscMinor(name string) (uint32, bool) {
 	return 0, false
 }
 
-// makeNode makes dir/name (dir is MapperDir but in tests) the block device
+// makeNode makes dir/name (dir is mapperDir but in tests) the block device
 // major:minor. A node that already is that device (udev was faster, or a
 // symlink to /dev/dm-N) is kept; a stale node or link left by an earlier
 // device is replaced.

@@ -195,7 +195,7 @@ func attach(t *testing.T, path string, readOnly bool) *loopdev.Device {
 func checkNoLeftovers(t *testing.T) {
 	t.Helper()
 	dms, _ := filepath.Glob("/sys/block/dm-*")
-	nodes, _ := filepath.Glob(MapperDir + "/*")
+	nodes, _ := filepath.Glob(mapperDir + "/*")
 	if len(dms) != 0 || len(nodes) != 1 {
 		t.Errorf("left behind: %v, %v", dms, nodes)
 	}
@@ -323,7 +323,7 @@ func checkStatus(t *testing.T, name, path string, tab *CryptTable) {
 	if b, err := os.ReadFile(sys + "name"); err != nil || strings.TrimSpace(string(b)) != name {
 		t.Errorf("sysfs %sname = %q, %v; want %q", sys, b, err, name)
 	}
-	if b, err := os.ReadFile(sys + "uuid"); err != nil || strings.TrimSpace(string(b)) != UUIDPrefix+name {
+	if b, err := os.ReadFile(sys + "uuid"); err != nil || strings.TrimSpace(string(b)) != uuidPrefix+name {
 		t.Errorf("sysfs %suuid = %q, %v", sys, b, err)
 	}
 	if st.Name != name || !st.Ours() || !st.LiveTable || st.InactiveTable || st.Suspended ||
@@ -359,7 +359,7 @@ func checkTable(t *testing.T, name string, tab *CryptTable, key []byte, loop *lo
 	if line := "0 " + strconv.FormatUint(targets[0].Length, 10) + " crypt " + p; line != want.String() {
 		t.Errorf("kernel table\n %s\nwant\n %s", line, want.String())
 	}
-	ci, err := ParseCrypt(p)
+	ci, err := parseCrypt(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +496,7 @@ func TestInGuestSeveralTargets(t *testing.T) {
 			return fmt.Errorf("linear params %q, want %q", targets[2].Params, want)
 		}
 		for i, tg := range targets[:2] {
-			ci, err := ParseCrypt(tg.Params)
+			ci, err := parseCrypt(tg.Params)
 			if err != nil {
 				return err
 			}

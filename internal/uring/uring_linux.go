@@ -41,8 +41,8 @@ const (
 	OpURingCmd = 46
 )
 
-// SQESize is the size of one submission entry of a Ring (IORING_SETUP_SQE128).
-const SQESize = 128
+// sqeSize is the size of one submission entry of a Ring (IORING_SETUP_SQE128).
+const sqeSize = 128
 
 // An SQE is one 128-byte submission entry. The fields are those of struct
 // io_uring_sqe; Cmd is the command area of IORING_OP_URING_CMD.
@@ -130,7 +130,7 @@ func New(entries uint32) (*Ring, error) {
 		return nil, fmt.Errorf("mmap io_uring: %w", err)
 	}
 	r.sqRing, r.cqRing = ring, ring
-	r.sqes, err = unix.Mmap(r.fd, offSQEs, int(p.sqEntries)*SQESize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	r.sqes, err = unix.Mmap(r.fd, offSQEs, int(p.sqEntries)*sqeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("mmap io_uring entries: %w", err)
@@ -178,7 +178,7 @@ func (r *Ring) NextSQE() *SQE {
 	if r.sqLocalTail-head >= r.sqEntries {
 		return nil
 	}
-	sqe := (*SQE)(unsafe.Pointer(&r.sqes[int(r.sqLocalTail&r.sqMask)*SQESize]))
+	sqe := (*SQE)(unsafe.Pointer(&r.sqes[int(r.sqLocalTail&r.sqMask)*sqeSize]))
 	*sqe = SQE{}
 	r.sqLocalTail++
 	r.pending++

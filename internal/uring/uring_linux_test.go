@@ -42,8 +42,8 @@ func reap(t *testing.T, r *Ring, want int) []CQE {
 }
 
 func TestSQEIs128Bytes(t *testing.T) {
-	if n := unsafe.Sizeof(SQE{}); n != SQESize {
-		t.Fatalf("SQE is %d bytes, want %d", n, SQESize)
+	if n := unsafe.Sizeof(SQE{}); n != sqeSize {
+		t.Fatalf("SQE is %d bytes, want %d", n, sqeSize)
 	}
 	if off := unsafe.Offsetof(SQE{}.UserData); off != 32 {
 		t.Fatalf("UserData at %d, want 32 (struct io_uring_sqe)", off)

@@ -1,0 +1,162 @@
+package blockdev
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/xts"
+)
+
+// servingDirs gives a test its own run directory (short: the control
+// socket path must fit in 108 bytes) and a work directory, and closes
+// whatever a failed test left open.
+func servingDirs(t *testing.T) string {
+	t.Helper()
+	skipUnlessDevices(t)
+	run, err := os.MkdirTemp("/tmp", "xb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XTSCTL_RUNDIR", run)
+	t.Cleanup(func() {
+		left, _ := List(Options{})
+		for _, s := range left {
+			t.Errorf("%s still open at the end of the test", s.Name)
+			Close(context.Background(), s.Name, Options{})
+		}
+		os.RemoveAll(run)
+	})
+	return t.TempDir()
+}
+
+func openFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestOpenCloseLifecycle runs open, status, I/O through the device and
+// close for a plain image and a volume through the API, with the server
+// (this test binary, TestMain) in a process of its own: under -race the
+// server runs with the race detector too. A second open of the same NAME
+// or image is refused; a volume that was written is clean after close.
+func TestOpenCloseLifecycle(t *testing.T) {
+	dir := servingDirs(t)
+	ctx := context.Background()
+
+	key := make([]byte, 64)
+	rand.Read(key)
+	plain := filepath.Join(dir, "p.img")
+	os.WriteFile(plain, make([]byte, 4<<20), 0o600)
+	p := volume.Plain{Sector: sector.Params{Size: 4096}}
+
+	vol := filepath.Join(dir, "v.vol")
+	vf, _ := os.OpenFile(vol, os.O_RDWR|os.O_CREATE, 0o600)
+	const size = 4 << 20
+	h, _, err := volume.Create(ctx, vf, bytes.NewReader(make([]byte, size)), size,
+		volume.CreateOptions{TagSize: 32, KDF: volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, Passphrase: tagPass}, nil)
+	vf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := volume.Open(vol, tagPass, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := v.MasterKey()
+	v.Close()
+
+	for _, req := range []*Request{
+		{Name: "p", Image: openFile(t, plain), Path: plain, Type: TypePlain, Plain: p, Key: key, Backend: "fuse"},
+		{Name: "v", Image: openFile(t, vol), Path: vol, Type: TypeVolume, Header: h, Key: master, Backend: "auto"},
+	} {
+		st, err := Open(ctx, req, Options{Warn: t.Logf})
+		if err != nil {
+			t.Fatalf("%s: open: %v", req.Name, err)
+		}
+		if st.Backend != "fuse" || st.Device == "" {
+			t.Fatalf("%s: opened %+v", req.Name, st)
+		}
+		if _, err := Open(ctx, req, Options{}); kindOf(err) != KindDevice {
+			t.Errorf("%s: a second open of it: %v", req.Name, err)
+		}
+		other := *req
+		other.Name = req.Name + "2"
+		if _, err := Open(ctx, &other, Options{}); kindOf(err) != KindDevice {
+			t.Errorf("%s: the same image under another NAME: %v", req.Name, err)
+		}
+
+		data := make([]byte, 64<<10)
+		rand.Read(data)
+		dev, err := os.OpenFile(st.Device, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dev.WriteAt(data, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if _, err := dev.ReadAt(got, 1<<20); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: read back: %v", req.Name, err)
+		}
+		dev.Close()
+
+		vs, err := StatusOf(req.Name, Options{})
+		if err != nil || vs.Condition != "open" || vs.Stats == nil || vs.Stats.Writes == 0 {
+			t.Errorf("%s: status %+v, %v", req.Name, vs, err)
+		}
+		if _, err := Close(ctx, req.Name, Options{}); err != nil {
+			t.Fatalf("%s: close: %v", req.Name, err)
+		}
+		if _, err := StatusOf(req.Name, Options{}); !errors.Is(err, ErrNotOpen) {
+			t.Errorf("%s: after close: %v", req.Name, err)
+		}
+		// The server's stderr is its log: a race it ran into is there.
+		if log, _ := os.ReadFile(LogPath(req.Name)); bytes.Contains(log, []byte("DATA RACE")) {
+			t.Errorf("%s: the server's log reports a data race:\n%s", req.Name, log)
+		}
+
+		// What was written is in the image, encrypted as the format says.
+		switch req.Type {
+		case TypePlain:
+			c, _ := xts.NewCipher(key)
+			img, _ := os.ReadFile(plain)
+			want := make([]byte, len(data))
+			codec, _ := sector.NewCodec(c, p.Sector)
+			codec.Encrypt(want, data, (1<<20)/4096)
+			if !bytes.Equal(img[1<<20:1<<20+len(data)], want) {
+				t.Error("the plain image does not hold the ciphertext of what was written")
+			}
+		case TypeVolume:
+			w, err := volume.Open(vol, tagPass, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := w.State(); st.Dirty || !st.DigestStale {
+				t.Errorf("volume state after close %+v", st)
+			}
+			got := make([]byte, len(data))
+			if err := w.ReadSectors(got, (1<<20)/uint64(w.SectorSize())); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("the volume does not read back what was written: %v", err)
+			}
+			w.Close()
+		}
+	}
+	if _, err := Close(ctx, "nope", Options{}); kindOf(err) != KindUsage {
+		t.Errorf("close of a NAME not open: %v", err)
+	}
+}
