@@ -80,4 +80,3 @@ func TestVolumeBuiltByHandOpens(t *testing.T) {
 		v.Close()
 	}
 }
-
