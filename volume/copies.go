@@ -54,6 +54,19 @@ func (e *TruncatedError) Error() string {
 	return fmt.Sprintf("volume is truncated: the header says %d bytes, the image has %d", e.Expected, e.Actual)
 }
 
+// InPlaceError reports a volume that an in-place conversion (package
+// inplace) was stopped in the middle of: part of its data area is
+// plaintext, part ciphertext, and nothing but that conversion may read or
+// write it until it is finished.
+type InPlaceError struct{ Encrypting bool }
+
+func (e *InPlaceError) Error() string {
+	if e.Encrypting {
+		return "an in-place encryption of this image was interrupted: it is not a usable volume until that encryption is finished"
+	}
+	return "an in-place decryption of this volume was interrupted: it is not usable until that decryption is finished"
+}
+
 // HeadersDamagedError reports that neither header copy can be read.
 type HeadersDamagedError struct{ Primary, Secondary error }
 
@@ -68,7 +81,8 @@ func (e *HeadersDamagedError) Error() string {
 // has it intact (best effort, with a warning).
 //
 // Errors: ErrNotVolume, *VersionError, *FeatureError, *HeadersDamagedError;
-// *TruncatedError comes with the Headers found (for info).
+// *TruncatedError and *InPlaceError come with the Headers found (for info,
+// and for package inplace, which alone continues such a volume).
 func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 	hs := &Headers{DeviceSize: size}
 	p, s := &hs.Primary, &hs.Secondary
@@ -155,6 +169,9 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 	}
 	if hs.Header.UUID != otherCopy(hs).uuid() && otherCopy(hs).Parsed {
 		hs.warnf("the %s header copy belongs to another volume (UUID %s)", otherCopy(hs).Name, uuidString(otherCopy(hs).uuid()))
+	}
+	if f := hs.Header.Flags & FlagsInPlace; f != 0 {
+		return hs, &InPlaceError{Encrypting: f == FlagEncrypting}
 	}
 	if truncated == nil && hs.Header.Size > size {
 		truncated = &TruncatedError{Expected: hs.Header.Size, Actual: size}

@@ -49,10 +49,20 @@ const (
 
 // Header flags. A flag this version does not know makes the header
 // unreadable: flags announce features that change how a volume is read.
+//
+// FlagEncrypting and FlagDecrypting mark a volume that an in-place
+// conversion (package inplace, docs/INPLACE.md) is in the middle of: its
+// data area is partly plaintext, partly ciphertext, and only that code
+// can finish it. xtsctl versions without them refuse such a volume as
+// using unknown features; this one refuses it everywhere else too
+// (ReadHeaders returns an *InPlaceError).
 const (
-	FlagDigest uint32 = 1 << 0 // SealedDigest holds the end-to-end digest
+	FlagDigest     uint32 = 1 << 0 // SealedDigest holds the end-to-end digest
+	FlagEncrypting uint32 = 1 << 1 // an in-place encryption is in progress
+	FlagDecrypting uint32 = 1 << 2 // an in-place decryption is in progress
 
-	knownFlags = FlagDigest
+	knownFlags   = FlagDigest | FlagEncrypting | FlagDecrypting
+	FlagsInPlace = FlagEncrypting | FlagDecrypting
 )
 
 // MaxLabel is the longest label in bytes (UTF-8).
@@ -243,6 +253,9 @@ func (h *Header) check() error {
 	}
 	if err := checkTagSize(h.Integrity, h.TagSize); err != nil {
 		return err
+	}
+	if h.Flags&FlagsInPlace == FlagsInPlace {
+		return errors.New("flags say an in-place encryption and decryption at once")
 	}
 	return h.Layout.Check()
 }
