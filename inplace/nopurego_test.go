@@ -1,0 +1,5 @@
+//go:build !purego
+
+package inplace
+
+const slowCrypto = false

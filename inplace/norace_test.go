@@ -1,0 +1,5 @@
+//go:build !race
+
+package inplace
+
+const raceEnabled = false
