@@ -181,3 +181,9 @@ func (l *opLog) add(o op) {
 	l.ops = append(l.ops, o)
 	l.mu.Unlock()
 }
+
+func (d *memDev) bytes() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return bytes.Clone(d.b)
+}

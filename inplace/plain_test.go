@@ -198,3 +198,90 @@ func TestPlainPowerLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainResumeChecks: an interrupted plain run resumes only with its
+// key, its parameters and its direction, on its own target; a refused
+// resume changes nothing.
+func TestPlainResumeChecks(t *testing.T) {
+	ctx := context.Background()
+	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	in := pattern(5<<20, 11)
+	tg := &memDev{b: bytes.Clone(in), failAfter: 2}
+	j := &memJournal{}
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+		t.Fatalf("not interrupted: %v", err)
+	}
+	tg.failAfter = 0
+	half, journal := bytes.Clone(tg.b), j.dev.bytes()
+	st, err := ProbeJournal(j.dev)
+	if err != nil || st.Direction != Encrypt || !st.Recorded || !st.Journal || st.Length != int64(len(in)) {
+		t.Fatalf("probe: %+v %v", st, err)
+	}
+	otherKey := pattern(64, 10)
+	var me *MismatchError
+	var de *DirectionError
+	for name, c := range map[string]struct {
+		do   func(tg *memDev, j *memJournal) error
+		want func(error) bool
+	}{
+		"wrong key": {func(tg *memDev, j *memJournal) error {
+			_, err := EncryptPlain(ctx, tg, j, p, 0, otherKey, Options{})
+			return err
+		}, func(err error) bool { return errors.Is(err, ErrWrongKey) }},
+		"other sector size": {func(tg *memDev, j *memJournal) error {
+			_, err := EncryptPlain(ctx, tg, j, volume.Plain{Sector: sector.Params{Size: 4096}}, 0, testKey, Options{})
+			return err
+		}, func(err error) bool { return errors.As(err, &me) }},
+		"decrypt": {func(tg *memDev, j *memJournal) error {
+			_, err := DecryptPlain(ctx, tg, j, p, testKey, Options{})
+			return err
+		}, func(err error) bool { return errors.As(err, &de) }},
+		"another image": {func(tg *memDev, j *memJournal) error {
+			copy(tg.b, pattern(len(tg.b), 12))
+			_, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{})
+			return err
+		}, func(err error) bool { return errors.Is(err, ErrNotThisTarget) }},
+		"another size": {func(tg *memDev, j *memJournal) error {
+			tg.b = tg.b[:len(tg.b)-512]
+			_, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{})
+			return err
+		}, func(err error) bool { return errors.Is(err, ErrNotThisTarget) }},
+	} {
+		tg := &memDev{b: bytes.Clone(half)}
+		j := &memJournal{dev: &memDev{b: bytes.Clone(journal)}}
+		before := bytes.Clone(tg.b)
+		err := c.do(tg, j)
+		if err == nil || !c.want(err) {
+			t.Fatalf("%s: got %v", name, err)
+		}
+		if name != "another image" && name != "another size" && !bytes.Equal(tg.b, before) || !bytes.Equal(j.dev.b, journal) {
+			t.Fatalf("%s: a refused resume changed something", name)
+		}
+	}
+	// A forged journal (data slot changed, checksums redone cannot be:
+	// the record's MAC covers it) is not replayed.
+	forged := bytes.Clone(journal)
+	for i := journalData; i < len(forged); i++ {
+		forged[i] ^= 0x5a
+	}
+	tg2 := &memDev{b: bytes.Clone(half)}
+	_, err = EncryptPlain(ctx, tg2, &memJournal{dev: &memDev{b: forged}}, p, 0, testKey, Options{})
+	if err != nil {
+		// Both records named a slot that no longer matches: nothing is
+		// trusted, nothing written.
+		if !bytes.Equal(tg2.b, half) {
+			t.Fatal("a forged journal was written to the target")
+		}
+	} else if !bytes.Equal(tg2.b, straightPlain(t, in, p, testKey)) {
+		t.Fatal("a forged journal's data reached the target")
+	}
+	// And with the right everything, it resumes and finishes.
+	tg3 := &memDev{b: bytes.Clone(half)}
+	res, err := EncryptPlain(ctx, tg3, &memJournal{dev: &memDev{b: bytes.Clone(journal)}}, p, 0, testKey, Options{})
+	if err != nil || !res.Resumed || res.ResumedAt == 0 {
+		t.Fatalf("resume: %+v %v", res, err)
+	}
+	if !bytes.Equal(tg3.b, straightPlain(t, in, p, testKey)) {
+		t.Fatal("the resumed run differs from encrypt --type plain")
+	}
+}
