@@ -79,6 +79,7 @@ so the kernel's dm-crypt opens it with the same options.`,
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
 	cf.register(cmd.Flags())
+	registerProgressFlag(a, cmd.Flags())
 	return cmd
 }
 
@@ -130,5 +131,6 @@ device (the same options as cryptsetup open: --sector-size,
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
+	registerProgressFlag(a, cmd.Flags())
 	return cmd
 }

@@ -36,6 +36,7 @@ and never writes to IMAGE.`,
 	}
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, cmd.Flags())
+	registerProgressFlag(a, cmd.Flags())
 	return cmd
 }
 

@@ -32,6 +32,8 @@ type app struct {
 	// allowExpensiveKDF (--allow-expensive-kdf) runs key slots whatever
 	// their Argon2id costs.
 	allowExpensiveKDF bool
+	// progressJSON (--progress-json) reports progress as JSON lines.
+	progressJSON bool
 }
 
 // commandFactories holds one constructor per subcommand (registered from
