@@ -30,9 +30,10 @@ func newEncryptCmd(a *app) *cobra.Command {
 		force bool
 		pf    plainFlags
 		cf    createFlags
+		ip    inPlaceFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "encrypt IN OUT",
+		Use:   "encrypt IN OUT | encrypt --in-place TARGET",
 		Short: "Encrypt a plaintext disk image",
 		Long: `Encrypt the plaintext image IN into OUT.
 
@@ -52,16 +53,32 @@ writing IN through
   cryptsetup open --type plain --cipher aes-xts-plain64 --key-file KEY \
       --key-size 512 (or 256 for a 32-byte key) [--sector-size N]
       [--iv-large-sectors] [--offset N] [--skip N]
-so the kernel's dm-crypt opens it with the same options.`,
+so the kernel's dm-crypt opens it with the same options.
+
+With --in-place, TARGET (an image file or a block device) is encrypted
+itself, with the same result: no second copy is needed. The run is
+resumable and crash-safe: if it is interrupted (killed, a crash, a power
+loss), run the same command again and it resumes where it stopped; info
+shows how far it got. A volume needs room after the data for its
+metadata: an image file grows; a block device must have it free at its end
+(--reduce-device-size). A plain run keeps a journal file beside an image,
+or where --journal says (required for a block device). docs/INPLACE.md
+says how.`,
 		Example: `  xtsctl encrypt disk.img disk.vol
   xtsctl encrypt --passphrase-file pass.txt --sector-size 512 --tag-size 16 disk.img disk.vol
   head -c 64 /dev/urandom > disk.key && chmod 600 disk.key
   xtsctl encrypt --type plain --key-file disk.key disk.img disk.enc
-  xtsctl encrypt --type plain --key-file disk.key --sector-size 4096 disk.img disk.enc`,
-		Args: argsNamed("IN", "OUT"),
+  xtsctl encrypt --type plain --key-file disk.key --sector-size 4096 disk.img disk.enc
+  xtsctl encrypt --in-place disk.img
+  xtsctl encrypt --in-place --reduce-device-size 64M /dev/sdb1
+  xtsctl encrypt --in-place --type plain --key-file disk.key --journal /root/sdb1.journal /dev/sdb1`,
+		Args: inPlaceArgs(&ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkType(typ); err != nil {
 				return err
+			}
+			if ip.on {
+				return encryptInPlace(a, cmd, typ, &pf, &cf, &ip, args[0])
 			}
 			if typ == typePlain {
 				if err := rejectFlags(cmd, typ, createOnly); err != nil {
@@ -80,6 +97,7 @@ so the kernel's dm-crypt opens it with the same options.`,
 	pf.register(cmd.Flags())
 	cf.register(cmd.Flags())
 	registerProgressFlag(a, cmd.Flags())
+	ip.register(cmd.Flags(), true)
 	return cmd
 }
 
@@ -89,9 +107,10 @@ func newDecryptCmd(a *app) *cobra.Command {
 		force    bool
 		pf       plainFlags
 		passFile string
+		ip       inPlaceFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "decrypt IN OUT",
+		Use:   "decrypt IN OUT | decrypt --in-place TARGET",
 		Short: "Decrypt an encrypted disk image",
 		Long: `Decrypt the encrypted image IN into the plaintext image OUT.
 
@@ -106,13 +125,23 @@ one encrypt printed.
 
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,
---iv-large-sectors, --offset, --skip).`,
+--iv-large-sectors, --offset, --skip).
+
+With --in-place, TARGET itself is decrypted: afterwards it holds the
+plaintext from its start (an image file shrinks to it; on a block device
+what followed it is zeroed). For a volume every sector's tag is checked
+before anything is written. Resumable like encrypt --in-place: run the
+same command again after an interruption.`,
 		Example: `  xtsctl decrypt disk.vol disk.img
-  xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img`,
-		Args: argsNamed("IN", "OUT"),
+  xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img
+  xtsctl decrypt --in-place disk.vol`,
+		Args: inPlaceArgs(&ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkType(typ); err != nil {
 				return err
+			}
+			if ip.on {
+				return decryptInPlace(a, cmd, typ, &pf, passFile, &ip, args[0])
 			}
 			if typ == typePlain {
 				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
@@ -132,5 +161,6 @@ device (the same options as cryptsetup open: --sector-size,
 	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
 	registerProgressFlag(a, cmd.Flags())
+	ip.register(cmd.Flags(), false)
 	return cmd
 }

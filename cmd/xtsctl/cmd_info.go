@@ -23,6 +23,7 @@ type infoFlags struct {
 	device    string
 	passFile  string
 	force     bool
+	journal   string
 }
 
 func newInfoCmd(a *app) *cobra.Command {
@@ -66,6 +67,7 @@ FILE (mode 0600), never to a pipe.`,
 	fs.StringVar(&f.passFile, "passphrase-file", "", "with --show-key: read the passphrase from FILE instead of the terminal")
 	registerUnlockFlags(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "with --key-output: overwrite FILE if it exists")
+	fs.StringVar(&f.journal, "journal", "", "the journal of an interrupted plain in-place run of IMAGE (default: IMAGE.xtsctl-journal)")
 	return cmd
 }
 
@@ -83,6 +85,11 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 		return err
 	}
 	defer in.Close()
+	if !f.dmTable {
+		if shown, err := infoInPlace(a, f, image, in); shown {
+			return err
+		}
+	}
 	hs, err := volume.ReadHeaders(in, in.size)
 	var te *volume.TruncatedError
 	switch {
@@ -140,6 +147,8 @@ type infoJSON struct {
 	State           stateJSON  `json:"state"`
 	Digest          string     `json:"digest"`
 	DMTable         string     `json:"dm_table"`
+	// InPlace describes an interrupted in-place run (cmd_inplace.go).
+	InPlace *inPlaceJSON `json:"in_place,omitempty"`
 }
 
 type copyJSON struct {

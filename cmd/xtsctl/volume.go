@@ -216,6 +216,7 @@ func volumeError(image string, err error) error {
 		re  *volume.ReadError
 		we  *volume.WriteError
 		rse *volume.RestoreError
+		ipe *volume.InPlaceError
 	)
 	wrap := func(code int, hints ...string) error {
 		return withCode(code, fmt.Errorf("%s: %w", image, err), hints...)
@@ -228,6 +229,12 @@ func volumeError(image string, err error) error {
 	case errors.Is(err, volume.ErrNotVolume):
 		return withCode(exitInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image),
 			"for a cryptsetup plain-mode image use --type plain --key-file KEYFILE")
+	case errors.As(err, &ipe):
+		verb := "decrypt"
+		if ipe.Encrypting {
+			verb = "encrypt"
+		}
+		return wrap(exitInput, fmt.Sprintf("run xtsctl %s --in-place %s again to finish it; xtsctl info %s shows how far it got", verb, image, image))
 	case errors.As(err, &ve), errors.As(err, &fe):
 		return wrap(exitInput, "it was made by a newer xtsctl: use that version")
 	case errors.As(err, &te):

@@ -1,0 +1,595 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/inplace"
+	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// encrypt --in-place and decrypt --in-place: flags, prompts and messages.
+// The work, its journal and its crash safety are package inplace's
+// (docs/INPLACE.md).
+
+// inPlaceFlags are the flags of encrypt and decrypt that --in-place uses.
+type inPlaceFlags struct {
+	on      bool
+	journal string
+	reduce  string
+}
+
+// inPlaceOnly lists the flags that go with --in-place only.
+var inPlaceOnly = []string{"journal", "reduce-device-size"}
+
+func (f *inPlaceFlags) register(fs *pflag.FlagSet, encrypt bool) {
+	fs.BoolVar(&f.on, "in-place", false, "convert TARGET itself, resumably: run the same command again after an interruption (docs/INPLACE.md)")
+	fs.StringVar(&f.journal, "journal", "", "in place, plain: the journal file (default: TARGET.xtsctl-journal beside an image; required for a block device, on another device)")
+	if encrypt {
+		fs.StringVar(&f.reduce, "reduce-device-size", "", "in place, block device: bytes at its end that hold no data and may be overwritten (room for the volume's metadata, or the plain --offset), e.g. 32M")
+	}
+}
+
+// inPlaceArgs checks the positional arguments: TARGET with --in-place,
+// names otherwise.
+func inPlaceArgs(f *inPlaceFlags, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if f.on {
+			return argsNamed("TARGET")(cmd, args)
+		}
+		for _, n := range inPlaceOnly {
+			if cmd.Flags().Changed(n) {
+				return usageError(fmt.Errorf("--%s goes with --in-place", n))
+			}
+		}
+		return argsNamed(names...)(cmd, args)
+	}
+}
+
+// inPlaceRun is what the in-place commands share.
+type inPlaceRun struct {
+	a      *app
+	target string
+	t      *inplace.FileTarget
+	phase  string
+	update func(int64)
+	done   func()
+	verb   string // "encrypting" or "decrypting"
+}
+
+// openInPlace opens the target, refusing (before anything changes) what
+// is read-only, mounted or in use.
+func openInPlace(a *app, target string, verb string) (*inPlaceRun, error) {
+	t, err := inplace.OpenTarget(target)
+	if err != nil {
+		return nil, inPlaceError(target, err)
+	}
+	return &inPlaceRun{a: a, target: target, t: t, verb: verb}, nil
+}
+
+func (r *inPlaceRun) close() {
+	if r.done != nil {
+		r.done()
+	}
+	r.t.Close()
+}
+
+// options reports each phase of the run with its own bar or JSON lines.
+func (r *inPlaceRun) options() inplace.Options {
+	return inplace.Options{Progress: func(phase string, done, total int64) {
+		if phase != r.phase {
+			if r.done != nil {
+				r.done()
+			}
+			what := map[string]string{
+				"hashing":    "hashing the plaintext for the end-to-end digest",
+				"checking":   "checking every sector's tag",
+				"converting": r.verb + " in place",
+			}[phase]
+			r.phase = phase
+			r.update, r.done = newProgressFrom(r.a, cmp.Or(what, phase), done, total)
+		}
+		if r.update != nil {
+			r.update(done)
+		}
+	}}
+}
+
+func (r *inPlaceRun) finishProgress() {
+	if r.done != nil {
+		r.done()
+		r.done = nil
+	}
+}
+
+// room parses --reduce-device-size for the target.
+func (f *inPlaceFlags) room(t *inplace.FileTarget) (int64, error) {
+	if f.reduce == "" {
+		return 0, nil
+	}
+	n, err := parseSize(f.reduce)
+	if err != nil {
+		return 0, usageError(fmt.Errorf("--reduce-device-size: %w", err))
+	}
+	if t.Resizable() {
+		return 0, usageError(errors.New("--reduce-device-size applies to block devices: an image file grows by what it needs"))
+	}
+	return n, nil
+}
+
+// journalOf is the journal of a plain run: --journal, or beside an image.
+func (f *inPlaceFlags) journalOf(target string, t *inplace.FileTarget) (inplace.FileJournal, error) {
+	if f.journal != "" {
+		if fi, err := os.Stat(f.journal); err == nil {
+			if tfi, err := t.Stat(); err == nil && os.SameFile(fi, tfi) {
+				return inplace.FileJournal{}, usageError(errors.New("--journal cannot be the target itself"))
+			}
+		}
+		return inplace.FileJournal{Path: f.journal}, nil
+	}
+	if !t.Resizable() {
+		return inplace.FileJournal{}, usageError(fmt.Errorf("%s is a block device: a plain in-place run needs --journal FILE, a file on another device (it holds up to %s)", target, humanBytes(32<<20+16<<10)),
+			"the journal must survive what the device might not: keep it on another disk, and keep it until the run finishes")
+	}
+	return inplace.FileJournal{Path: inplace.DefaultJournal(target)}, nil
+}
+
+// describeStatus says how far an interrupted run got.
+func describeStatus(st *inplace.Status) string {
+	return fmt.Sprintf("%s of %s (%s) converted", humanBytes(st.Done), humanBytes(st.Length), st.Percent())
+}
+
+func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string) error {
+	if cmd.Flags().Changed("force") {
+		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+	}
+	if typ == typePlain {
+		if err := rejectFlags(cmd, typ, createOnly); err != nil {
+			return err
+		}
+		return plainInPlace(a, pf, ip, target, inplace.Encrypt)
+	}
+	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
+		return err
+	}
+	r, err := openInPlace(a, target, "encrypting")
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	room, err := ip.room(r.t)
+	if err != nil {
+		return err
+	}
+	size, err := r.t.Size()
+	if err != nil {
+		return withCode(exitInput, err)
+	}
+	st, err := inplace.Probe(r.t, size)
+	if err != nil {
+		return inPlaceError(target, err)
+	}
+	var res *inplace.VolumeResult
+	switch {
+	case st != nil && st.Direction == inplace.Decrypt:
+		return inPlaceError(target, &inplace.DirectionError{Kind: st.Kind, Direction: st.Direction})
+	case st != nil && st.Started:
+		a.infof("%s: resuming the interrupted in-place encryption: %s", target, describeStatus(st))
+		res, err = resumeVolume(r, cf.passphraseOpt)
+	default:
+		if st != nil {
+			a.infof("%s: an in-place encryption stopped before it converted anything: starting again", target)
+		}
+		res, err = startVolumeEncryption(r, cmd, cf, room, size)
+	}
+	r.finishProgress()
+	if err != nil {
+		return err
+	}
+	printDigest(a, res.Digest[:])
+	h := &res.Header
+	switch {
+	case res.AlreadyDone:
+		a.infof("%s was already encrypted in place (the interrupted run had finished); removed what it left", target)
+	default:
+		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, humanBytes(res.Length), describeVolume(h), h.UUIDString())
+	}
+	return nil
+}
+
+// startVolumeEncryption asks for the new passphrase and runs.
+func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, room, size int64) (*inplace.VolumeResult, error) {
+	a := r.a
+	ss, err := volumeSectorSize(cmd)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := cf.options(cmd, ss)
+	if err != nil {
+		return nil, err
+	}
+	// The checks that need no passphrase come first: the format's limits,
+	// the room, not a volume already.
+	length := size - room
+	if r.t.Resizable() {
+		length = size
+	}
+	if length%int64(ss) != 0 {
+		return nil, withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", r.target, length, ss),
+			"choose a smaller --sector-size, or pad it to a multiple of the sector size")
+	}
+	l, err := volume.NewLayout(length, ss, opts.TagSize)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	if !r.t.Resizable() && l.Size > size {
+		return nil, inPlaceError(r.target, &inplace.NeedRoomError{What: "an xtsctl volume", Need: l.Size - length, Have: room})
+	}
+	if _, err := volume.ReadHeaders(r.t, size); !errors.Is(err, volume.ErrNotVolume) {
+		return nil, inPlaceError(r.target, inplace.ErrAlreadyVolume)
+	}
+	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
+		prompt: "the new passphrase for " + r.target, confirm: true})
+	if err != nil {
+		return nil, err
+	}
+	defer clear(pass)
+	opts.Passphrase = pass
+	if opts.KDF, err = cf.kdf.params(a); err != nil {
+		return nil, err
+	}
+	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, humanBytes(length))
+	res, err := inplace.EncryptVolume(a.ctx, r.t, opts, room, r.options())
+	if err != nil {
+		return nil, inPlaceError(r.target, err)
+	}
+	return res, nil
+}
+
+// resumeVolume asks for the passphrase of the interrupted run and
+// continues it.
+func resumeVolume(r *inPlaceRun, passFile string) (*inplace.VolumeResult, error) {
+	pass, err := readPassphrase(r.a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + r.target})
+	if err != nil {
+		return nil, err
+	}
+	defer clear(pass)
+	res, err := inplace.ResumeVolume(r.a.ctx, r.t, func(hs *volume.Headers) ([]byte, int, error) {
+		return hs.UnlockWith(pass, r.a.unlockOptions(r.target))
+	}, r.options())
+	if err != nil {
+		return nil, inPlaceError(r.target, err)
+	}
+	return res, nil
+}
+
+func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string) error {
+	if cmd.Flags().Changed("force") {
+		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+	}
+	if typ == typePlain {
+		if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+			return err
+		}
+		return plainInPlace(a, pf, ip, target, inplace.Decrypt)
+	}
+	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("sector-size") {
+		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
+	}
+	r, err := openInPlace(a, target, "decrypting")
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	size, err := r.t.Size()
+	if err != nil {
+		return withCode(exitInput, err)
+	}
+	st, err := inplace.Probe(r.t, size)
+	if err != nil {
+		return inPlaceError(target, err)
+	}
+	switch {
+	case st != nil && st.Direction == inplace.Encrypt:
+		return inPlaceError(target, &inplace.DirectionError{Kind: st.Kind, Direction: st.Direction})
+	case st != nil && st.Started:
+		a.infof("%s: resuming the interrupted in-place decryption: %s", target, describeStatus(st))
+	default:
+		// Not a volume, or one with a problem: said before the passphrase.
+		if _, err := volume.ReadHeaders(r.t, size); err != nil && st == nil {
+			return volumeError(target, err)
+		}
+	}
+	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
+	if err != nil {
+		return err
+	}
+	defer clear(pass)
+	if st == nil || !st.Started {
+		a.infof("decrypting %s in place; if this is interrupted, run the same command again to resume", target)
+	}
+	res, err := inplace.DecryptVolume(a.ctx, r.t, func(hs *volume.Headers) ([]byte, int, error) {
+		return hs.UnlockWith(pass, a.unlockOptions(target))
+	}, r.options())
+	r.finishProgress()
+	var dm *inplace.DigestMismatchError
+	if errors.As(err, &dm) {
+		printDigest(a, res.Digest[:])
+		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err))
+	}
+	if err != nil {
+		return inPlaceError(target, err)
+	}
+	switch {
+	case res.AlreadyDone:
+		a.infof("%s was already decrypted in place (the interrupted run had finished); removed what it left", target)
+		return nil
+	case res.DigestMatch:
+		printDigest(a, res.Digest[:])
+		a.infof("decrypted %s in place (%s): every sector tag and the end-to-end digest verified", target, humanBytes(res.Length))
+	default:
+		printDigest(a, res.Digest[:])
+		a.infof("decrypted %s in place (%s); the end-to-end digest was not checked (none recorded, or the volume was written since)", target, humanBytes(res.Length))
+	}
+	return nil
+}
+
+// plainInPlace runs a plain in-place encryption or decryption.
+func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir inplace.Direction) error {
+	p, err := pf.params()
+	if err != nil {
+		return err
+	}
+	verb := "encrypting"
+	if dir == inplace.Decrypt {
+		verb = "decrypting"
+	}
+	r, err := openInPlace(a, target, verb)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	room, err := ip.room(r.t)
+	if err != nil {
+		return err
+	}
+	j, err := ip.journalOf(target, r.t)
+	if err != nil {
+		return err
+	}
+	key, err := readKeyFile(a, pf.keyFile)
+	if err != nil {
+		return err
+	}
+	defer secret.Wipe(key)
+	if jf, err := j.Open(); err == nil {
+		st, perr := inplace.ProbeJournal(jf)
+		jf.Close()
+		if perr != nil {
+			return withCode(exitInput, fmt.Errorf("%s: its journal %s: %w", target, j.Path, perr),
+				"if no in-place run of "+target+" was interrupted, the file is not xtsctl's: move it away")
+		}
+		if st.Direction == dir {
+			a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(st))
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
+			verb, target, describePlain(p, 8*len(key)), j.Path)
+	} else {
+		return inPlaceError(target, err)
+	}
+	var res *inplace.Result
+	if dir == inplace.Encrypt {
+		res, err = inplace.EncryptPlain(a.ctx, r.t, j, p, room, key, r.options())
+	} else {
+		res, err = inplace.DecryptPlain(a.ctx, r.t, j, p, key, r.options())
+	}
+	r.finishProgress()
+	if err != nil {
+		return inPlaceError(target, err)
+	}
+	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
+		target, humanBytes(res.Length), res.Length/int64(p.Sector.Size), describePlain(p, 8*len(key)))
+	return nil
+}
+
+// inPlaceError maps the errors of package inplace to exit codes and hints.
+func inPlaceError(target string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		ce  *cliError
+		be  *inplace.BusyError
+		ne  *inplace.NeedRoomError
+		me  *inplace.MismatchError
+		de  *inplace.DirectionError
+		ie  *inplace.InterruptedError
+		re  *inplace.ReadError
+		we  *inplace.WriteError
+		dme *inplace.DigestMismatchError
+		pe  *fs.PathError
+	)
+	wrap := func(code int, hints ...string) error {
+		return withCode(code, fmt.Errorf("%s: %w", target, err), hints...)
+	}
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case errors.Is(err, context.Canceled):
+		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted; it is partly converted: run the same command again to resume", target))
+	case errors.As(err, &be):
+		return wrap(exitDevice, "unmount it, close it (xtsctl close NAME) or detach it (losetup -d) first; nothing was changed")
+	case errors.Is(err, inplace.ErrReadOnly):
+		return withCode(exitOutput, fmt.Errorf("%s is read-only: nothing was changed", target))
+	case errors.As(err, &ne):
+		return wrap(exitInput, fmt.Sprintf("a block device does not grow: shrink the filesystem on it so that its last %d bytes (%s) are free, then give --reduce-device-size %d; nothing was changed", ne.Need, humanBytes(ne.Need), ne.Need))
+	case errors.Is(err, inplace.ErrWrongKey):
+		return wrap(exitKey, "give the key (or passphrase) the interrupted run was started with")
+	case errors.Is(err, inplace.ErrNotThisTarget):
+		return wrap(exitInput, "resume the run on the target it was started on; nothing was changed")
+	case errors.As(err, &me):
+		return wrap(exitUsage, "give the options the interrupted run was started with; nothing was changed")
+	case errors.As(err, &de):
+		return wrap(exitUsage, fmt.Sprintf("xtsctl info %s shows how far it got", target))
+	case errors.As(err, &ie):
+		return wrap(exitUsage)
+	case errors.Is(err, inplace.ErrAlreadyVolume):
+		return wrap(exitInput, "xtsctl info "+target+" describes it")
+	case errors.Is(err, inplace.ErrNotClean):
+		return wrap(exitInput)
+	case errors.Is(err, inplace.ErrHeaderLost):
+		return wrap(exitIntegrity)
+	case errors.As(err, &dme):
+		return wrap(exitIntegrity)
+	case errors.As(err, &we):
+		return wrap(exitOutput, "the run can be resumed once the problem is fixed: run the same command again")
+	case errors.As(err, &re):
+		return wrap(exitInput)
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
+		return withCode(exitInput, fmt.Errorf("%s does not exist", pe.Path))
+	}
+	return volumeError(target, err)
+}
+
+// inPlaceJSON describes an interrupted in-place run in info --json.
+type inPlaceJSON struct {
+	Kind       string  `json:"kind"`      // "volume" or "plain"
+	Direction  string  `json:"direction"` // "encrypt" or "decrypt"
+	DataLength int64   `json:"data_length"`
+	Done       int64   `json:"done"`
+	Percent    float64 `json:"percent"`
+	// Recorded: an intact record says Done; not authenticated without
+	// the key.
+	Recorded bool `json:"recorded"`
+	// Started: false for a run that stopped while starting (nothing was
+	// converted).
+	Started bool   `json:"started"`
+	Journal string `json:"journal,omitempty"`
+	Resume  string `json:"resume"`
+}
+
+// infoInPlace shows an interrupted in-place run of image (a volume's run
+// area at its end, or a plain run's journal), and the header when there is
+// one; shown is false when there is no run.
+func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err error) {
+	st, err := inplace.Probe(in, in.size)
+	if err != nil {
+		return true, withCode(exitInput, fmt.Errorf("%s: %w", image, err))
+	}
+	journal := ""
+	if st == nil {
+		journal = f.journal
+		if journal == "" && in.info.Mode().IsRegular() {
+			journal = inplace.DefaultJournal(image)
+		}
+		jf, err := os.Open(journal)
+		if journal == "" || errors.Is(err, fs.ErrNotExist) && f.journal == "" {
+			return false, nil
+		}
+		if err != nil {
+			return true, withCode(exitInput, fmt.Errorf("cannot read the journal: %w", err))
+		}
+		defer jf.Close()
+		if st, err = inplace.ProbeJournal(jf); err != nil {
+			return true, withCode(exitInput, fmt.Errorf("%s: %w", journal, err))
+		}
+	} else if f.journal != "" {
+		return true, usageError(fmt.Errorf("%s is a volume being converted in place: its journal is in it, --journal does not apply", image))
+	}
+	resume := fmt.Sprintf("xtsctl %s --in-place", st.Direction.Verb())
+	if st.Kind == inplace.KindPlain {
+		resume += " --type plain --key-file KEYFILE"
+		if journal != inplace.DefaultJournal(image) {
+			resume += " --journal " + journal
+		}
+		if st.SectorSize != 512 {
+			resume += fmt.Sprintf(" --sector-size %d", st.SectorSize)
+		}
+		if st.LargeSectors {
+			resume += " --iv-large-sectors"
+		}
+		if st.Skip != 0 {
+			resume += fmt.Sprintf(" --skip %d", st.Skip)
+		}
+		if st.Offset != 0 {
+			resume += fmt.Sprintf(" --offset %d", st.Offset)
+		}
+	}
+	resume += " " + image
+	j := &inPlaceJSON{Kind: st.Kind.String(), Direction: st.Direction.Verb(), DataLength: st.Length, Done: st.Done,
+		Recorded: st.Recorded, Started: st.Started, Journal: journal, Resume: resume}
+	if st.Length > 0 {
+		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
+	}
+	// A volume's header, where it can be read, says the rest.
+	var vol *infoJSON
+	if st.Kind == inplace.KindVolume {
+		hs, err := volume.ReadHeaders(in, in.size)
+		var ie *volume.InPlaceError
+		if err == nil || errors.As(err, &ie) {
+			vst, _ := volume.ReadState(in, hs.Header)
+			v := infoOf(image, in.size, hs, vst)
+			// The run moves the data over the primary copy and the state
+			// area: say so rather than call them damaged.
+			for i := range v.HeaderCopies {
+				if c := &v.HeaderCopies[i]; c.Name == "primary" && !c.OK {
+					c.Error = "its place holds data during the in-place " + st.Direction.String()
+				}
+			}
+			if st.Direction == inplace.Encrypt && hs.Header.Flags&volume.FlagDigest != 0 {
+				v.Digest = "recorded"
+			}
+			vol = &v
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if vol != nil {
+			vol.InPlace = j
+			return true, enc.Encode(vol)
+		}
+		return true, enc.Encode(struct {
+			Image   string       `json:"image"`
+			Format  string       `json:"format"`
+			InPlace *inPlaceJSON `json:"in_place"`
+		}{image, map[inplace.Kind]string{inplace.KindPlain: "plain", inplace.KindVolume: "xtsctl-volume"}[st.Kind], j})
+	}
+	if vol != nil {
+		printInfo(a, *vol)
+	} else {
+		a.resultf("%-16s %s (%d bytes)", "image:", image, in.size)
+	}
+	what := "an xtsctl volume"
+	if st.Kind == inplace.KindPlain {
+		what = "plain (cryptsetup plain mode)"
+	}
+	progress := fmt.Sprintf("%s of %s (%.1f%%) converted, as its last record says (which only the key authenticates)", humanBytes(st.Done), humanBytes(st.Length), j.Percent)
+	switch {
+	case !st.Started:
+		progress = "stopped while starting: nothing was converted"
+	case !st.Recorded:
+		progress = "how far it got is unknown (no intact record)"
+	}
+	a.resultf("%-16s %s %s, interrupted: %s", "in-place run:", what, st.Direction, progress)
+	if journal != "" {
+		a.resultf("%-16s %s", "journal:", journal)
+	}
+	a.resultf("%-16s %s", "resume with:", resume)
+	return true, nil
+}
