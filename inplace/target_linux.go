@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
@@ -77,6 +78,14 @@ func OpenTarget(path string) (*FileTarget, error) {
 		return nil, fmt.Errorf("%w: %v", ErrReadOnly, err)
 	case err != nil:
 		return nil, err
+	}
+	if isDev {
+		// A read-only block device (losetup -r, blockdev --setro) opens
+		// for writing and fails the first write: ask it.
+		if ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET); err == nil && ro != 0 {
+			f.Close()
+			return nil, fmt.Errorf("%w: the block device is set read-only", ErrReadOnly)
+		}
 	}
 	return &FileTarget{File: f, Path: path, device: isDev}, nil
 }
@@ -149,7 +158,7 @@ func loopsBackedBy(fi fs.FileInfo) []string {
 // mountpointOf names where the block device fi is mounted, from
 // /proc/self/mountinfo ("" if it finds none).
 func mountpointOf(fi fs.FileInfo) string {
-	st, ok := fi.Sys().(*unix.Stat_t)
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return ""
 	}

@@ -53,8 +53,8 @@ var (
 	// header was written, so before any data was converted: start again
 	// (EncryptVolume does, with a new passphrase).
 	ErrStartIncomplete = errors.New("the interrupted in-place encryption stopped before converting anything")
-	// errHeaderLost: the header of a run that had converted data is gone.
-	errHeaderLost = errors.New("the volume header of the interrupted in-place run is damaged or missing, and the run had converted data with its key: restore a header backup of it (xtsctl header restore) to resume")
+	// ErrHeaderLost: the header of a run that had converted data is gone.
+	ErrHeaderLost = errors.New("the volume header of the interrupted in-place run is damaged or missing, and the run had converted data with its key: restore a header backup of it (xtsctl header restore) to resume")
 	// ErrNotClean: the volume was not closed cleanly.
 	ErrNotClean = errors.New("the volume was not closed cleanly: open it read-write once (which checks the sectors being written when it stopped) before decrypting it in place")
 )
@@ -179,7 +179,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 			return nil, &InterruptedError{Status: st}
 		}
 		if st != nil && st.Recorded && st.Done > 0 {
-			return nil, errHeaderLost
+			return nil, ErrHeaderLost
 		}
 		// The run stopped before its header was durable: nothing was
 		// converted. Start again with its data length, checking that the
@@ -405,7 +405,7 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 		st := statusOf(t, a, asum)
 		switch {
 		case st.Recorded && st.Done > 0 && st.Done < st.Length, a.Direction == Decrypt && st.Recorded && st.Done == 0:
-			return nil, errHeaderLost
+			return nil, ErrHeaderLost
 		case a.Direction == Encrypt:
 			return nil, ErrStartIncomplete
 		}
