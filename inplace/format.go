@@ -65,7 +65,6 @@ const (
 	rSealedLen  = 168
 	rSealed     = 172
 	maxSealed   = 512
-	rReserved   = rSealed + maxSealed
 	rMAC        = blockSize - 96
 	rChecksum   = blockSize - 32
 	macSize     = 32
@@ -331,7 +330,8 @@ func parseRecord(b []byte, slot int, a *anchor, anchorSum [32]byte, k *runKeys) 
 		return nil, errors.New("belongs to another run")
 	case r.Sequence >= maxSequence || r.Sequence%2 != uint64(slot):
 		return nil, fmt.Errorf("impossible sequence number %d", r.Sequence)
-	case le32(b, rFlags)&^recordHasData != 0 || n > maxSealed || !allZero(b[rReserved:rMAC]) || !allZero(b[rMAC+macSize:rChecksum]):
+	case le32(b, rFlags)&^recordHasData != 0 || n > maxSealed || !allZero(b[rFlags+4:rDataLen]) ||
+		!allZero(b[rSealed+int(min(n, maxSealed)):rMAC]) || !allZero(b[rMAC+macSize:rChecksum]):
 		return nil, errors.New("unknown flags or non-zero reserved bytes")
 	}
 	r.Sealed = bytes.Clone(b[rSealed : rSealed+int(n)])
