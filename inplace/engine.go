@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/volume"
@@ -99,8 +100,10 @@ type transform struct {
 	read func(slot int, buf []byte, x int64) error
 	// ordered, if set, sees the chunks in logical order (forward runs only).
 	ordered func(buf []byte)
-	// work converts buf in place, in parallel.
+	// work converts buf in place, in parallel (shift mode).
 	work func(slot int, buf []byte, x int64)
+	// workTo converts src into dst, in parallel (journal mode).
+	workTo func(dst, src []byte, x int64)
 	// written, if set, runs in order after buf was written in place.
 	written func(slot int, buf []byte, x int64) error
 	// seal, if set, returns what a record must carry once the zones
@@ -416,6 +419,12 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 // place (by a goroutine, while the next zone is converted into the other
 // slot). A crash leaves the zone in the journal, from which it is
 // rewritten.
+//
+// The chunks are converted straight into one of two zone buffers (from
+// which the journal and then the target are written): the buffer of zone
+// k is free once zone k-2 is written in place. Fewer than a zone's chunks
+// are ever in flight, so a chunk waiting for its buffer waits only for a
+// write that has started.
 func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	g := e.g
 	slots := volume.Slots(e.workers)
@@ -433,6 +442,33 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 			clear(b)
 		}
 	}()
+	// ready[i] is the zone that zbuf[i] may hold now.
+	var (
+		zmu   sync.Mutex
+		zcond = sync.NewCond(&zmu)
+		ready = [2]int64{k0, k0 + 1}
+	)
+	if k0%2 == 1 {
+		ready = [2]int64{k0 + 1, k0}
+	}
+	claim := func(k int64) {
+		zmu.Lock()
+		for ready[k%2] != k {
+			zcond.Wait()
+		}
+		zmu.Unlock()
+	}
+	release := func(k int64) {
+		zmu.Lock()
+		ready[k%2] = k + 2
+		zcond.Broadcast()
+		zmu.Unlock()
+	}
+	// zoneBuf is where the chunk of zone k at logical x, n bytes, goes.
+	zoneBuf := func(k, x int64, n int) []byte {
+		lo, _ := g.span(k)
+		return zbuf[k%2][x-lo : x-lo+int64(n)]
+	}
 	type zoneMACs struct {
 		x   []int64
 		mac [][macSize]byte
@@ -452,23 +488,20 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 		Load: func(slot int, buf []byte, off int64) error {
 			return e.read(slot, buf, g.logical(k0, off, len(buf)))
 		},
-		Ordered: e.tr.ordered,
 		Work: func(slot int, buf []byte, off int64) error {
-			x := g.logical(k0, off, len(buf))
-			if e.tr.work != nil {
-				e.tr.work(slot, buf, x)
-			}
-			macs[slot] = e.chunkMAC(buf, tags[slot], x)
+			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
+			claim(k)
+			dst := zoneBuf(k, x, len(buf))
+			e.tr.workTo(dst, buf, x)
+			macs[slot] = e.chunkMAC(dst, tags[slot], x)
 			return nil
 		},
 		Commit: func(slot int, buf []byte, off int64) error {
-			x := g.logical(k0, off, len(buf))
-			k := k0 + off/g.zone
+			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
 			lo, hi := g.span(k)
-			if err := writeAt(e.rdev, buf, e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
+			if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
 				return err
 			}
-			copy(zbuf[k%2][x-lo:], buf)
 			cur.x = append(cur.x, x)
 			cur.mac = append(cur.mac, macs[slot])
 			end := off + int64(len(buf))
@@ -504,10 +537,14 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 			if err := e.writeRecord(r); err != nil {
 				return err
 			}
-			// In place, while the next zone fills the other slot.
+			// In place, while the next zone fills the other buffer.
 			data := zbuf[k%2][:hi-lo]
 			written = make(chan error, 1)
-			go func(ch chan error) { ch <- writeAt(e.t, data, g.dst+lo) }(written)
+			go func(ch chan error) {
+				err := writeAt(e.t, data, g.dst+lo)
+				release(k)
+				ch <- err
+			}(written)
 			return nil
 		},
 	})

@@ -98,8 +98,10 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 		fn = codec.Decrypt
 	}
 	ss := int64(p.Sector.Size)
-	e := &engine{t: t, keys: keys, workers: opts.workers(),
-		tr: transform{work: func(_ int, buf []byte, x int64) { fn(buf, buf, uint64(x/ss)) }}}
+	e := &engine{t: t, keys: keys, workers: opts.workers(), tr: transform{
+		work:   func(_ int, buf []byte, x int64) { fn(buf, buf, uint64(x/ss)) },
+		workTo: func(dst, src []byte, x int64) { fn(dst, src, uint64(x/ss)) },
+	}}
 
 	res := &Result{}
 	jf, err := j.Open()
