@@ -36,7 +36,7 @@ const (
 	// maxZone bounds a zone: in shift mode, the data between two records.
 	maxZone = 64 << 20
 	// sampleMax is how much of the target a record's sample covers.
-	sampleMax = 64 << 10
+	sampleMax = 4 << 10
 	// pieceSize is the unit of the journal data's MAC (keyed BLAKE2b tags,
 	// many at a time).
 	pieceSize = 4096

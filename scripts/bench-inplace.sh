@@ -88,10 +88,12 @@ done
 if [ "${JOURNAL_BENCH:-1}" = 1 ]; then
   echo
   echo "the journal's cost: go test -run '^\$' -bench InPlace -count $rounds ./inplace (256 MiB, plain, in the page cache)"
-  go test -run '^$' -bench InPlace -count "$rounds" ./inplace | awk '
-    /^BenchmarkInPlace/ { split($1, n, "/"); sub(/-[0-9]+$/, "", n[2]); v[n[2]] = v[n[2]] " " $5 }
-    END {
-      for (k in v) { m = split(v[k], a, " "); asort(a); med[k] = a[int((m + 1) / 2)]; printf "%-8s %8.0f MB/s (median)\n", k, med[k] }
-      if (med["unsafe"] > 0) printf "journal mode runs at %.2f of the same conversion without journal or records; shift mode (records only) at %.2f\n", med["journal"] / med["unsafe"], med["shift"] / med["unsafe"]
-    }'
+  out=$(go test -run '^$' -bench InPlace -count "$rounds" ./inplace)
+  declare -A jm
+  for k in journal shift unsafe; do
+    jm[$k]=$(awk -v k="$k" '$1 ~ "^BenchmarkInPlace/"k"-" {print $5}' <<<"$out" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    printf '%-8s %8.0f MB/s (median)\n' "$k" "${jm[$k]}"
+  done
+  printf 'journal mode runs at %.2f of the same conversion without journal or records; shift mode (records only) at %.2f\n' \
+    "$(echo "${jm[journal]} / ${jm[unsafe]}" | bc -l)" "$(echo "${jm[shift]} / ${jm[unsafe]}" | bc -l)"
 fi
