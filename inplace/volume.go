@@ -275,9 +275,10 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, err
 	}
 
-	// The start, in three durable steps. The anchor (one page, at the new
-	// end of an image) says the run exists and how long the data is; then
-	// the first record; then the header, which makes the run resumable.
+	// The start, in three durable steps. The anchor (one sector, at the new
+	// end of an image, which it grows) says the run exists and how long
+	// the data is; then the first record; then the header, which makes the
+	// run resumable.
 	// Until the header is durable nothing else changed, and a run found
 	// without one starts again (above).
 	if err := writeAt(t, ab, anchorOff); err != nil {

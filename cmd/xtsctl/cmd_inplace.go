@@ -430,7 +430,7 @@ func inPlaceError(target string, err error) error {
 	case errors.As(err, &ce):
 		return err
 	case errors.Is(err, context.Canceled):
-		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted; it is partly converted: run the same command again to resume", target))
+		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted: run the same command again to resume (xtsctl info %s shows how far it got)", target, target))
 	case errors.As(err, &be):
 		return wrap(exitDevice, "unmount it, close it (xtsctl close NAME) or detach it (losetup -d) first; nothing was changed")
 	case errors.Is(err, inplace.ErrReadOnly):

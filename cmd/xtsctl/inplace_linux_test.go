@@ -255,11 +255,10 @@ func TestInPlaceResumeRefusals(t *testing.T) {
 		expectFail(t, exitUsage, "only xtsctl encrypt --in-place can finish it", "decrypt", "--in-place", "--passphrase-file", pass, img)
 		expectFail(t, exitInput, "in-place encryption of this image was interrupted", "verify", "--passphrase-file", pass, img)
 		check(t, target, nil)
-		// The converted data changed (or another image with this one's
-		// run area): refused, nothing written.
+		// The image was restored from a backup (the run's header and
+		// journal at its end are still there): refused, nothing written.
 		changed := bytes.Clone(target)
-		l, _ := volume.NewLayout(int64(len(data)), 4096, 32)
-		copy(changed[l.DataOffset+l.DataLength-(1<<20):], make([]byte, 1<<20))
+		copy(changed, data)
 		os.WriteFile(img, changed, 0o644)
 		expectFail(t, exitInput, "not what the interrupted in-place run left", append(enc, "--passphrase-file", pass, img)...)
 		unchanged(t, img, changed)
@@ -282,8 +281,7 @@ func TestInPlaceResumeRefusals(t *testing.T) {
 		expectFail(t, exitUsage, "used --sector-size 512", append(enc, "--key-file", key, "--sector-size", "4096", img)...)
 		expectFail(t, exitUsage, "only xtsctl encrypt --in-place can finish it", "decrypt", "--in-place", "--type", "plain", "--key-file", key, img)
 		check(t, target, j)
-		changed := bytes.Clone(target)
-		copy(changed, make([]byte, 1<<20))
+		changed := bytes.Clone(data) // restored from a backup; the journal stayed
 		os.WriteFile(img, changed, 0o644)
 		expectFail(t, exitInput, "not what the interrupted in-place run left", append(enc, "--key-file", key, img)...)
 		unchanged(t, img, changed)
