@@ -81,8 +81,9 @@ echo "$("$x" version)"
 printf '%-15s %10s %10s %12s %12s %8s  %s\n' case straight-s in-place-s straight-MiB/s in-place-MiB/s ratio target
 for c in "${pairs[@]}"; do
   s=$(median "${ws[$c]}") i=$(median "${wi[$c]}")
-  printf '%-15s %10.2f %10.2f %12.0f %12.0f %8.2f  %s\n' "$c" "$s" "$i" \
-    "$(echo "$size_mib / $s" | bc -l)" "$(echo "$size_mib / $i" | bc -l)" "$(median "${ratio[$c]}")" '>= 0.5'
+  printf '%-15s %10.2f %10.2f %12.0f %12.0f %8.2f  %s  (per round: %s)\n' "$c" "$s" "$i" \
+    "$(echo "$size_mib / $s" | bc -l)" "$(echo "$size_mib / $i" | bc -l)" "$(median "${ratio[$c]}")" '>= 0.5' \
+    "$(for r in ${ratio[$c]}; do printf '%.2f ' "$r"; done)"
 done
 
 if [ "${JOURNAL_BENCH:-1}" = 1 ]; then
