@@ -370,26 +370,49 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	if err != nil {
 		return err
 	}
+	// An interrupted run, or a new one, whose data must be whole sectors
+	// (as encrypt and decrypt IN OUT require): said before the key is read.
+	jf, err := j.Open()
+	var st *inplace.Status
+	switch {
+	case err == nil:
+		st, err = inplace.ProbeJournal(jf)
+		jf.Close()
+		if err != nil {
+			return withCode(exitInput, fmt.Errorf("%s: its journal %s: %w", target, j.Path, err),
+				"if no in-place run of "+target+" was interrupted, the file is not xtsctl's: move it away")
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		size, err := r.t.Size()
+		if err != nil {
+			return withCode(exitInput, err)
+		}
+		data := size - room
+		if dir == inplace.Decrypt {
+			data = size - p.OffsetBytes()
+		}
+		ss := int64(p.Sector.Size)
+		switch {
+		case data <= 0:
+			return withCode(exitInput, fmt.Errorf("%s is %d bytes: nothing to convert after the offset of %d bytes", target, size, p.OffsetBytes()))
+		case data%ss != 0:
+			return withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", target, data, ss),
+				"pad it to a multiple of the sector size, or choose a smaller --sector-size")
+		}
+	default:
+		return inPlaceError(target, err)
+	}
 	key, err := readKeyFile(a, pf.keyFile)
 	if err != nil {
 		return err
 	}
 	defer secret.Wipe(key)
-	if jf, err := j.Open(); err == nil {
-		st, perr := inplace.ProbeJournal(jf)
-		jf.Close()
-		if perr != nil {
-			return withCode(exitInput, fmt.Errorf("%s: its journal %s: %w", target, j.Path, perr),
-				"if no in-place run of "+target+" was interrupted, the file is not xtsctl's: move it away")
-		}
-		if st.Direction == dir {
-			a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(st))
-		}
-	} else if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case st == nil:
 		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
 			verb, target, describePlain(p, 8*len(key)), j.Path)
-	} else {
-		return inPlaceError(target, err)
+	case st.Direction == dir:
+		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(st))
 	}
 	var res *inplace.Result
 	if dir == inplace.Encrypt {
