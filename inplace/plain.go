@@ -208,6 +208,10 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction)
 		}
 		return e.writeFirstRecord()
 	})
+	var we *WriteError
+	if err != nil && !errors.As(err, &we) {
+		err = &WriteError{err}
+	}
 	if err != nil {
 		return nil, err
 	}

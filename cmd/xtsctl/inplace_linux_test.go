@@ -104,6 +104,21 @@ func TestInPlaceRefusals(t *testing.T) {
 			t.Fatal("a refused run left a journal")
 		}
 	})
+	t.Run("image on a full filesystem", func(t *testing.T) {
+		// 16 MiB of data on a 17 MiB filesystem: no room for the volume's
+		// 1.2 MiB of metadata, nor for a plain run's 32 MiB journal.
+		full := mountTmpfs(t, "size=17m")
+		f := filepath.Join(full, "disk.img")
+		if err := os.WriteFile(f, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		expectFail(t, exitOutput, "no space left on device", append(volEnc, f)...)
+		expectFail(t, exitOutput, "no space left on device", append(plainEnc, f)...)
+		unchanged(t, f, data)
+		if des, _ := os.ReadDir(full); len(des) != 1 {
+			t.Fatalf("a refused run left files: %v", des)
+		}
+	})
 	t.Run("mounted device", func(t *testing.T) {
 		if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 			t.Skip("no mkfs.ext4")
