@@ -316,3 +316,46 @@ func TestVolumePowerLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeDecryptState: a volume that was not closed cleanly is refused
+// (nothing changed); one written since its digest was recorded decrypts,
+// the digest not compared, to what was written.
+func TestVolumeDecryptState(t *testing.T) {
+	ctx := context.Background()
+	in := pattern(2<<20, 12)
+	img := &memDev{b: bytes.Clone(in)}
+	if _, err := EncryptVolume(ctx, img, createOpts(16), 0, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := volume.OpenDevice(img, int64(len(img.b)), false, unlockWith(testPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := pattern(8192, 13)
+	if err := v.WriteSectors(patch, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Not closed: dirty.
+	dirty := &memDev{b: bytes.Clone(img.b)}
+	if _, err := DecryptVolume(ctx, dirty, unlockWith(testPass), Options{}); !errors.Is(err, ErrNotClean) {
+		t.Fatalf("a dirty volume: %v", err)
+	}
+	if !bytes.Equal(dirty.b, img.b) {
+		t.Fatal("a refused decryption changed the volume")
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := DecryptVolume(ctx, img, unlockWith(testPass), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(in)
+	copy(want[3*4096:], patch)
+	if res.DigestChecked || res.Digest != blake2b.Sum512(want) || !bytes.Equal(img.b, want) {
+		t.Fatalf("a volume written since: %+v", res)
+	}
+}
