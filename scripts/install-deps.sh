@@ -16,6 +16,7 @@ declare -A need=(
   [qemu-system-x86_64]=qemu-system-x86 # scripts/test-dm-vm.sh: dm-crypt in a guest kernel
   [cpio]=cpio
   [depmod]=kmod
+  [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
 )
 missing=()
 for cmd in "${!need[@]}"; do
