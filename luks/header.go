@@ -1,0 +1,295 @@
+package luks
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Header is a LUKS1 or LUKS2 header as read from an image (or a detached
+// header file). Everything in it has passed the checksum (LUKS2) and the
+// structural bounds checks; whether this package can unlock and decrypt
+// the volume is a separate question that Supported answers.
+type Header struct {
+	Version   int    // 1 or 2
+	UUID      string // as written, normally 36 characters
+	Label     string // LUKS2 only
+	Subsystem string // LUKS2 only
+	Cipher    string // the data segment's cipher as dm-crypt names it, e.g. "aes-xts-plain64"
+	KeySize   int    // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS
+	Hash      string // LUKS1: the hash of PBKDF2, the AF splitter and the digest
+	Segment   Segment
+	Segments  int // how many data segments the header has (LUKS2 has more only while reencrypting)
+	Keyslots  []Keyslot
+	Digests   []Digest
+	Tokens    []Token
+	Copies    []Copy // LUKS2: both header copies, as found
+	SeqID     uint64 // LUKS2: the sequence number of the copy in use ("Epoch" in luksDump)
+
+	MetadataSize uint64   // LUKS2: bytes per header copy, binary header and JSON area
+	KeyslotsSize uint64   // LUKS2: bytes of the keyslots area after both copies
+	Flags        []string // LUKS2 config.flags: persistent dm-crypt options ("allow-discards", ...)
+	Requirements []string // LUKS2 config.requirements.mandatory
+
+	// HeaderSize is how many bytes of the header device the header uses:
+	// both LUKS2 copies and the keyslots area, or the LUKS1 header up to
+	// the end of its last key material. A header backup is this long.
+	HeaderSize uint64
+
+	meta        *jvalue // LUKS2 metadata, kept whole for rewriting
+	salts       [2][saltLen2]byte
+	checksumAlg string
+}
+
+// Segment is the encrypted data area.
+type Segment struct {
+	ID         int
+	Type       string // "crypt"
+	Offset     uint64 // bytes from the start of the data device
+	Size       uint64 // bytes, when not Dynamic
+	Dynamic    bool   // the segment runs to the end of the data device
+	IVTweak    uint64 // added to every IV, in 512-byte units (dm-crypt iv_offset)
+	Cipher     string
+	SectorSize int      // encryption unit: 512..4096
+	Integrity  string   // LUKS2 integrity type, "" for none
+	Flags      []string // LUKS2 segment flags
+}
+
+// Priority is a LUKS2 keyslot priority.
+type Priority int
+
+const (
+	PriorityIgnore Priority = 0 // tried only when picked explicitly
+	PriorityNormal Priority = 1
+	PriorityPrefer Priority = 2 // tried before the others
+)
+
+func (p Priority) String() string {
+	switch p {
+	case PriorityIgnore:
+		return "ignore"
+	case PriorityNormal:
+		return "normal"
+	case PriorityPrefer:
+		return "prefer"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// Keyslot is one active keyslot.
+type Keyslot struct {
+	ID       int
+	Type     string // "luks2"; "luks1" for LUKS1 slots
+	KeySize  int    // bytes of the key it stores
+	Priority Priority
+	KDF      KDF
+	AF       AF
+	Area     Area
+	Digest   int // the digest that checks the key it stores; -1 if none
+	// Err says why this keyslot cannot be used (*UnsupportedError or
+	// *CorruptError), nil if it can be tried.
+	Err error
+}
+
+// KDF is a keyslot's key derivation and its costs, as read from the image.
+type KDF struct {
+	Type       string // "pbkdf2", "argon2i" or "argon2id"
+	Hash       string // pbkdf2
+	Iterations uint32 // pbkdf2
+	Time       uint32 // argon2: passes
+	MemoryKiB  uint32 // argon2
+	Threads    uint32 // argon2: lanes ("cpus")
+	Salt       []byte
+}
+
+func (k KDF) String() string {
+	switch k.Type {
+	case "pbkdf2":
+		return fmt.Sprintf("pbkdf2-%s, %d iterations", k.Hash, k.Iterations)
+	case "argon2i", "argon2id":
+		return fmt.Sprintf("%s, %d passes, %d KiB, %d threads", k.Type, k.Time, k.MemoryKiB, k.Threads)
+	}
+	return k.Type
+}
+
+// AF is a keyslot's anti-forensic splitter.
+type AF struct {
+	Type    string // "luks1"
+	Stripes int
+	Hash    string
+}
+
+// Area is where a keyslot's split key lies on the header device, and how
+// it is encrypted.
+type Area struct {
+	Type    string // "raw"
+	Offset  uint64 // bytes
+	Size    uint64 // bytes
+	Cipher  string // "aes-xts-plain64"
+	KeySize int    // bytes of the key derived from the passphrase
+}
+
+// Digest checks a volume key: PBKDF2(hash, key, salt, iterations) must
+// equal Value.
+type Digest struct {
+	ID         int
+	Type       string // "pbkdf2"
+	Keyslots   []int
+	Segments   []int
+	Hash       string
+	Iterations uint32
+	Salt       []byte
+	Value      []byte
+}
+
+// Token is a LUKS2 token (a way to obtain a keyslot's passphrase other
+// than typing it: systemd-tpm2, systemd-fido2, luks2-keyring, ...). This
+// package does not run tokens; it lists them.
+type Token struct {
+	ID       int
+	Type     string
+	Keyslots []int
+}
+
+// CopyState is the state of a LUKS2 header copy.
+type CopyState string
+
+const (
+	CopyOK      CopyState = "ok"
+	CopyStale   CopyState = "stale"   // valid, but older than the other copy
+	CopyDamaged CopyState = "damaged" // present but fails its checks
+	CopyMissing CopyState = "missing" // not found at any offset the format allows
+)
+
+// Copy is one of the two LUKS2 header copies.
+type Copy struct {
+	Name   string // "primary" or "secondary"
+	Offset uint64
+	SeqID  uint64 // valid when State is CopyOK or CopyStale
+	State  CopyState
+	Err    error // why it is damaged
+	Used   bool  // the header was read from this copy
+}
+
+// binary magics
+var (
+	magic1 = []byte("LUKS\xba\xbe")
+	magic2 = []byte("SKUL\xba\xbe")
+)
+
+// ReadHeader reads the LUKS header of an image, or of a detached header
+// file, from r, which holds size bytes. It checks LUKS2 checksums before
+// interpreting anything else, falls back to the LUKS2 secondary copy when
+// the primary is damaged, and bounds every size, offset and count against
+// the format and size.
+func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("negative device size %d", size)
+	}
+	first := make([]byte, min(size, binHeaderSize))
+	if err := readFull(r, first, 0); err != nil {
+		return nil, err
+	}
+	if len(first) >= luks1HeaderSize && bytes.Equal(first[:6], magic1) &&
+		binary.BigEndian.Uint16(first[6:8]) == 1 {
+		return parseLUKS1(first[:luks1HeaderSize], uint64(size))
+	}
+	h, err := readLUKS2(r, uint64(size))
+	if err == ErrNotLUKS && len(first) >= 8 && bytes.Equal(first[:6], magic1) {
+		v := binary.BigEndian.Uint16(first[6:8])
+		return nil, unsupported(FeatureVersion, fmt.Sprint(v), "want 1 or 2")
+	}
+	return h, err
+}
+
+// readFull reads len(b) bytes at off; a short read is an error naming the offset.
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("reading %d bytes at offset %d: %w", len(b), off, err)
+}
+
+// cstring returns b up to its first NUL.
+func cstring(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// Supported reports whether this package can unlock the volume and
+// decrypt its data: nil, or an *UnsupportedError naming the first thing it
+// cannot do. Keyslots this package cannot use are not an error here as long
+// as one can be tried (see Keyslot.Err).
+func (h *Header) Supported() error {
+	for _, r := range h.Requirements {
+		switch {
+		case strings.Contains(r, "reencrypt"):
+			return unsupported(FeatureReencryption, fmt.Sprintf("(requirement %q)", r), "finish it with cryptsetup reencrypt first")
+		case strings.Contains(r, "opal"):
+			return unsupported(FeatureOPAL, fmt.Sprintf("(requirement %q)", r), "")
+		default:
+			return unsupported(FeatureRequirement, fmt.Sprintf("%q", r), "a newer cryptsetup feature this package does not know")
+		}
+	}
+	for _, k := range h.Keyslots {
+		if k.Type == "reencrypt" {
+			return unsupported(FeatureReencryption, fmt.Sprintf("(keyslot %d is a reencryption keyslot)", k.ID), "finish it with cryptsetup reencrypt first")
+		}
+	}
+	if h.Segments != 1 {
+		return unsupported(FeatureSegments, fmt.Sprintf("(%d segments)", h.Segments), "only volumes with one data segment")
+	}
+	s := h.Segment
+	switch {
+	case strings.HasPrefix(s.Type, "hw-opal"):
+		return unsupported(FeatureOPAL, fmt.Sprintf("(segment type %q)", s.Type), "")
+	case s.Type != "crypt":
+		return unsupported(FeatureSegmentType, fmt.Sprintf("%q", s.Type), "want crypt")
+	case s.Integrity != "":
+		return unsupported(FeatureIntegrity, s.Integrity, "dm-integrity is not implemented")
+	case len(s.Flags) > 0:
+		return unsupported(FeatureSegmentFlag, fmt.Sprintf("%q", s.Flags[0]), "")
+	}
+	if err := checkDataCipher(s.Cipher); err != nil {
+		return err
+	}
+	if h.KeySize != 32 && h.KeySize != 64 {
+		return unsupported(FeatureKeySize, fmt.Sprintf("%d bits", h.KeySize*8), "want 256 (AES-128-XTS) or 512 (AES-256-XTS)")
+	}
+	return nil
+}
+
+func checkDataCipher(c string) error {
+	switch c {
+	case "aes-xts-plain64", "aes-xts-plain":
+		return nil
+	}
+	return unsupported(FeatureCipher, c, "only aes-xts-plain64 and aes-xts-plain")
+}
+
+// Keyslot returns the keyslot with the given ID, or nil.
+func (h *Header) Keyslot(id int) *Keyslot {
+	for i := range h.Keyslots {
+		if h.Keyslots[i].ID == id {
+			return &h.Keyslots[i]
+		}
+	}
+	return nil
+}
+
+func (h *Header) digest(id int) *Digest {
+	for i := range h.Digests {
+		if h.Digests[i].ID == id {
+			return &h.Digests[i]
+		}
+	}
+	return nil
+}
