@@ -171,7 +171,7 @@ func testCryptsetupImage(t *testing.T, c csCase) {
 		t.Fatalf("data range %d+%d, want %d+%d", off, n, wantOff, dataLen)
 	}
 	plain := randBytes(t, int(n))
-	ct := xtsRef(t, "enc", key, plain, h.Segment.SectorSize, h.Segment.IVTweak)
+	ct := xtsRef(t, "enc", key, plain, h.Segment.SectorSize, 0)
 	if _, err := df.WriteAt(ct, off); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func testCryptsetupImage(t *testing.T, c csCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLine := fmt.Sprintf("0 %d crypt %s %x %d /dev/vda %d", n/512, h.Segment.Cipher, key, h.Segment.IVTweak, off/512)
+	wantLine := fmt.Sprintf("0 %d crypt %s %x 0 /dev/vda %d", n/512, h.Segment.Cipher, key, off/512)
 	if h.Segment.SectorSize != 512 {
 		wantLine += fmt.Sprintf(" 1 sector_size:%d", h.Segment.SectorSize)
 	}

@@ -15,7 +15,9 @@ import (
 // DataRange returns where the data segment lies on a data device of
 // dataSize bytes (the image itself, or the data device of a detached
 // header): its byte offset and length. A "dynamic" segment runs to the end
-// of the device, rounded down to whole sectors; a fixed one must fit. Its
+// of the device, rounded down to whole sectors (cryptsetup 2.6.1 does not
+// round: the kernel then refuses its table, so such an image does not open
+// there at all); a fixed one must fit. Its
 // IVs must also fit the cipher: aes-xts-plain counts 32-bit sectors, and
 // is accepted only where that is the same as aes-xts-plain64.
 func (h *Header) DataRange(dataSize int64) (offset, length int64, err error) {
@@ -36,19 +38,22 @@ func (h *Header) DataRange(dataSize int64) (offset, length int64, err error) {
 	if n == 0 {
 		return 0, 0, fmt.Errorf("data segment is empty: the %d-byte data device ends before a whole %d-byte sector after byte %d", dataSize, s.SectorSize, s.Offset)
 	}
-	if s.Cipher == "aes-xts-plain" && s.IVTweak+n/512 > 1<<32 {
-		return 0, 0, unsupported(FeatureIVRange, fmt.Sprintf("(IVs up to %d)", s.IVTweak+n/512),
+	if s.Cipher == "aes-xts-plain" && n/512 > 1<<32 {
+		return 0, 0, unsupported(FeatureIVRange, fmt.Sprintf("(IVs up to %d)", n/512),
 			"aes-xts-plain wraps its 32-bit IV after 2 TiB; aes-xts-plain64 is supported at any size")
 	}
 	return int64(s.Offset), int64(n), nil
 }
 
-// SectorParams returns how the data segment's sectors map to XTS tweaks:
-// dm-crypt's plain64 counting 512-byte units from the segment start plus
-// iv_tweak, whatever the sector size. cryptsetup never sets
-// iv_large_sectors for LUKS (checked against the kernel: docs/LUKS.md).
+// SectorParams returns how the data segment's sectors map to XTS tweaks
+// as cryptsetup 2.6.1 sets dm-crypt up: plain64 counting 512-byte units
+// from the segment start, whatever the sector size (never
+// iv_large_sectors), with IV offset 0. The LUKS2 iv_tweak field is not
+// added: cryptsetup's crypt_get_iv_offset returns 0 for LUKS2 and only
+// reencryption uses the field; a header with iv_tweak 2048 is mapped with
+// offset 0 by the kernel too (docs/LUKS.md).
 func (h *Header) SectorParams() sector.Params {
-	return sector.Params{Size: h.Segment.SectorSize, IVMode: sector.Plain64, IVOffset: h.Segment.IVTweak}
+	return sector.Params{Size: h.Segment.SectorSize, IVMode: sector.Plain64, IVOffset: 0}
 }
 
 // NewCodec returns a sector codec for the data segment with the volume
@@ -85,7 +90,7 @@ var dmFlags = []struct{ luks, dm string }{
 // DMTable returns the dm-crypt table line cryptsetup loads for this
 // volume on device (a path or major:minor) of dataSize bytes:
 //
-//	0 <sectors> crypt <cipher> <key> <iv_tweak> <device> <offset sectors> [<n> <options>]
+//	0 <sectors> crypt <cipher> <key> 0 <device> <offset sectors> [<n> <options>]
 //
 // with the key in hex, or KeyPlaceholder if key is nil. The options are the
 // persistent flags of a LUKS2 header and sector_size:N above 512.
@@ -115,7 +120,7 @@ func (h *Header) DMTable(key []byte, device string, dataSize int64) (string, err
 	if h.Segment.SectorSize != 512 {
 		opts = append(opts, fmt.Sprintf("sector_size:%d", h.Segment.SectorSize))
 	}
-	line := fmt.Sprintf("0 %d crypt %s %s %d %s %d", n/512, h.Segment.Cipher, k, h.Segment.IVTweak, device, off/512)
+	line := fmt.Sprintf("0 %d crypt %s %s 0 %s %d", n/512, h.Segment.Cipher, k, device, off/512)
 	if len(opts) > 0 {
 		line += fmt.Sprintf(" %d %s", len(opts), strings.Join(opts, " "))
 	}

@@ -50,7 +50,7 @@ type Segment struct {
 	Offset     uint64 // bytes from the start of the data device
 	Size       uint64 // bytes, when not Dynamic
 	Dynamic    bool   // the segment runs to the end of the data device
-	IVTweak    uint64 // added to every IV, in 512-byte units (dm-crypt iv_offset)
+	IVTweak    uint64 // LUKS2 iv_tweak; not applied, as cryptsetup does not (see SectorParams)
 	Cipher     string
 	SectorSize int      // encryption unit: 512..4096
 	Integrity  string   // LUKS2 integrity type, "" for none
