@@ -3,6 +3,7 @@ package luks
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,30 +14,30 @@ import (
 // structural bounds checks; whether this package can unlock and decrypt
 // the volume is a separate question that Supported answers.
 type Header struct {
-	Version   int    // 1 or 2
-	UUID      string // as written, normally 36 characters
-	Label     string // LUKS2 only
-	Subsystem string // LUKS2 only
-	Cipher    string // the data segment's cipher as dm-crypt names it, e.g. "aes-xts-plain64"
-	KeySize   int    // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS
-	Hash      string // LUKS1: the hash of PBKDF2, the AF splitter and the digest
-	Segment   Segment
-	Segments  int // how many data segments the header has (LUKS2 has more only while reencrypting)
-	Keyslots  []Keyslot
-	Digests   []Digest
-	Tokens    []Token
-	Copies    []Copy // LUKS2: both header copies, as found
-	SeqID     uint64 // LUKS2: the sequence number of the copy in use ("Epoch" in luksDump)
+	Version   int       `json:"version"`             // 1 or 2
+	UUID      string    `json:"uuid"`                // as written, normally 36 characters
+	Label     string    `json:"label,omitempty"`     // LUKS2 only
+	Subsystem string    `json:"subsystem,omitempty"` // LUKS2 only
+	Cipher    string    `json:"cipher"`              // the data segment's cipher as dm-crypt names it, e.g. "aes-xts-plain64"
+	KeySize   int       `json:"key_size"`            // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS
+	Hash      string    `json:"hash,omitempty"`      // LUKS1: the hash of PBKDF2, the AF splitter and the digest
+	Segment   Segment   `json:"segment"`
+	Segments  int       `json:"segments"` // how many data segments the header has (LUKS2 has more only while reencrypting)
+	Keyslots  []Keyslot `json:"keyslots"`
+	Digests   []Digest  `json:"digests"`
+	Tokens    []Token   `json:"tokens,omitempty"`
+	Copies    []Copy    `json:"copies,omitempty"` // LUKS2: both header copies, as found
+	SeqID     uint64    `json:"seqid,omitempty"`  // LUKS2: the sequence number of the copy in use ("Epoch" in luksDump)
 
-	MetadataSize uint64   // LUKS2: bytes per header copy, binary header and JSON area
-	KeyslotsSize uint64   // LUKS2: bytes of the keyslots area after both copies
-	Flags        []string // LUKS2 config.flags: persistent dm-crypt options ("allow-discards", ...)
-	Requirements []string // LUKS2 config.requirements.mandatory
+	MetadataSize uint64   `json:"metadata_size,omitempty"` // LUKS2: bytes per header copy, binary header and JSON area
+	KeyslotsSize uint64   `json:"keyslots_size,omitempty"` // LUKS2: bytes of the keyslots area after both copies
+	Flags        []string `json:"flags,omitempty"`         // LUKS2 config.flags: persistent dm-crypt options ("allow-discards", ...)
+	Requirements []string `json:"requirements,omitempty"`  // LUKS2 config.requirements.mandatory
 
 	// HeaderSize is how many bytes of the header device the header uses:
 	// both LUKS2 copies and the keyslots area, or the LUKS1 header up to
 	// the end of its last key material. A header backup is this long.
-	HeaderSize uint64
+	HeaderSize uint64 `json:"header_size"`
 
 	meta        *jvalue // LUKS2 metadata, kept whole for rewriting
 	salts       [2][saltLen2]byte
@@ -45,16 +46,16 @@ type Header struct {
 
 // Segment is the encrypted data area.
 type Segment struct {
-	ID         int
-	Type       string // "crypt"
-	Offset     uint64 // bytes from the start of the data device
-	Size       uint64 // bytes, when not Dynamic
-	Dynamic    bool   // the segment runs to the end of the data device
-	IVTweak    uint64 // LUKS2 iv_tweak; not applied, as cryptsetup does not (see SectorParams)
-	Cipher     string
-	SectorSize int      // encryption unit: 512..4096
-	Integrity  string   // LUKS2 integrity type, "" for none
-	Flags      []string // LUKS2 segment flags
+	ID         int      `json:"id"`
+	Type       string   `json:"type"`           // "crypt"
+	Offset     uint64   `json:"offset"`         // bytes from the start of the data device
+	Size       uint64   `json:"size,omitempty"` // bytes, when not Dynamic
+	Dynamic    bool     `json:"dynamic"`        // the segment runs to the end of the data device
+	IVTweak    uint64   `json:"iv_tweak"`       // LUKS2 iv_tweak; not applied, as cryptsetup does not (see SectorParams)
+	Cipher     string   `json:"cipher"`
+	SectorSize int      `json:"sector_size"`         // encryption unit: 512..4096
+	Integrity  string   `json:"integrity,omitempty"` // LUKS2 integrity type, "" for none
+	Flags      []string `json:"flags,omitempty"`     // LUKS2 segment flags
 }
 
 // Priority is a LUKS2 keyslot priority.
@@ -66,42 +67,61 @@ const (
 	PriorityPrefer Priority = 2 // tried before the others
 )
 
+// MarshalText gives the priority's name, as luksDump shows it.
+func (p Priority) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
 func (p Priority) String() string {
 	switch p {
 	case PriorityIgnore:
-		return "ignore"
+		return "ignored"
 	case PriorityNormal:
 		return "normal"
 	case PriorityPrefer:
-		return "prefer"
+		return "preferred"
 	}
 	return fmt.Sprintf("Priority(%d)", int(p))
 }
 
 // Keyslot is one active keyslot.
 type Keyslot struct {
-	ID       int
-	Type     string // "luks2"; "luks1" for LUKS1 slots
-	KeySize  int    // bytes of the key it stores
-	Priority Priority
-	KDF      KDF
-	AF       AF
-	Area     Area
-	Digest   int // the digest that checks the key it stores; -1 if none
+	ID       int      `json:"id"`
+	Type     string   `json:"type"`     // "luks2"; "luks1" for LUKS1 slots
+	KeySize  int      `json:"key_size"` // bytes of the key it stores
+	Priority Priority `json:"priority"`
+	KDF      KDF      `json:"kdf"`
+	AF       AF       `json:"af"`
+	Area     Area     `json:"area"`
+	Digest   int      `json:"digest"` // the digest that checks the key it stores; -1 if none
 	// Err says why this keyslot cannot be used (*UnsupportedError or
-	// *CorruptError), nil if it can be tried.
-	Err error
+	// *CorruptError), nil if it can be tried. JSON shows it as "error".
+	Err error `json:"-"`
+}
+
+// MarshalJSON adds Err as a string.
+func (k Keyslot) MarshalJSON() ([]byte, error) {
+	type plain Keyslot
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(k), errString(k.Err)})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // KDF is a keyslot's key derivation and its costs, as read from the image.
 type KDF struct {
-	Type       string // "pbkdf2", "argon2i" or "argon2id"
-	Hash       string // pbkdf2
-	Iterations uint32 // pbkdf2
-	Time       uint32 // argon2: passes
-	MemoryKiB  uint32 // argon2
-	Threads    uint32 // argon2: lanes ("cpus")
-	Salt       []byte
+	Type       string `json:"type"`                 // "pbkdf2", "argon2i" or "argon2id"
+	Hash       string `json:"hash,omitempty"`       // pbkdf2
+	Iterations uint32 `json:"iterations,omitempty"` // pbkdf2
+	Time       uint32 `json:"time,omitempty"`       // argon2: passes
+	MemoryKiB  uint32 `json:"memory_kib,omitempty"` // argon2
+	Threads    uint32 `json:"threads,omitempty"`    // argon2: lanes ("cpus")
+	Salt       []byte `json:"salt"`
 }
 
 func (k KDF) String() string {
@@ -116,41 +136,41 @@ func (k KDF) String() string {
 
 // AF is a keyslot's anti-forensic splitter.
 type AF struct {
-	Type    string // "luks1"
-	Stripes int
-	Hash    string
+	Type    string `json:"type"` // "luks1"
+	Stripes int    `json:"stripes"`
+	Hash    string `json:"hash"`
 }
 
 // Area is where a keyslot's split key lies on the header device, and how
 // it is encrypted.
 type Area struct {
-	Type    string // "raw"
-	Offset  uint64 // bytes
-	Size    uint64 // bytes
-	Cipher  string // "aes-xts-plain64"
-	KeySize int    // bytes of the key derived from the passphrase
+	Type    string `json:"type"`     // "raw"
+	Offset  uint64 `json:"offset"`   // bytes
+	Size    uint64 `json:"size"`     // bytes
+	Cipher  string `json:"cipher"`   // "aes-xts-plain64"
+	KeySize int    `json:"key_size"` // bytes of the key derived from the passphrase
 }
 
 // Digest checks a volume key: PBKDF2(hash, key, salt, iterations) must
 // equal Value.
 type Digest struct {
-	ID         int
-	Type       string // "pbkdf2"
-	Keyslots   []int
-	Segments   []int
-	Hash       string
-	Iterations uint32
-	Salt       []byte
-	Value      []byte
+	ID         int    `json:"id"`
+	Type       string `json:"type"` // "pbkdf2"
+	Keyslots   []int  `json:"keyslots"`
+	Segments   []int  `json:"segments"`
+	Hash       string `json:"hash"`
+	Iterations uint32 `json:"iterations"`
+	Salt       []byte `json:"salt"`
+	Value      []byte `json:"digest"`
 }
 
 // Token is a LUKS2 token (a way to obtain a keyslot's passphrase other
 // than typing it: systemd-tpm2, systemd-fido2, luks2-keyring, ...). This
 // package does not run tokens; it lists them.
 type Token struct {
-	ID       int
-	Type     string
-	Keyslots []int
+	ID       int    `json:"id"`
+	Type     string `json:"type"`
+	Keyslots []int  `json:"keyslots"`
 }
 
 // CopyState is the state of a LUKS2 header copy.
@@ -165,12 +185,21 @@ const (
 
 // Copy is one of the two LUKS2 header copies.
 type Copy struct {
-	Name   string // "primary" or "secondary"
-	Offset uint64
-	SeqID  uint64 // valid when State is CopyOK or CopyStale
-	State  CopyState
-	Err    error // why it is damaged
-	Used   bool  // the header was read from this copy
+	Name   string    `json:"name"` // "primary" or "secondary"
+	Offset uint64    `json:"offset"`
+	SeqID  uint64    `json:"seqid,omitempty"` // valid when State is CopyOK or CopyStale
+	State  CopyState `json:"state"`
+	Err    error     `json:"-"`    // why it is damaged; "error" in JSON
+	Used   bool      `json:"used"` // the header was read from this copy
+}
+
+// MarshalJSON adds Err as a string.
+func (c Copy) MarshalJSON() ([]byte, error) {
+	type plain Copy
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(c), errString(c.Err)})
 }
 
 // binary magics

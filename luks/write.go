@@ -343,6 +343,20 @@ type FormatOptions struct {
 	Keyslot          KeyslotOptions
 }
 
+// ImageSize returns the size of an image that holds dataLen bytes of
+// plaintext with these options: the data offset plus dataLen rounded up
+// to whole sectors (encrypt --type luks2 IN OUT makes OUT this size).
+func (o FormatOptions) ImageSize(dataLen int64) int64 {
+	off, ss := int64(o.DataOffset), int64(o.SectorSize)
+	if off == 0 {
+		off = DefaultDataOffset
+	}
+	if ss == 0 {
+		ss = DefaultSectorSize
+	}
+	return off + max((dataLen+ss-1)/ss, 1)*ss
+}
+
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 func newUUID() (string, error) {

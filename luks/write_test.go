@@ -3,6 +3,7 @@ package luks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -368,5 +369,49 @@ func TestFormatRefuses(t *testing.T) {
 		if !allZero(m.b) {
 			t.Errorf("Format(%+v) wrote before refusing", c.opt)
 		}
+	}
+}
+
+// TestPriorityIgnore: like cryptsetup, a keyslot with priority "ignore"
+// is tried only when picked.
+func TestPriorityIgnore(t *testing.T) {
+	img, pass := makeLUKS2(t)
+	cs(t, "config", "--priority", "ignore", "--key-slot", "0", img)
+	f, h := openHeader(t, img)
+	if h.Keyslot(0).Priority != PriorityIgnore {
+		t.Fatalf("priority %v", h.Keyslot(0).Priority)
+	}
+	if _, _, err := h.Unlock(context.Background(), f, pass, UnlockOptions{}); err == nil {
+		t.Fatal("an ignored keyslot opened without being picked")
+	}
+	unlock(t, h, f, pass, 0)
+}
+
+// TestHeaderJSON: info --json can marshal a header as it is.
+func TestHeaderJSON(t *testing.T) {
+	img, _ := makeLUKS2(t)
+	rewriteMeta(t, img, func(m *jvalue) { m.get("keyslots").get("0").get("kdf").set("type", jstr("scrypt")) }, nil)
+	zero(t, img, 16384+4096, 1)
+	h, err := readPath(t, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Keyslots []struct {
+			Priority string
+			Error    string
+		}
+		Copies []struct{ State, Error string }
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Keyslots[0].Priority != "normal" || !strings.Contains(back.Keyslots[0].Error, "scrypt") ||
+		back.Copies[1].State != "damaged" || !strings.Contains(back.Copies[1].Error, "checksum") {
+		t.Fatalf("%s", b)
 	}
 }
