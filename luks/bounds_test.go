@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -201,5 +202,45 @@ func TestKDFLimits(t *testing.T) {
 	lim := Limits{MaxMemoryKiB: 64 << 10, MaxTime: 4, MaxThreads: 2, MaxWork: 4 * 65536, MaxIterations: 1 << 30}
 	if _, _, err := h.Unlock(context.Background(), f, pass, UnlockOptions{Limits: &lim}); err != nil {
 		t.Fatalf("limits exactly at the costs: %v", err)
+	}
+
+	// The limits bound one Unlock, not each keyslot: with two more
+	// keyslots, a passphrase of the last one is not reached if the work of
+	// trying the others and it is above the limit.
+	for i := 1; i <= 2; i++ {
+		np := writeFile(t, dir, "p"+strconv.Itoa(i), []byte("limits "+strconv.Itoa(i)))
+		cs(t, append(append([]string{"luksAddKey", "--batch-mode", "--key-file", pf}, csArgon2...), "--pbkdf-memory", "65536", img, np)...)
+	}
+	f, h = openHeader(t, img)
+	lim.MaxWork = 3*4*65536 - 1
+	_, _, err := h.Unlock(context.Background(), f, []byte("limits 2"), UnlockOptions{Limits: &lim})
+	var ce *KDFCostError
+	if !errors.As(err, &ce) || ce.Keyslot != 2 || ce.Spent != 2*4*65536 || !errors.Is(err, ErrWrongPassphrase) ||
+		!strings.Contains(err.Error(), "spent on the keyslots tried before") {
+		t.Fatalf("third keyslot over the total: %v", err)
+	}
+	if _, slot, err := h.Unlock(context.Background(), f, []byte("limits 2"), UnlockOptions{Limits: &lim, Keyslots: []int{2}}); err != nil || slot != 2 {
+		t.Fatalf("the third keyslot picked alone: %v", err)
+	}
+}
+
+// TestShortDevices: devices too short for any header read as not LUKS,
+// or as a truncated header, never past their end.
+func TestShortDevices(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want error
+	}{
+		{"", ErrNotLUKS},
+		{"hello", ErrNotLUKS},
+		{strings.Repeat("x", 5000), ErrNotLUKS},
+		{"LUKS\xba\xbe\x00\x01", ErrCorrupt},
+		{"LUKS\xba\xbe\x00\x02", ErrCorrupt},
+		{"LUKS\xba\xbe\x00\x07" + strings.Repeat("\x00", 5000), ErrUnsupported},
+	} {
+		_, err := ReadHeader(strings.NewReader(c.data), int64(len(c.data)))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%q: %v, want %v", c.data[:min(len(c.data), 10)], err, c.want)
+		}
 	}
 }

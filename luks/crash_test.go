@@ -38,7 +38,7 @@ func (r *recorder) WriteAt(p []byte, off int64) (int, error) {
 func TestCrashSafety(t *testing.T) {
 	needCryptsetup(t)
 	cheap := &Argon2Params{Time: 4, MemoryKiB: 1024, Threads: 1}
-	slotOpt := KeyslotOptions{Argon2: cheap, Keyslot: -1}
+	slotOpt := KeyslotOptions{Argon2: cheap}
 	passA, passB, passNew := []byte("A"), []byte("B"), []byte("new")
 	const size = 2<<20 + 4096
 

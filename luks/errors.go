@@ -112,6 +112,7 @@ type KDFCostError struct {
 	Cost    string // "memory", "time", "threads", "iterations", "work"
 	Value   uint64
 	Limit   uint64
+	Spent   uint64 // of the limit, already spent on other keyslots in the same Unlock
 	Unit    string // "KiB", "passes", ...
 }
 
@@ -124,7 +125,11 @@ func (e *KDFCostError) Error() string {
 	if e.Unit != "" {
 		unit = " " + e.Unit
 	}
-	return fmt.Sprintf("%s: %s %s %d%s is above the limit of %d%s", who, e.KDF, e.Cost, e.Value, unit, e.Limit, unit)
+	s := fmt.Sprintf("%s: %s %s %d%s is above the limit of %d%s", who, e.KDF, e.Cost, e.Value, unit, e.Limit, unit)
+	if e.Spent > 0 {
+		s += fmt.Sprintf(" (%d%s of it spent on the keyslots tried before)", e.Spent, unit)
+	}
+	return s
 }
 
 func (e *KDFCostError) Is(target error) bool { return target == ErrKDFCost }

@@ -221,16 +221,13 @@ func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if err := readFull(r, first, 0); err != nil {
 		return nil, err
 	}
-	if len(first) >= luks1HeaderSize && bytes.Equal(first[:6], magic1) &&
-		binary.BigEndian.Uint16(first[6:8]) == 1 {
+	if len(first) >= 8 && bytes.Equal(first[:6], magic1) && binary.BigEndian.Uint16(first[6:8]) == 1 {
+		if len(first) < luks1HeaderSize {
+			return nil, corrupt("LUKS1 header", "the %d-byte device is shorter than the %d-byte header", size, luks1HeaderSize)
+		}
 		return parseLUKS1(first[:luks1HeaderSize], uint64(size))
 	}
-	h, err := readLUKS2(r, uint64(size))
-	if err == ErrNotLUKS && len(first) >= 8 && bytes.Equal(first[:6], magic1) {
-		v := binary.BigEndian.Uint16(first[6:8])
-		return nil, unsupported(FeatureVersion, fmt.Sprint(v), "want 1 or 2")
-	}
-	return h, err
+	return readLUKS2(r, uint64(size))
 }
 
 // readFull reads len(b) bytes at off; a short read is an error naming the offset.

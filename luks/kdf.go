@@ -10,13 +10,18 @@ import (
 // numbers come from the image, so without limits whoever can write it
 // decides how much memory and time unlocking takes. A keyslot above a
 // limit is not run: unlocking fails with a *KDFCostError naming the slot
-// and the cost, and the caller may retry with higher limits.
+// and the cost, and the caller may retry with higher limits. Start from
+// DefaultLimits: a zero field allows nothing.
 type Limits struct {
-	MaxMemoryKiB  uint32 // Argon2 memory
-	MaxTime       uint32 // Argon2 passes
-	MaxThreads    uint32 // Argon2 lanes
-	MaxWork       uint64 // Argon2 passes × memory in KiB: the work, whatever its split
-	MaxIterations uint32 // PBKDF2 iterations, for keyslots and digests
+	MaxMemoryKiB uint32 // Argon2 memory, per run
+	MaxTime      uint32 // Argon2 passes, per run
+	MaxThreads   uint32 // Argon2 lanes, per run
+	// MaxWork bounds Argon2 passes × memory in KiB, the work whatever its
+	// split, summed over the keyslots one Unlock tries.
+	MaxWork uint64
+	// MaxIterations bounds PBKDF2 iterations, keyslots and digest checks,
+	// summed over the keyslots one Unlock tries.
+	MaxIterations uint32
 }
 
 // Default limits. cryptsetup itself never writes more than 4 GiB of
@@ -29,8 +34,8 @@ const (
 	DefaultMaxMemoryKiB  = 4 << 20 // 4 GiB, cryptsetup's maximum
 	DefaultMaxTime       = 1000
 	DefaultMaxThreads    = 16
-	DefaultMaxWork       = 256 << 20 // 256 passes over 1 GiB
-	DefaultMaxIterations = 1 << 30
+	DefaultMaxWork       = 64 << 20 // 64 passes over 1 GiB
+	DefaultMaxIterations = 1 << 28
 )
 
 // DefaultLimits returns the default limits, with the memory bound lowered
@@ -51,18 +56,34 @@ func DefaultLimits() Limits {
 	return l
 }
 
-// checkKDF reports whether running k stays within l.
-func (l Limits) checkKDF(slot int, k KDF) error {
-	cost := func(what string, v, lim uint64, unit string) error {
-		return &KDFCostError{Keyslot: slot, KDF: k.name(), Cost: what, Value: v, Limit: lim, Unit: unit}
+// spent is what an Unlock has run so far, counted against its limits.
+type spent struct {
+	work uint64 // Argon2 passes × KiB
+	iter uint64 // PBKDF2 iterations, keyslots and digests
+}
+
+func (s spent) add(k KDF) spent {
+	if k.Type == "pbkdf2" {
+		s.iter += uint64(k.Iterations)
+	} else {
+		s.work += uint64(k.Time) * uint64(k.MemoryKiB)
+	}
+	return s
+}
+
+// checkKDF reports whether running k, after what sp says was spent, stays
+// within l.
+func (l Limits) checkKDF(slot int, k KDF, sp spent) error {
+	cost := func(what string, v, lim, spent uint64, unit string) error {
+		return &KDFCostError{Keyslot: slot, KDF: k.name(), Cost: what, Value: v, Limit: lim, Spent: spent, Unit: unit}
 	}
 	switch k.Type {
 	case "pbkdf2":
 		if k.Iterations == 0 {
 			return corrupt(fmt.Sprintf("keyslot %d", slot), "0 PBKDF2 iterations")
 		}
-		if k.Iterations > l.MaxIterations {
-			return cost("iterations", uint64(k.Iterations), uint64(l.MaxIterations), "")
+		if sp.iter+uint64(k.Iterations) > uint64(l.MaxIterations) {
+			return cost("iterations", uint64(k.Iterations), uint64(l.MaxIterations), sp.iter, "")
 		}
 	case "argon2i", "argon2id":
 		where := fmt.Sprintf("keyslot %d", slot)
@@ -74,13 +95,13 @@ func (l Limits) checkKDF(slot int, k KDF) error {
 		case uint64(k.MemoryKiB) < 8*uint64(k.Threads):
 			return corrupt(where, "%s with %d KiB for %d threads (Argon2 needs 8 KiB per thread)", k.Type, k.MemoryKiB, k.Threads)
 		case k.Threads > l.MaxThreads || k.Threads > 255:
-			return cost("threads", uint64(k.Threads), uint64(min(l.MaxThreads, 255)), "")
+			return cost("threads", uint64(k.Threads), uint64(min(l.MaxThreads, 255)), 0, "")
 		case k.MemoryKiB > l.MaxMemoryKiB:
-			return cost("memory", uint64(k.MemoryKiB), uint64(l.MaxMemoryKiB), "KiB")
+			return cost("memory", uint64(k.MemoryKiB), uint64(l.MaxMemoryKiB), 0, "KiB")
 		case k.Time > l.MaxTime:
-			return cost("time", uint64(k.Time), uint64(l.MaxTime), "passes")
-		case uint64(k.Time)*uint64(k.MemoryKiB) > l.MaxWork:
-			return cost("work (passes × memory)", uint64(k.Time)*uint64(k.MemoryKiB), l.MaxWork, "KiB")
+			return cost("time", uint64(k.Time), uint64(l.MaxTime), 0, "passes")
+		case sp.work+uint64(k.Time)*uint64(k.MemoryKiB) > l.MaxWork:
+			return cost("work (passes × memory)", uint64(k.Time)*uint64(k.MemoryKiB), l.MaxWork, sp.work, "KiB")
 		}
 	default:
 		return unsupportedSlot(slot, FeatureKDF, k.Type, "pbkdf2, argon2i or argon2id")

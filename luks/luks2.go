@@ -87,20 +87,25 @@ func readCopy(r io.ReaderAt, devSize, off uint64, secondary bool) (*copyData, er
 	if secondary {
 		name, want = "secondary header", magic2
 	}
-	if off+binHeaderSize > devSize {
-		return nil, corrupt(name, "at %d is beyond the %d-byte device", off, devSize)
+	if off >= devSize {
+		e := corrupt(name, "offset %d is beyond the %d-byte device", off, devSize)
+		e.cause = errNoMagic
+		return nil, e
 	}
-	bin := make([]byte, binHeaderSize)
+	bin := make([]byte, min(binHeaderSize, devSize-off))
 	if err := readFull(r, bin, int64(off)); err != nil {
 		return nil, err
 	}
-	if !bytes.Equal(bin[offMagic:offMagic+6], want) {
+	if len(bin) < 6 || !bytes.Equal(bin[offMagic:offMagic+6], want) {
 		e := corrupt(name, "no %s magic at offset %d", want[:4], off)
 		e.cause = errNoMagic
 		return nil, e
 	}
+	if len(bin) < binHeaderSize {
+		return nil, corrupt(name, "the %d-byte device ends inside the binary header", devSize)
+	}
 	if v := binary.BigEndian.Uint16(bin[offVersion:]); v != 2 {
-		return nil, corrupt(name, "version %d, want 2", v)
+		return nil, fmt.Errorf("%s: %w", name, unsupported(FeatureVersion, strconv.Itoa(int(v)), "want 1 or 2"))
 	}
 	if o := binary.BigEndian.Uint64(bin[offHdrOffset:]); o != off {
 		return nil, corrupt(name, "says it is at offset %d but was found at %d", o, off)
@@ -183,7 +188,7 @@ func readLUKS2(r io.ReaderAt, devSize uint64) (*Header, error) {
 		e.cause = errNoMagic
 		serr = e
 		for _, off := range metadataSizes {
-			if off+binHeaderSize > devSize {
+			if off >= devSize {
 				break
 			}
 			c, err := readCopy(r, devSize, off, true)

@@ -26,9 +26,12 @@ type UnlockOptions struct {
 // Unlock recovers the volume key with a passphrase: for each keyslot
 // tried, the KDF (bounded by the limits), the keyslot area read from hdr
 // (the header device) and decrypted, the AF merge, and the digest check.
-// It returns the key and the keyslot that opened. A keyslot whose costs are
-// above the limits is skipped; if no other opens, the error wraps both
-// ErrWrongPassphrase and the *KDFCostError.
+// It returns the key and the keyslot that opened. The limits bound the
+// whole call: the Argon2 work and PBKDF2 iterations of the keyslots
+// already tried count against them, so a header with many keyslots just
+// under the limits cannot multiply them. A keyslot above what is left is
+// skipped; if no other opens, the error wraps both ErrWrongPassphrase and
+// the *KDFCostError.
 func (h *Header) Unlock(ctx context.Context, hdr io.ReaderAt, passphrase []byte, opt UnlockOptions) ([]byte, int, error) {
 	if err := h.Supported(); err != nil {
 		return nil, -1, err
@@ -42,25 +45,30 @@ func (h *Header) Unlock(ctx context.Context, hdr io.ReaderAt, passphrase []byte,
 		return nil, -1, err
 	}
 	var skipped []error
+	var sp spent
 	for _, k := range order {
 		if err := ctx.Err(); err != nil {
 			return nil, -1, err
 		}
-		if err := lim.checkKDF(k.ID, k.KDF); err != nil {
-			if len(opt.Keyslots) > 0 && len(order) == 1 {
+		d := h.digest(k.Digest)
+		err := lim.checkKDF(k.ID, k.KDF, sp)
+		if err == nil {
+			err = lim.checkDigest(d, sp.add(k.KDF))
+		}
+		if err != nil {
+			if len(order) == 1 {
 				return nil, -1, err
 			}
 			skipped = append(skipped, err)
 			continue
 		}
-		key, err := h.openSlot(hdr, k, passphrase, lim)
+		sp = sp.add(k.KDF)
+		sp.iter += uint64(d.Iterations)
+		key, err := h.openSlot(hdr, k, passphrase)
 		switch {
 		case err == nil:
 			return key, k.ID, nil
 		case errors.Is(err, ErrWrongPassphrase):
-			continue
-		case errors.Is(err, ErrKDFCost):
-			skipped = append(skipped, err)
 			continue
 		}
 		return nil, -1, err
@@ -109,11 +117,8 @@ func (h *Header) slotOrder(pick []int) ([]*Keyslot, error) {
 
 // openSlot tries one keyslot. It returns ErrWrongPassphrase if the key
 // it yields does not match the digest.
-func (h *Header) openSlot(hdr io.ReaderAt, k *Keyslot, passphrase []byte, lim Limits) ([]byte, error) {
+func (h *Header) openSlot(hdr io.ReaderAt, k *Keyslot, passphrase []byte) ([]byte, error) {
 	d := h.digest(k.Digest)
-	if err := lim.checkDigest(d); err != nil {
-		return nil, err
-	}
 	dk, err := k.KDF.derive(passphrase, k.Area.KeySize)
 	if err != nil {
 		return nil, fmt.Errorf("keyslot %d: %w", k.ID, err)
@@ -153,9 +158,10 @@ func decryptArea(key, mat []byte) error {
 	return nil
 }
 
-func (l Limits) checkDigest(d *Digest) error {
-	if d.Iterations > l.MaxIterations {
-		return &KDFCostError{Keyslot: -1, KDF: "pbkdf2-" + d.Hash, Cost: "iterations", Value: uint64(d.Iterations), Limit: uint64(l.MaxIterations)}
+func (l Limits) checkDigest(d *Digest, sp spent) error {
+	if sp.iter+uint64(d.Iterations) > uint64(l.MaxIterations) {
+		return &KDFCostError{Keyslot: -1, KDF: "pbkdf2-" + d.Hash, Cost: "iterations", Value: uint64(d.Iterations),
+			Limit: uint64(l.MaxIterations), Spent: sp.iter}
 	}
 	return nil
 }
@@ -188,7 +194,7 @@ func (h *Header) VerifyKey(key []byte, limits *Limits) error {
 	if len(key) != h.KeySize {
 		return fmt.Errorf("key is %d bytes, the volume key has %d: %w", len(key), h.KeySize, ErrWrongPassphrase)
 	}
-	if err := lim.checkDigest(d); err != nil {
+	if err := lim.checkDigest(d, spent{}); err != nil {
 		return err
 	}
 	ok, err := d.matches(key)

@@ -224,9 +224,9 @@ type KeyslotOptions struct {
 	Argon2       *Argon2Params
 	KDFTime      time.Duration // 0: 2 s, cryptsetup's default
 	KDFMemoryKiB uint32        // 0: 1 GiB, at most half the available memory
-	// Keyslot is the ID to use; -1 (or any negative number) picks the lowest
-	// free one. AddKeyslot only.
-	Keyslot  int
+	// Keyslot is the ID to use (cryptsetup --key-slot); nil picks the
+	// lowest free one. AddKeyslot only.
+	Keyslot  *int
 	Priority Priority // 0 is PriorityNormal here; set PriorityPrefer to prefer
 	// Limits bound the volume key digest check (AddKeyslot,
 	// ChangeKeyslot); nil means DefaultLimits().
@@ -541,14 +541,14 @@ func (h *Header) AddKeyslot(f ReadWriterAt, devSize int64, key, passphrase []byt
 	if err := h.VerifyKey(key, opt.Limits); err != nil {
 		return -1, err
 	}
-	id := opt.Keyslot
-	if id < 0 {
+	var id int
+	if opt.Keyslot == nil {
 		for id = 0; id < maxKeyslots2 && h.Keyslot(id) != nil; id++ {
 		}
 		if id == maxKeyslots2 {
 			return -1, fmt.Errorf("all %d keyslots are in use", maxKeyslots2)
 		}
-	} else if id >= maxKeyslots2 {
+	} else if id = *opt.Keyslot; id < 0 || id >= maxKeyslots2 {
 		return -1, fmt.Errorf("keyslot %d: LUKS2 has keyslots 0..%d", id, maxKeyslots2-1)
 	} else if h.Keyslot(id) != nil {
 		return -1, fmt.Errorf("keyslot %d is in use", id)

@@ -37,7 +37,7 @@ func fastFormat(t testing.TB, path string, size int64, pass []byte, opt FormatOp
 	return f, h, key
 }
 
-var fastSlot = KeyslotOptions{Argon2: fastArgon2, Keyslot: -1}
+var fastSlot = KeyslotOptions{Argon2: fastArgon2}
 
 // TestFormatLayout: a header Format writes has cryptsetup 2.6.1's default
 // layout for a file, field for field and in the same order: only the
