@@ -62,8 +62,8 @@ func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
 	if err := h.Supported(); err != nil {
 		return nil, err
 	}
-	if len(key) != h.KeySize {
-		return nil, fmt.Errorf("volume key is %d bytes, the header wants %d", len(key), h.KeySize)
+	if err := h.checkKeyLen(key); err != nil {
+		return nil, err
 	}
 	c, err := xts.NewCipher(key)
 	if err != nil {
@@ -104,8 +104,8 @@ func (h *Header) DMTable(key []byte, device string, dataSize int64) (string, err
 	}
 	k := KeyPlaceholder
 	if key != nil {
-		if len(key) != h.KeySize {
-			return "", fmt.Errorf("volume key is %d bytes, the header wants %d", len(key), h.KeySize)
+		if err := h.checkKeyLen(key); err != nil {
+			return "", err
 		}
 		k = hex.EncodeToString(key)
 	}

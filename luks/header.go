@@ -19,7 +19,7 @@ type Header struct {
 	Label     string    `json:"label,omitempty"`     // LUKS2 only
 	Subsystem string    `json:"subsystem,omitempty"` // LUKS2 only
 	Cipher    string    `json:"cipher"`              // the data segment's cipher as dm-crypt names it, e.g. "aes-xts-plain64"
-	KeySize   int       `json:"key_size"`            // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS
+	KeySize   int       `json:"key_size"`            // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS; 0 if no keyslot says (LUKS2 with none left)
 	Hash      string    `json:"hash,omitempty"`      // LUKS1: the hash of PBKDF2, the AF splitter and the digest
 	Segment   Segment   `json:"segment"`
 	Segments  int       `json:"segments"` // how many data segments the header has (LUKS2 has more only while reencrypting)
@@ -287,7 +287,7 @@ func (h *Header) Supported() error {
 	if err := checkDataCipher(s.Cipher); err != nil {
 		return err
 	}
-	if h.KeySize != 32 && h.KeySize != 64 {
+	if h.KeySize != 0 && h.KeySize != 32 && h.KeySize != 64 {
 		return unsupported(FeatureKeySize, fmt.Sprintf("%d bits", h.KeySize*8), "want 256 (AES-128-XTS) or 512 (AES-256-XTS)")
 	}
 	return nil
@@ -309,6 +309,19 @@ func (h *Header) Keyslot(id int) *Keyslot {
 		}
 	}
 	return nil
+}
+
+// checkKeyLen checks a volume key's length against the header's key size,
+// or against the sizes supported when no keyslot tells it.
+func (h *Header) checkKeyLen(key []byte) error {
+	if len(key) == h.KeySize || h.KeySize == 0 && (len(key) == 32 || len(key) == 64) {
+		return nil
+	}
+	want := h.KeySize
+	if want == 0 {
+		want = 64
+	}
+	return fmt.Errorf("volume key is %d bytes, the header wants %d", len(key), want)
 }
 
 func (h *Header) digest(id int) *Digest {

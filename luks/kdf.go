@@ -21,7 +21,7 @@ type Limits struct {
 	MaxWork uint64
 	// MaxIterations bounds PBKDF2 iterations, keyslots and digest checks,
 	// summed over the keyslots one Unlock tries.
-	MaxIterations uint32
+	MaxIterations uint64
 }
 
 // Default limits. cryptsetup itself never writes more than 4 GiB of
@@ -35,7 +35,7 @@ const (
 	DefaultMaxTime       = 1000
 	DefaultMaxThreads    = 16
 	DefaultMaxWork       = 64 << 20 // 64 passes over 1 GiB
-	DefaultMaxIterations = 1 << 28
+	DefaultMaxIterations = 1 << 27
 )
 
 // DefaultLimits returns the default limits, with the memory bound lowered
@@ -82,8 +82,8 @@ func (l Limits) checkKDF(slot int, k KDF, sp spent) error {
 		if k.Iterations == 0 {
 			return corrupt(fmt.Sprintf("keyslot %d", slot), "0 PBKDF2 iterations")
 		}
-		if sp.iter+uint64(k.Iterations) > uint64(l.MaxIterations) {
-			return cost("iterations", uint64(k.Iterations), uint64(l.MaxIterations), sp.iter, "")
+		if sp.iter+uint64(k.Iterations) > l.MaxIterations {
+			return cost("iterations", uint64(k.Iterations), l.MaxIterations, sp.iter, "")
 		}
 	case "argon2i", "argon2id":
 		where := fmt.Sprintf("keyslot %d", slot)

@@ -495,7 +495,9 @@ func metadataHeader(root *jvalue, hdrSize, devSize uint64) (*Header, error) {
 	sort.Slice(h.Tokens, func(i, j int) bool { return h.Tokens[i].ID < h.Tokens[j].ID })
 
 	h.Cipher = h.Segment.Cipher
-	h.KeySize = -1
+	// 0 (unknown) when no keyslot holds the volume key any more: it can
+	// still be opened with the key itself (VerifyKey).
+	h.KeySize = 0
 	if d := segmentDigest(h.Digests, h.Segment.ID); d != nil {
 		// The volume key size is that of the keyslots bound to the
 		// segment's digest (cryptsetup's LUKS2_get_volume_key_size).

@@ -159,9 +159,9 @@ func decryptArea(key, mat []byte) error {
 }
 
 func (l Limits) checkDigest(d *Digest, sp spent) error {
-	if sp.iter+uint64(d.Iterations) > uint64(l.MaxIterations) {
+	if sp.iter+uint64(d.Iterations) > l.MaxIterations {
 		return &KDFCostError{Keyslot: -1, KDF: "pbkdf2-" + d.Hash, Cost: "iterations", Value: uint64(d.Iterations),
-			Limit: uint64(l.MaxIterations), Spent: sp.iter}
+			Limit: l.MaxIterations, Spent: sp.iter}
 	}
 	return nil
 }
@@ -191,8 +191,8 @@ func (h *Header) VerifyKey(key []byte, limits *Limits) error {
 	if d == nil {
 		return corrupt("header", "no digest for the data segment")
 	}
-	if len(key) != h.KeySize {
-		return fmt.Errorf("key is %d bytes, the volume key has %d: %w", len(key), h.KeySize, ErrWrongPassphrase)
+	if err := h.checkKeyLen(key); err != nil {
+		return fmt.Errorf("%w: %w", err, ErrWrongPassphrase)
 	}
 	if err := lim.checkDigest(d, spent{}); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xtsctl/xtsctl/xts"
@@ -395,6 +396,8 @@ func Format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions)
 		return nil, nil, fmt.Errorf("data offset %d is not a multiple of the %d-byte sector", opt.DataOffset, opt.SectorSize)
 	case len(opt.Label) >= labelLen || len(opt.Subsystem) >= labelLen:
 		return nil, nil, fmt.Errorf("label and subsystem are at most %d bytes", labelLen-1)
+	case strings.ContainsRune(opt.Label, 0) || strings.ContainsRune(opt.Subsystem, 0):
+		return nil, nil, fmt.Errorf("label and subsystem cannot contain NUL bytes")
 	}
 	const meta = DefaultMetadataSize
 	ksSize := min(opt.DataOffset-min(opt.DataOffset, 2*meta), maxKeyslotsSize) &^ 4095

@@ -358,6 +358,7 @@ func TestFormatRefuses(t *testing.T) {
 		{FormatOptions{}, 17<<20 + 512, "whole number"},
 		{FormatOptions{UUID: "not-a-uuid"}, 17 << 20, "UUID"},
 		{FormatOptions{Label: strings.Repeat("x", 48)}, 17 << 20, "label"},
+		{FormatOptions{Label: "a\x00b"}, 17 << 20, "NUL"},
 		{FormatOptions{DataOffset: 64 << 10}, 17 << 20, "no room"},
 		{FormatOptions{DataOffset: 1<<20 + 512}, 17 << 20, "multiple"},
 		{FormatOptions{Keyslot: KeyslotOptions{Argon2: &Argon2Params{Time: 1, MemoryKiB: 1024, Threads: 1}}}, 17 << 20, "passes"},
@@ -413,5 +414,39 @@ func TestHeaderJSON(t *testing.T) {
 	if back.Keyslots[0].Priority != "normal" || !strings.Contains(back.Keyslots[0].Error, "scrypt") ||
 		back.Copies[1].State != "damaged" || !strings.Contains(back.Copies[1].Error, "checksum") {
 		t.Fatalf("%s", b)
+	}
+}
+
+// TestNoKeyslotLeft: a LUKS2 volume whose last keyslot cryptsetup killed
+// still decrypts with its volume key, and a keyslot can be added back.
+func TestNoKeyslotLeft(t *testing.T) {
+	img, pass := makeLUKS2(t)
+	dir := t.TempDir()
+	pf := writeFile(t, dir, "p", pass)
+	key := dumpKey(t, img, "", pf)
+	cs(t, "luksKillSlot", "--batch-mode", img, "0")
+	f, h := openHeader(t, img)
+	if len(h.Keyslots) != 0 || h.KeySize != 0 || h.Supported() != nil {
+		t.Fatalf("keyslots %v, key size %d, supported: %v", h.Keyslots, h.KeySize, h.Supported())
+	}
+	if _, _, err := h.Unlock(context.Background(), f, pass, UnlockOptions{}); err == nil {
+		t.Fatal("unlocked with no keyslot")
+	}
+	if err := h.VerifyKey(key[:32], nil); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("VerifyKey with half the key: %v", err)
+	}
+	if err := h.VerifyKey(key, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := h.Decrypt(context.Background(), key, f, 17<<20, &out); err != nil || out.Len() != 1<<20 {
+		t.Fatalf("Decrypt: %d bytes, %v", out.Len(), err)
+	}
+	newPass := []byte("back")
+	if _, err := h.AddKeyslot(f, 17<<20, key, newPass, fastSlot); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpKey(t, img, "", writeFile(t, dir, "n", newPass)); !bytes.Equal(got, key) {
+		t.Fatal("cryptsetup does not open the keyslot added back")
 	}
 }
