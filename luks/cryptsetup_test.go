@@ -191,10 +191,16 @@ func testCryptsetupImage(t *testing.T, c csCase) {
 	}
 
 	// The dm table: what cryptsetup would load (with the hex key).
-	line, err := h.DMTable(key, "/dev/vda", size)
+	table, err := h.DMTable(size)
 	if err != nil {
 		t.Fatal(err)
 	}
+	table.Key, table.Device = key, "/dev/vda"
+	b, err := table.AppendLine(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := string(b)
 	wantLine := fmt.Sprintf("0 %d crypt %s %x 0 /dev/vda %d", n/512, h.Segment.Cipher, key, off/512)
 	if h.Segment.SectorSize != 512 {
 		wantLine += fmt.Sprintf(" 1 sector_size:%d", h.Segment.SectorSize)

@@ -2,12 +2,12 @@ package luks
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"slices"
 
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -72,59 +72,50 @@ func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
 	return sector.NewCodec(c, h.SectorParams())
 }
 
-// KeyPlaceholder stands for the volume key in a dm table printed without it.
-const KeyPlaceholder = "<volume-key>"
-
 // dmFlags maps LUKS2 persistent flags (config.flags) to the dm-crypt
-// options cryptsetup adds for them, in the order it writes them
-// (get_dm_crypt_params in lib/libdevmapper.c).
-var dmFlags = []struct{ luks, dm string }{
-	{"allow-discards", "allow_discards"},
-	{"same-cpu-crypt", "same_cpu_crypt"},
-	{"submit-from-crypt-cpus", "submit_from_crypt_cpus"},
-	{"no-read-workqueue", "no_read_workqueue"},
-	{"no-write-workqueue", "no_write_workqueue"},
-	{"high-priority", "high_priority"},
+// options cryptsetup loads for them (get_dm_crypt_params in
+// lib/libdevmapper.c). cryptsetup 2.6.1 does not know "high-priority"
+// (2.7 added it) and ignores it, as it ignores any flag it does not know.
+var dmFlags = []struct {
+	luks string
+	set  func(*devmapper.CryptTable)
+}{
+	{"allow-discards", func(t *devmapper.CryptTable) { t.AllowDiscards = true }},
+	{"same-cpu-crypt", func(t *devmapper.CryptTable) { t.SameCPUCrypt = true }},
+	{"submit-from-crypt-cpus", func(t *devmapper.CryptTable) { t.SubmitFromCryptCPUs = true }},
+	{"no-read-workqueue", func(t *devmapper.CryptTable) { t.NoReadWorkqueue = true }},
+	{"no-write-workqueue", func(t *devmapper.CryptTable) { t.NoWriteWorkqueue = true }},
+	{"high-priority", func(t *devmapper.CryptTable) { t.HighPriority = true }},
 }
 
-// DMTable returns the dm-crypt table line cryptsetup loads for this
-// volume on device (a path or major:minor) of dataSize bytes:
+// DMTable returns the dm-crypt mapping cryptsetup loads for this volume on
+// a data device of dataSize bytes, without its key and device (the caller
+// fills them in; devmapper.CryptTable writes the line):
 //
 //	0 <sectors> crypt <cipher> <key> 0 <device> <offset sectors> [<n> <options>]
 //
-// with the key in hex, or KeyPlaceholder if key is nil. The options are the
-// persistent flags of a LUKS2 header and sector_size:N above 512.
-// (cryptsetup passes a LUKS2 key through the kernel keyring, so its table
-// shows ":64:logon:cryptsetup:<uuid>-d0" where this puts the hex key; with
-// --disable-keyring the lines are equal.)
-func (h *Header) DMTable(key []byte, device string, dataSize int64) (string, error) {
+// The options are the persistent flags of a LUKS2 header and sector_size:N
+// above 512; the IV offset is 0 and IVs count 512-byte units
+// (SectorParams). cryptsetup passes a LUKS2 key through the kernel keyring,
+// so its table shows ":64:logon:cryptsetup:<uuid>-d0" where this one has
+// the hex key; with --disable-keyring the lines are equal.
+func (h *Header) DMTable(dataSize int64) (devmapper.CryptTable, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
-		return "", err
+		return devmapper.CryptTable{}, err
 	}
-	k := KeyPlaceholder
-	if key != nil {
-		if err := h.checkKeyLen(key); err != nil {
-			return "", err
-		}
-		k = hex.EncodeToString(key)
+	t := devmapper.CryptTable{
+		Cipher:     h.Segment.Cipher,
+		Offset:     uint64(off / 512),
+		Length:     uint64(n / 512),
+		SectorSize: h.Segment.SectorSize,
 	}
-	var opts []string
 	for _, f := range dmFlags {
-		for _, hf := range h.Flags {
-			if hf == f.luks {
-				opts = append(opts, f.dm)
-			}
+		if slices.Contains(h.Flags, f.luks) {
+			f.set(&t)
 		}
 	}
-	if h.Segment.SectorSize != 512 {
-		opts = append(opts, fmt.Sprintf("sector_size:%d", h.Segment.SectorSize))
-	}
-	line := fmt.Sprintf("0 %d crypt %s %s 0 %s %d", n/512, h.Segment.Cipher, k, device, off/512)
-	if len(opts) > 0 {
-		line += fmt.Sprintf(" %d %s", len(opts), strings.Join(opts, " "))
-	}
-	return line, nil
+	return t, nil
 }
 
 // chunkSize is how much Decrypt and Encrypt handle at a time: large enough

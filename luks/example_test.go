@@ -56,10 +56,11 @@ func Example() {
 	if _, err := h.Decrypt(ctx, key, img, int64(len(img)), &out); err != nil {
 		log.Fatal(err)
 	}
-	table, _ := h.DMTable(nil, "/dev/loop0", int64(len(img)))
+	table, _ := h.DMTable(int64(len(img)))
+	table.Device = "/dev/loop0"
 	fmt.Println("keyslot", slot, "plaintext back:", bytes.HasPrefix(out.Bytes(), plaintext))
-	fmt.Println(table)
+	fmt.Println(table.Template())
 	// Output:
 	// keyslot 0 plaintext back: true
-	// 0 24 crypt aes-xts-plain64 <volume-key> 0 /dev/loop0 32768 1 sector_size:4096
+	// 0 24 crypt aes-xts-plain64 <master-key> 0 /dev/loop0 32768 1 sector_size:4096
 }

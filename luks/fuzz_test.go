@@ -2,6 +2,7 @@ package luks
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,8 +161,15 @@ func checkInvariants(t *testing.T, h *Header, devSize uint64) {
 			t.Fatalf("data range %d+%d on a %d-byte device", off, n, devSize)
 		}
 		if err == nil {
-			if _, err := h.DMTable(nil, "/dev/x", int64(devSize)); err != nil {
+			table, err := h.DMTable(int64(devSize))
+			if err != nil {
 				t.Fatal(err)
+			}
+			// Whatever the header says, the table is one the kernel
+			// takes: aligned, in range, with a key of the header's size.
+			table.Key, table.Device = make([]byte, cmp.Or(h.KeySize, 64)), "7:0"
+			if err := table.Validate(); err != nil {
+				t.Fatalf("DMTable gives an invalid table %v: %v", table, err)
 			}
 		}
 	}

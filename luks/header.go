@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 )
 
 // Header is a LUKS1 or LUKS2 header as read from an image (or a detached
@@ -295,7 +297,7 @@ func (h *Header) Supported() error {
 
 func checkDataCipher(c string) error {
 	switch c {
-	case "aes-xts-plain64", "aes-xts-plain":
+	case devmapper.DefaultCipher, "aes-xts-plain":
 		return nil
 	}
 	return unsupported(FeatureCipher, c, "only aes-xts-plain64 and aes-xts-plain")

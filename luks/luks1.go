@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 )
 
 // LUKS1 on-disk layout (LUKS1 On-Disk Format Specification 1.2.3). All
@@ -150,7 +152,7 @@ func (h *Header) slotProblem(k *Keyslot) error {
 	switch {
 	case k.Area.Type != "raw":
 		return unsupportedSlot(k.ID, FeatureKeyslotArea, fmt.Sprintf("type %q", k.Area.Type), "want raw")
-	case k.Area.Cipher != "aes-xts-plain64" && k.Area.Cipher != "aes-xts-plain":
+	case k.Area.Cipher != devmapper.DefaultCipher && k.Area.Cipher != "aes-xts-plain":
 		return unsupportedSlot(k.ID, FeatureCipher, k.Area.Cipher, "keyslot areas in aes-xts-plain64 only")
 	case k.Area.KeySize != 32 && k.Area.KeySize != 64:
 		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits (keyslot area)", k.Area.KeySize*8), "want 256 or 512")
