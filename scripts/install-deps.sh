@@ -17,6 +17,7 @@ declare -A need=(
   [cpio]=cpio
   [depmod]=kmod
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
+  [dmsetup]=dmsetup      # scripts/test-dm-vm.sh copies it into the guest
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -74,6 +74,7 @@ scripts/check-generated.bash
 step 'device-mapper in a qemu guest (the host kernel has none): our ioctls, then open --backend dm'
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMVM$' ./internal/devmapper
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMBackendVM$' ./cmd/xtsctl
+XTSCTL_DM_VM=1 go test -count=1 -run '^TestKernelOpensOurImages$' ./luks
 
 step fuzz targets, briefly
 scripts/fuzz.sh 5s
