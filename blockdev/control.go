@@ -36,6 +36,7 @@ type serverConfig struct {
 	ImageIno uint64       `json:"image_ino"`
 	Type     string       `json:"type"`
 	Plain    volume.Plain `json:"plain"`
+	LUKS     *segment     `json:"luks,omitempty"` // TypeLUKS: the data segment
 	Cipher   string       `json:"cipher"`
 	ReadOnly bool         `json:"read_only"`
 	Mount    string       `json:"mount,omitempty"`

@@ -44,7 +44,7 @@ type State struct {
 	Image      string    `json:"image"`   // absolute path
 	ImageDev   uint64    `json:"image_dev"`
 	ImageIno   uint64    `json:"image_ino"`
-	Type       string    `json:"type"` // "plain" or "volume"
+	Type       string    `json:"type"` // "plain", "volume" or "luks"
 	Cipher     string    `json:"cipher"`
 	Device     string    `json:"device"`
 	Loop       string    `json:"loop,omitempty"` // dm: the loop device on the image, under the table
