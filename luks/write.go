@@ -377,35 +377,13 @@ func newUUID() (string, error) {
 // into it (Encrypt) or leaves it as it is. The layout is cryptsetup 2.6.1's
 // for a file: two 16 KiB copies, keyslot areas from 32 KiB, data at 16 MiB.
 func Format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions) (*Header, []byte, error) {
-	if opt.KeySize == 0 {
-		opt.KeySize = DefaultKeySize
-	}
-	if opt.SectorSize == 0 {
-		opt.SectorSize = DefaultSectorSize
-	}
-	if opt.DataOffset == 0 {
-		opt.DataOffset = DefaultDataOffset
-	}
-	switch {
-	case opt.KeySize != 32 && opt.KeySize != 64:
-		return nil, nil, fmt.Errorf("key size %d bits, want 256 (AES-128-XTS) or 512 (AES-256-XTS)", opt.KeySize*8)
-	case opt.SectorSize < 512 || opt.SectorSize > 4096 || opt.SectorSize&(opt.SectorSize-1) != 0:
-		return nil, nil, fmt.Errorf("sector size %d, want 512, 1024, 2048 or 4096", opt.SectorSize)
-	case opt.Key != nil && len(opt.Key) != opt.KeySize:
-		return nil, nil, fmt.Errorf("volume key of %d bytes for a %d-bit key size", len(opt.Key), opt.KeySize*8)
-	case opt.DataOffset%uint64(opt.SectorSize) != 0:
-		return nil, nil, fmt.Errorf("data offset %d is not a multiple of the %d-byte sector", opt.DataOffset, opt.SectorSize)
-	case len(opt.Label) >= labelLen || len(opt.Subsystem) >= labelLen:
-		return nil, nil, fmt.Errorf("label and subsystem are at most %d bytes", labelLen-1)
-	case strings.ContainsRune(opt.Label, 0) || strings.ContainsRune(opt.Subsystem, 0):
-		return nil, nil, fmt.Errorf("label and subsystem cannot contain NUL bytes")
+	opt = opt.withDefaults()
+	if err := opt.Check(); err != nil {
+		return nil, nil, err
 	}
 	const meta = DefaultMetadataSize
 	ksSize := min(opt.DataOffset-min(opt.DataOffset, 2*meta), maxKeyslotsSize) &^ 4095
 	aSize := areaSize(opt.KeySize)
-	if ksSize < aSize {
-		return nil, nil, fmt.Errorf("data offset %d leaves no room for a keyslot (at least %d bytes)", opt.DataOffset, 2*meta+aSize)
-	}
 	switch {
 	case devSize < 0 || uint64(devSize) < opt.DataOffset+uint64(opt.SectorSize):
 		return nil, nil, fmt.Errorf("a %d-byte device is too small: the data starts at byte %d and needs at least one %d-byte sector", devSize, opt.DataOffset, opt.SectorSize)
@@ -418,13 +396,62 @@ func Format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions)
 		if uuid, err = newUUID(); err != nil {
 			return nil, nil, err
 		}
-	} else if !uuidRE.MatchString(uuid) {
-		return nil, nil, fmt.Errorf("UUID %q is not of the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx in lower-case hex", uuid)
 	}
 	kp, err := opt.Keyslot.argon2()
 	if err != nil {
 		return nil, nil, err
 	}
+	return format(f, devSize, passphrase, opt, uuid, kp, ksSize, aSize)
+}
+
+func (o FormatOptions) withDefaults() FormatOptions {
+	if o.KeySize == 0 {
+		o.KeySize = DefaultKeySize
+	}
+	if o.SectorSize == 0 {
+		o.SectorSize = DefaultSectorSize
+	}
+	if o.DataOffset == 0 {
+		o.DataOffset = DefaultDataOffset
+	}
+	return o
+}
+
+// Check reports what Format would refuse in the options themselves (key
+// and sector size, a given key, the data offset, label, subsystem, UUID,
+// explicit Argon2 costs), before any device or passphrase is at hand.
+func (o FormatOptions) Check() error {
+	opt := o.withDefaults()
+	switch {
+	case opt.KeySize != 32 && opt.KeySize != 64:
+		return fmt.Errorf("key size %d bits, want 256 (AES-128-XTS) or 512 (AES-256-XTS)", opt.KeySize*8)
+	case opt.SectorSize < 512 || opt.SectorSize > 4096 || opt.SectorSize&(opt.SectorSize-1) != 0:
+		return fmt.Errorf("sector size %d, want 512, 1024, 2048 or 4096", opt.SectorSize)
+	case opt.Key != nil && len(opt.Key) != opt.KeySize:
+		return fmt.Errorf("volume key of %d bytes for a %d-bit key size", len(opt.Key), opt.KeySize*8)
+	case opt.DataOffset%uint64(opt.SectorSize) != 0:
+		return fmt.Errorf("data offset %d is not a multiple of the %d-byte sector", opt.DataOffset, opt.SectorSize)
+	case len(opt.Label) >= labelLen || len(opt.Subsystem) >= labelLen:
+		return fmt.Errorf("label and subsystem are at most %d bytes", labelLen-1)
+	case strings.ContainsRune(opt.Label, 0) || strings.ContainsRune(opt.Subsystem, 0):
+		return fmt.Errorf("label and subsystem cannot contain NUL bytes")
+	case opt.UUID != "" && !uuidRE.MatchString(opt.UUID):
+		return fmt.Errorf("UUID %q is not of the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx in lower-case hex", opt.UUID)
+	}
+	const meta = DefaultMetadataSize
+	ksSize := min(opt.DataOffset-min(opt.DataOffset, 2*meta), maxKeyslotsSize) &^ 4095
+	if aSize := areaSize(opt.KeySize); ksSize < aSize {
+		return fmt.Errorf("data offset %d leaves no room for a keyslot (at least %d bytes)", opt.DataOffset, 2*meta+aSize)
+	}
+	if opt.Keyslot.Argon2 != nil {
+		return opt.Keyslot.Argon2.check()
+	}
+	return nil
+}
+
+// format writes the header Format checked the options of.
+func format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions, uuid string, kp Argon2Params, ksSize, aSize uint64) (*Header, []byte, error) {
+	const meta = DefaultMetadataSize
 	key := opt.Key
 	if key == nil {
 		key = make([]byte, opt.KeySize)

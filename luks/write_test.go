@@ -367,6 +367,14 @@ func TestFormatRefuses(t *testing.T) {
 		if _, _, err := Format(m, c.size, []byte("x"), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Format(%+v, %d): %v, want an error about %s", c.opt, c.size, err, c.want)
 		}
+		// Check says so without a device, but for the device's size.
+		if err := c.opt.Check(); c.want == "too small" || c.want == "whole number" {
+			if err != nil {
+				t.Errorf("Check(%+v): %v", c.opt, err)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Check(%+v): %v, want an error about %s", c.opt, err, c.want)
+		}
 		if !allZero(m.b) {
 			t.Errorf("Format(%+v) wrote before refusing", c.opt)
 		}
