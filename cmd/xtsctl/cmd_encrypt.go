@@ -60,6 +60,9 @@ so the kernel's dm-crypt opens it with the same options.`,
   xtsctl encrypt --type plain --key-file disk.key --sector-size 4096 disk.img disk.enc`,
 		Args: argsNamed("IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if isLUKSType(typ) {
+				return luksEncrypt(a, cmd, typ, args[0], args[1], force)
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
@@ -75,10 +78,11 @@ so the kernel's dm-crypt opens it with the same options.`,
 			return encryptVolume(a, cmd, &cf, args[0], args[1], force)
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume or plain")
+	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume, plain or luks2")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
 	cf.register(cmd.Flags())
+	addLUKSFlags(cmd, luksCreateFlags)
 	return cmd
 }
 
@@ -110,6 +114,9 @@ device (the same options as cryptsetup open: --sector-size,
   xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img`,
 		Args: argsNamed("IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksDecrypt(a, cmd, args[0], args[1], force)
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
@@ -125,10 +132,11 @@ device (the same options as cryptsetup open: --sector-size,
 			return decryptVolume(a, cmd, passFile, args[0], args[1], force)
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain")
+	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain (LUKS images are recognised)")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	return cmd
 }

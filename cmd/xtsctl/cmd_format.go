@@ -32,6 +32,9 @@ appears only when complete. format prints the volume's UUID.`,
   xtsctl format disk.vol --size 64M --sector-size 512 --integrity none --passphrase-file pass.txt`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if typ := flagString(cmd, "type"); typ != typeVolume {
+				return luksFormatType(a, cmd, typ, args[0], size, force)
+			}
 			return format(a, cmd, &cf, args[0], size, force)
 		},
 	}
@@ -40,6 +43,7 @@ appears only when complete. format prints the volume's UUID.`,
 	f.IntVar(&sectorSize, "sector-size", defaultVolumeSectorSize, "sector (XTS data unit and tag) size: 512, 1024, 2048 or 4096")
 	f.BoolVarP(&force, "force", "f", false, "overwrite IMAGE if it exists")
 	cf.register(f)
+	addLUKSFlags(cmd, luksCreateFlags|luksKeyFileFlag)
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }

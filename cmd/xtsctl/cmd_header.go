@@ -45,10 +45,14 @@ FILE (8192 bytes, mode 0600). FILE appears only when complete.`,
 		Example: "  xtsctl header backup disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksHeaderBackup(a, cmd, args[0], args[1], force)
+			}
 			return headerBackup(a, args[0], args[1], force)
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite FILE if it exists")
+	addLUKSFlags(cmd, luksHeaderFlag)
 	return cmd
 }
 
@@ -68,9 +72,13 @@ readable volume header at all.`,
 		Example: "  xtsctl header restore disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) || isLUKSBackup(args[1]) {
+				return luksHeaderRestore(a, cmd, args[0], args[1], force)
+			}
 			return headerRestore(a, args[0], args[1], force)
 		},
 	}
+	addLUKSFlags(cmd, luksHeaderFlag)
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "restore even if the backup is of another volume, or IMAGE has no readable header")
 	return cmd
 }

@@ -54,6 +54,9 @@ FILE (mode 0600), never to a pipe.`,
   xtsctl info --dm-table --show-key --key-output table.txt --device /dev/loop0 disk.vol`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksInfo(a, cmd, &f, args[0])
+			}
 			return info(a, cmd, &f, args[0])
 		},
 	}
@@ -66,6 +69,7 @@ FILE (mode 0600), never to a pipe.`,
 	fs.StringVar(&f.passFile, "passphrase-file", "", "with --show-key: read the passphrase from FILE instead of the terminal")
 	registerUnlockFlags(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "with --key-output: overwrite FILE if it exists")
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	return cmd
 }
 

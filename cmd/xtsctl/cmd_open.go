@@ -75,6 +75,12 @@ Needs root.`,
   xtsctl open --backend dm --mount /mnt fast.vol fast  # a volume made with --integrity none`,
 		Args: argsNamed("IMAGE", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				if err := luksRejectFlags(cmd, luksOpenOnly...); err != nil {
+					return err
+				}
+				return openImage(a, cmd, &pf, typeLUKS, backendName, passFile, args[0], args[1], &req)
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
@@ -88,7 +94,7 @@ Needs root.`,
 					return err
 				}
 			}
-			return openImage(a, &pf, typ, backendName, passFile, args[0], args[1], &req)
+			return openImage(a, cmd, &pf, typ, backendName, passFile, args[0], args[1], &req)
 		},
 	}
 	f := cmd.Flags()
@@ -101,10 +107,11 @@ Needs root.`,
 	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, f)
 	pf.register(f)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	return cmd
 }
 
-func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
+func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
 	if err := blockdev.CheckName(name); err != nil {
 		return fromBlockdev(err)
 	}
@@ -186,6 +193,11 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		defer clear(key)
 		req.Key = key
 		req.Cipher = describePlain(req.Plain, 8*len(key))
+	} else if typ == typeLUKS {
+		if err := luksOpenRequest(a, cmd, image, img, req); err != nil {
+			return err
+		}
+		defer secret.Wipe(req.Key)
 	} else {
 		// Unlock here, so that a wrong passphrase is reported like
 		// everywhere else and the terminal prompt happens in this

@@ -63,10 +63,14 @@ wraps too.`,
 		Example: "  xtsctl passphrase add disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "add", false)
+			}
 			return changeSlots(a, args[0], &f, "add")
 		},
 	}
 	f.register(a, cmd, true)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags|luksNewKeyFlag)
 	return cmd
 }
 
@@ -83,10 +87,14 @@ A header backup taken before still holds the removed passphrase's key slot.`,
 		Example: "  xtsctl passphrase remove disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "remove", f.force)
+			}
 			return changeSlots(a, args[0], &f, "remove")
 		},
 	}
 	f.register(a, cmd, false)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
 	return cmd
 }
@@ -101,10 +109,14 @@ key slot.`,
 		Example: "  xtsctl passphrase change disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "change", false)
+			}
 			return changeSlots(a, args[0], &f, "change")
 		},
 	}
 	f.register(a, cmd, true)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags|luksNewKeyFlag)
 	return cmd
 }
 

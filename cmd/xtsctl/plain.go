@@ -26,7 +26,7 @@ type plainFlags struct {
 var plainOnly = []string{"key-file", "iv-large-sectors", "offset", "skip"}
 
 func (pf *plainFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)")
+	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256); LUKS: the passphrase is the whole file (cryptsetup --key-file)")
 	fs.IntVar(&pf.sectorSize, "sector-size", 512, "sector (XTS data unit) size: 512, 1024, 2048 or 4096 (new volumes: 4096 unless given)")
 	fs.BoolVar(&pf.largeSectors, "iv-large-sectors", false, "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)")
 	fs.Uint64Var(&pf.offset, "offset", 0, "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)")
