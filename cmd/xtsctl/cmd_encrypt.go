@@ -19,7 +19,7 @@ const (
 
 func checkType(typ string) error {
 	if typ != typeVolume && typ != typePlain {
-		return usageError(fmt.Errorf("unknown --type %q (want %s or %s)", typ, typeVolume, typePlain))
+		return usageError(fmt.Errorf("unknown --type %q (want %s, %s or luks2)", typ, typeVolume, typePlain))
 	}
 	return nil
 }
