@@ -26,8 +26,11 @@ func luksChangeSlots(a *app, cmd *cobra.Command, image, op string, force bool) e
 	}
 	defer li.Close()
 	h := li.h
-	// Refusals before any prompt: LUKS1 is not written, nor anything
-	// this package cannot decrypt.
+	// Refusals before any prompt: nothing this package cannot decrypt,
+	// and LUKS1 is not written.
+	if err := h.Supported(); err != nil {
+		return luksError(li.hdrName, err)
+	}
 	if h.Version != 2 {
 		return luksError(li.hdrName, &luks.UnsupportedError{Feature: luks.FeatureVersion, Value: "1 (writing)", Keyslot: -1,
 			Hint: "xtsctl writes LUKS2 headers only"})
