@@ -63,6 +63,9 @@ so the kernel's dm-crypt opens it with the same options.`,
 			if isLUKSType(typ) {
 				return luksEncrypt(a, cmd, typ, args[0], args[1], force)
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
@@ -116,6 +119,9 @@ device (the same options as cryptsetup open: --sector-size,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wantsLUKS(cmd, args[0]) {
 				return luksDecrypt(a, cmd, args[0], args[1], force)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
 			}
 			if err := checkType(typ); err != nil {
 				return err

@@ -35,6 +35,9 @@ appears only when complete. format prints the volume's UUID.`,
 			if typ := flagString(cmd, "type"); typ != typeVolume {
 				return luksFormatType(a, cmd, typ, args[0], size, force)
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return format(a, cmd, &cf, args[0], size, force)
 		},
 	}

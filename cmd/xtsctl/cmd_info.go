@@ -57,6 +57,9 @@ FILE (mode 0600), never to a pipe.`,
 			if wantsLUKS(cmd, args[0]) {
 				return luksInfo(a, cmd, &f, args[0])
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return info(a, cmd, &f, args[0])
 		},
 	}

@@ -81,6 +81,9 @@ Needs root.`,
 				}
 				return openImage(a, cmd, &pf, typeLUKS, backendName, passFile, args[0], args[1], &req)
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}

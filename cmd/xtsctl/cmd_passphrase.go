@@ -66,6 +66,9 @@ wraps too.`,
 			if wantsLUKS(cmd, args[0]) {
 				return luksChangeSlots(a, cmd, args[0], "add", false)
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return changeSlots(a, args[0], &f, "add")
 		},
 	}
@@ -90,6 +93,9 @@ A header backup taken before still holds the removed passphrase's key slot.`,
 			if wantsLUKS(cmd, args[0]) {
 				return luksChangeSlots(a, cmd, args[0], "remove", f.force)
 			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return changeSlots(a, args[0], &f, "remove")
 		},
 	}
@@ -111,6 +117,9 @@ key slot.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wantsLUKS(cmd, args[0]) {
 				return luksChangeSlots(a, cmd, args[0], "change", false)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
 			}
 			return changeSlots(a, args[0], &f, "change")
 		},

@@ -31,6 +31,9 @@ and never writes to IMAGE.`,
   xtsctl verify --passphrase-file pass.txt disk.vol`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if hasLUKSHeader(args[0]) {
+				return luksVerify(args[0])
+			}
 			return verify(a, args[0], passFile)
 		},
 	}

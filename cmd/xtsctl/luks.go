@@ -131,6 +131,17 @@ func addLUKSFlags(cmd *cobra.Command, which int) {
 	}
 }
 
+// notLUKS refuses the LUKS flags on an image that is not LUKS, rather
+// than ignoring them.
+func notLUKS(cmd *cobra.Command) error {
+	for _, n := range []string{"key-slot", "new-key-file", "uuid"} {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
+			return usageError(fmt.Errorf("--%s applies to LUKS images only", n))
+		}
+	}
+	return nil
+}
+
 // flagString is the value of a string flag of cmd, "" if it has none.
 func flagString(cmd *cobra.Command, name string) string {
 	if f := cmd.Flags().Lookup(name); f != nil {

@@ -561,6 +561,12 @@ func TestLUKSDetection(t *testing.T) {
 		}
 	}
 	xtFail(t, exitInput, "is not an xtsctl volume", "decrypt", "--type", "volume", "--passphrase-file", pass, l2, filepath.Join(dir, "out"))
+	// The LUKS flags are refused on volumes, not ignored.
+	xtFail(t, exitUsage, "--key-slot applies to LUKS images only", "decrypt", "-S", "1", "--passphrase-file", pass, vol, filepath.Join(dir, "out"))
+	xtFail(t, exitUsage, "--uuid applies to LUKS images only", "format", "--uuid", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "--passphrase-file", pass, "--size", "64K", filepath.Join(dir, "out"))
+	xtFail(t, exitUsage, "--new-key-file applies to LUKS images only", "passphrase", "add", "--new-key-file", pass, "--passphrase-file", pass, vol)
+	// verify has nothing to check in a LUKS image, and says so.
+	xtFail(t, exitInput, "is a LUKS image: it has no integrity tags or digest to verify", "verify", l2)
 }
 
 // TestLUKSWrittenByXtsctl: images xtsctl writes are LUKS2 as cryptsetup
