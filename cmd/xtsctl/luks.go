@@ -437,8 +437,8 @@ func luksError(file string, err error) error {
 		return wrap(exitKey, "the image sets these costs; if you trust it, --allow-expensive-kdf runs them (it may take very long and much memory)")
 	case errors.Is(err, luks.ErrWrongPassphrase):
 		return wrap(exitKey)
-	case errors.As(err, &ue) && ue.Feature == luks.FeatureVersion && strings.Contains(ue.Value, "writing"):
-		return wrap(exitInput, "cryptsetup convert --type luks2 converts a LUKS1 header (back up the header first)")
+	case errors.As(err, &ue) && ue.Feature == luks.FeatureVersion && strings.HasPrefix(ue.Value, "1 "):
+		return wrap(exitInput, "cryptsetup writes LUKS1 headers, or converts them: cryptsetup convert --type luks2 (back up the header first)")
 	case errors.As(err, &ue) && ue.Feature == luks.FeatureReencryption:
 		return wrap(exitInput)
 	case errors.Is(err, luks.ErrUnsupported):

@@ -798,3 +798,53 @@ func TestLUKSLocked(t *testing.T) {
 	// Reading takes a shared lock: decrypt goes ahead.
 	xt(t, "decrypt", "--key-file", pass, img, filepath.Join(dir, "out"))
 }
+
+// TestLUKSDetachedHeaderWrites: with --header, passphrase changes and
+// header backup and restore work on the header file, which cryptsetup
+// then reads the same way; LUKS1 backups are cryptsetup's too.
+func TestLUKSDetachedHeaderWrites(t *testing.T) {
+	needCryptsetup(t)
+	dir := t.TempDir()
+	pass := secretFile(t, dir, "pass", []byte("detached"))
+	data := filepath.Join(dir, "data")
+	hdr := filepath.Join(dir, "hdr")
+	sparse(t, data, 1<<20)
+	sparse(t, hdr, 16<<20)
+	cs(t, append(append([]string{"luksFormat", "--batch-mode", "--type", "luks2", "--header", hdr, "--key-file", pass}, csPBKDF2...), data)...)
+	dataBefore := readFile(t, data)
+	p1 := secretFile(t, dir, "p1", []byte("added to a detached header"))
+	xt(t, "passphrase", "add", "--header", hdr, "--key-file", pass, "--new-key-file", p1, "-S", "1", data)
+	if !csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, "--key-slot", "1", data) {
+		t.Fatal("cryptsetup does not open the keyslot added to the detached header")
+	}
+	if !bytes.Equal(dataBefore, readFile(t, data)) {
+		t.Fatal("a change of the detached header wrote the data device")
+	}
+	backup, csBackup := filepath.Join(dir, "b"), filepath.Join(dir, "cs-b")
+	xt(t, "header", "backup", "--header", hdr, data, backup)
+	cs(t, "luksHeaderBackup", "--header-backup-file", csBackup, hdr)
+	if !bytes.Equal(readFile(t, backup), readFile(t, csBackup)) {
+		t.Error("backup of the detached header differs from luksHeaderBackup's")
+	}
+	xt(t, "passphrase", "remove", "--header", hdr, "--key-file", p1, data)
+	if csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, data) {
+		t.Fatal("cryptsetup still opens the removed keyslot")
+	}
+	xt(t, "header", "restore", "--header", hdr, data, backup)
+	if !csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, "--key-slot", "1", data) {
+		t.Fatal("restore did not bring keyslot 1 back")
+	}
+
+	l1 := filepath.Join(dir, "l1")
+	sparse(t, l1, 3<<20)
+	cs(t, "luksFormat", "--batch-mode", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--key-file", pass, l1)
+	xt(t, "header", "backup", l1, backup+"1")
+	cs(t, "luksHeaderBackup", "--header-backup-file", csBackup+"1", l1)
+	if !bytes.Equal(readFile(t, backup+"1"), readFile(t, csBackup+"1")) {
+		t.Error("LUKS1 header backup differs from luksHeaderBackup's")
+	}
+	stderr := xtFail(t, exitInput, "unsupported LUKS version 1 (restore)", "header", "restore", l1, backup+"1")
+	if !strings.Contains(stderr, "hint: cryptsetup writes LUKS1 headers") {
+		t.Errorf("no hint:\n%s", stderr)
+	}
+}
