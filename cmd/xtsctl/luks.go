@@ -444,7 +444,7 @@ func luksError(file string, err error) error {
 	case errors.Is(err, luks.ErrUnsupported):
 		return wrap(exitInput, "cryptsetup, with device-mapper, opens what xtsctl does not support")
 	case errors.Is(err, luks.ErrCorrupt):
-		return wrap(exitIntegrity, "if you have a header backup: xtsctl header restore IMAGE BACKUP")
+		return wrap(exitIntegrity, "if you have a header backup of it: xtsctl header restore --force IMAGE BACKUP")
 	case errors.Is(err, luks.ErrLastKeyslot):
 		return wrap(exitUsage, "add another passphrase first (xtsctl passphrase add), or use --force")
 	case errors.Is(err, luks.ErrHeaderChanged):

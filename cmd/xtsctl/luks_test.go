@@ -521,6 +521,24 @@ func TestLUKSBadUsage(t *testing.T) {
 		}
 	}
 
+	// Both header copies damaged (a byte of each JSON area changed): an
+	// integrity failure, exit 6, for every command.
+	broken := filepath.Join(dir, "broken")
+	os.WriteFile(broken, readFile(t, img), 0o600)
+	for _, off := range []int64{4096 + 10, 16384 + 4096 + 10} {
+		b := readAt(t, broken, 1, off)
+		writeAt(t, broken, []byte{b[0] ^ 1}, off)
+	}
+	xtFail(t, exitIntegrity, "checksum", "info", broken)
+	xtFail(t, exitIntegrity, "checksum", "decrypt", "--key-file", pass, broken, out)
+	// The hint is what repairs it.
+	backup := filepath.Join(dir, "backup")
+	xt(t, "header", "backup", img, backup)
+	xtFail(t, exitInput, "has no readable LUKS header", "header", "restore", broken, backup)
+	xt(t, "header", "restore", "--force", broken, backup)
+	xt(t, "decrypt", "--key-file", pass, broken, out)
+	os.Remove(out)
+
 	// A keyslot bound to a token: a wrong passphrase says xtsctl runs no
 	// tokens.
 	cs(t, "token", "add", "--key-description", "xtsctl-test", "--key-slot", "0", img)
