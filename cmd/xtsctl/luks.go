@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
@@ -294,6 +295,21 @@ func openLUKS(cmd *cobra.Command, image string, access luksAccess) (*luksImage, 
 		return nil, luksError(li.hdrName, err)
 	}
 	return li, nil
+}
+
+// luksOutput starts writing path (createOutput), refusing the image and
+// its detached header as outputs: either would be replaced.
+func luksOutput(path string, li *luksImage, force bool) (*safefile.File, error) {
+	if fi, err := os.Stat(path); err == nil && li.detached {
+		if hi, err := li.hdr.Stat(); err == nil && os.SameFile(fi, hi) {
+			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
+		}
+	}
+	info := li.dataInfo
+	if info == nil {
+		info, _ = li.hdr.Stat()
+	}
+	return createOutput(path, &input{File: li.data, path: li.name, size: li.dataSize, info: info}, force)
 }
 
 // checkInputPath names what is wrong with an input path before it is

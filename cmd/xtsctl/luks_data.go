@@ -39,7 +39,7 @@ func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool)
 	if err != nil {
 		return luksError(inPath, err)
 	}
-	out, err := createOutput(outPath, &input{File: li.data, path: inPath, size: li.dataSize, info: li.dataInfo}, force)
+	out, err := luksOutput(outPath, li, force)
 	if err != nil {
 		return err
 	}
@@ -209,6 +209,9 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 	}
 	if size <= 0 || size%int64(o.SectorSize) != 0 {
 		return usageError(fmt.Errorf("--size %s is not a positive whole number of %d-byte sectors", sizeArg, o.SectorSize))
+	}
+	if o.ImageSize(size) < size {
+		return usageError(fmt.Errorf("--size %s is too large", sizeArg))
 	}
 	out, err := createOutput(image, &input{}, force)
 	if err != nil {

@@ -197,7 +197,7 @@ func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksImage) error 
 	}
 	var out *safefile.File
 	if f.keyOutput != "" {
-		o, err := createOutput(f.keyOutput, &input{File: li.data, path: li.name, size: li.dataSize, info: li.dataInfo}, f.force)
+		o, err := luksOutput(f.keyOutput, li, f.force)
 		if err != nil {
 			return err
 		}

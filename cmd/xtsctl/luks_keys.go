@@ -113,8 +113,7 @@ func luksHeaderBackup(a *app, cmd *cobra.Command, image, file string, force bool
 		return err
 	}
 	defer li.Close()
-	info, _ := li.hdr.Stat()
-	out, err := createOutput(file, &input{File: li.hdr, path: li.hdrName, size: li.hdrSize, info: info}, force)
+	out, err := luksOutput(file, li, force)
 	if err != nil {
 		return err
 	}

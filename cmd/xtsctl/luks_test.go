@@ -512,6 +512,7 @@ func TestLUKSBadUsage(t *testing.T) {
 		{exitUsage, "unknown --type \"luks3\"", []string{"format", "--type", "luks3", "--size", "1M", out}},
 		{exitUsage, "UUID \"nope\" is not of the form", []string{"format", "--type", "luks2", "--uuid", "nope", "--size", "1M", out}},
 		{exitUsage, "--size 1000 is not a positive whole number of 4096-byte sectors", []string{"format", "--type", "luks2", "--size", "1000", out}},
+		{exitUsage, "--size 9223372036854771712 is too large", []string{"format", "--type", "luks2", "--size", "9223372036854771712", out}},
 		{exitUsage, "--integrity does not apply to LUKS images", []string{"encrypt", "--type", "luks2", "--integrity", "none", img, out}},
 		{exitUsage, "--kdf-iterations 2: LUKS2 Argon2 keyslots take at least 4 passes", []string{"format", "--type", "luks2", "--key-file", pass, "--kdf-iterations", "2", "--kdf-memory", "64M", "--size", "1M", out}},
 	} {
@@ -830,6 +831,12 @@ func TestLUKSDetachedHeaderWrites(t *testing.T) {
 	sparse(t, hdr, 16<<20)
 	cs(t, append(append([]string{"luksFormat", "--batch-mode", "--type", "luks2", "--header", hdr, "--key-file", pass}, csPBKDF2...), data)...)
 	dataBefore := readFile(t, data)
+	hdrBefore := readFile(t, hdr)
+	xtFail(t, exitUsage, "the output is the header file", "decrypt", "--force", "--header", hdr, "--key-file", pass, data, hdr)
+	xtFail(t, exitUsage, "input and output are the same file", "decrypt", "--force", "--header", hdr, "--key-file", pass, data, data)
+	if !bytes.Equal(hdrBefore, readFile(t, hdr)) || !bytes.Equal(dataBefore, readFile(t, data)) {
+		t.Fatal("a refused decrypt changed its input")
+	}
 	p1 := secretFile(t, dir, "p1", []byte("added to a detached header"))
 	xt(t, "passphrase", "add", "--header", hdr, "--key-file", pass, "--new-key-file", p1, "-S", "1", data)
 	if !csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, "--key-slot", "1", data) {
