@@ -96,8 +96,8 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	sum, _ := blake2b.New512(nil)
 	scratch := e.scratch()
 	err = runChunks(ctx, size, e.workers, chunkStages{
-		load: func(_ int, buf []byte, off int64) error {
-			return readFull(r, buf, off, size)
+		load: func(_ int, buf []byte, off int64) (int, error) {
+			return len(buf), readFull(r, buf, off, size)
 		},
 		ordered: func(buf []byte) { sum.Write(buf) },
 		work: func(w int, buf []byte, off int64) error {
@@ -342,17 +342,17 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 	scratch := e.scratch()
 	var done int64
 	err = runChunks(ctx, l.DataLength, e.workers, chunkStages{
-		load: func(w int, buf []byte, off int64) error {
+		load: func(w int, buf []byte, off int64) (int, error) {
 			s := &scratch[w]
 			if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
-				return err
+				return 0, err
 			}
 			first := uint64(off / int64(l.SectorSize))
 			t := *s
 			e.fit(&t, len(buf))
 			if t.tags != nil {
 				if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
-					return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
+					return 0, &ReadError{fmt.Errorf("cannot read tags: %w", err)}
 				}
 				blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
 				s.bad = v.compareTags(t.stored, t.tags, first)
@@ -360,7 +360,7 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 			if decrypt {
 				e.codec.Decrypt(buf, buf, first)
 			}
-			return nil
+			return len(buf), nil
 		},
 		ordered: ordered,
 		commit: func(wk int, buf []byte, off int64) error {

@@ -64,6 +64,9 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 	if err != nil {
 		return err
 	}
+	if err := needFile(out); err != nil {
+		return err
+	}
 	h, _, err := createVolume(a, cf, opts, out.File, zeros{}, size, image, "formatting")
 	if err := finish(out, err); err != nil {
 		return volumeError(image, err)

@@ -9,7 +9,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -277,7 +276,7 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 		return usageError(errors.New("--show-key prints the master key only to a terminal; stdout is not one"),
 			"write it to a file instead: --key-output FILE")
 	}
-	var out *safefile.File
+	var out *output
 	if f.keyOutput != "" {
 		o, err := createOutput(f.keyOutput, in, f.force)
 		if err != nil {

@@ -32,6 +32,19 @@ type app struct {
 	// allowExpensiveKDF (--allow-expensive-kdf) runs key slots whatever
 	// their Argon2id costs.
 	allowExpensiveKDF bool
+	// stdinTaken names what standard input is read for ("" if nothing):
+	// it can serve only one of the input, a key, a passphrase.
+	stdinTaken string
+}
+
+// takeStdin claims standard input for what, or says what already has it.
+func (a *app) takeStdin(what string) error {
+	if a.stdinTaken != "" {
+		return usageError(fmt.Errorf("standard input cannot give both %s and %s", a.stdinTaken, what),
+			"give one of them as a file")
+	}
+	a.stdinTaken = what
+	return nil
 }
 
 // commandFactories holds one constructor per subcommand (registered from

@@ -100,12 +100,12 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err != nil {
 		return err
 	}
-	in, err := openInput(inPath)
+	in, err := openStreamInput(a, inPath)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if in.size%int64(p.Sector.Size) != 0 {
+	if in.size > 0 && in.size%int64(p.Sector.Size) != 0 {
 		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, p.Sector.Size),
 			fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
 	}
@@ -119,12 +119,13 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	update, done := newProgress(a, "encrypting", in.size)
-	err = volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
+	n, err := volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
 	done()
+	err = nonEmpty(in, n, err)
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("encrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(in.size), in.size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), describePlain(p, keyBits))
 	return nil
 }
 
@@ -133,13 +134,15 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err != nil {
 		return err
 	}
-	in, err := openInput(inPath)
+	in, err := openStreamInput(a, inPath)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	size := in.size - p.OffsetBytes()
 	switch {
+	case in.size < 0:
+		size = -1 // a stream: read to its end
 	case size <= 0:
 		return withCode(exitInput, fmt.Errorf("input %s is %d bytes: nothing after the offset of %d bytes", inPath, in.size, p.OffsetBytes()))
 	case size%int64(p.Sector.Size) != 0:
@@ -150,7 +153,7 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	defer wipe()
-	if _, err := in.Seek(p.OffsetBytes(), io.SeekStart); err != nil {
+	if err := skipOffset(in, p.OffsetBytes()); err != nil {
 		return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
 	}
 	out, err := createOutput(outPath, in, force)
@@ -158,13 +161,36 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	update, done := newProgress(a, "decrypting", size)
-	err = volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
+	n, err := volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
 	done()
+	err = nonEmpty(in, n, err)
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("decrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(size), size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), describePlain(p, keyBits))
 	return nil
 }
 
 func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
+
+// skipOffset positions in after the offset: a seek for files, reading and
+// dropping the bytes for a stream.
+func skipOffset(in *input, n int64) error {
+	if in.size >= 0 {
+		_, err := in.Seek(n, io.SeekStart)
+		return err
+	}
+	got, err := io.CopyN(io.Discard, in, n)
+	if err == io.EOF {
+		err = fmt.Errorf("the input ended after %d bytes, within the offset of %d", got, n)
+	}
+	return err
+}
+
+// nonEmpty makes an empty stream an error, as an empty file is.
+func nonEmpty(in *input, n int64, err error) error {
+	if err == nil && n == 0 {
+		return &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.path)}
+	}
+	return err
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/xts"
+	"golang.org/x/term"
 )
 
 // readKeyFile reads a raw XTS key (cryptsetup plain mode --key-file: the
@@ -51,6 +52,23 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 // wipes buf, of which the first n bytes were read.
 func readSecretFile(a *app, what, path string, limit int) (buf []byte, n int, err error) {
 	protectSecrets(a)
+	if path == "-" {
+		// Standard input: from a pipe (a terminal would echo it).
+		if err := a.takeStdin("the " + what); err != nil {
+			return nil, 0, err
+		}
+		if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return nil, 0, usageError(fmt.Errorf("%s - reads standard input, which is a terminal", what),
+				"pipe it in, or leave the option out to be asked without echo")
+		}
+		buf = make([]byte, limit+1)
+		n, err = io.ReadFull(a.stdin, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			secret.Wipe(buf)
+			return nil, 0, withCode(exitKey, fmt.Errorf("cannot read the %s from standard input: %w", what, err))
+		}
+		return buf, n, nil
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s does not exist", what, path))

@@ -331,6 +331,9 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if err != nil {
 		return err
 	}
+	if err := needFile(out); err != nil {
+		return err
+	}
 	h, digest, err := createVolume(a, cf, opts, out.File, in, in.size, outPath, "encrypting")
 	if err := finish(out, err); err != nil {
 		return volumeError(outPath, err)
@@ -439,11 +442,16 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 	if err := finish(out, err); err != nil {
 		var dm *volume.DigestMismatchError
 		if errors.As(err, &dm) {
-			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s was not written", inPath, err, outPath))
+			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
 		}
 		return volumeError(inPath, err)
 	}
-	printDigest(a, dc.Computed[:])
+	if out.stream == os.Stdout {
+		// Standard output holds the plaintext: the digest goes to stderr.
+		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
+	} else {
+		printDigest(a, dc.Computed[:])
+	}
 	h := v.Header()
 	switch {
 	case dc.Match:
