@@ -89,8 +89,13 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 		return testOnlyCalibrate(), nil
 	}
 	a.infof("calibrating the passphrase hashing (Argon2id) to take %v", f.time)
-	p := volume.CalibrateKDF(f.time, memKiB)
-	return p, f.checkNew(a, p)
+	p, took := volume.CalibrateKDF(f.time, memKiB)
+	if err := f.checkNew(a, p); err != nil {
+		return p, err
+	}
+	a.infof("passphrase hashing: Argon2id, %d passes, %s, %d threads: unlocking takes %.2f s on this machine",
+		p.Time, humanBytes(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
+	return p, nil
 }
 
 // checkNew checks the costs of a new slot: within the format, no more than
