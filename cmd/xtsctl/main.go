@@ -88,6 +88,9 @@ func newRootCmd(a *app) *cobra.Command {
 		return usageError(err, fmt.Sprintf("see '%s --help'", cmd.CommandPath()))
 	})
 	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "print only errors and warnings")
+	root.PersistentPreRun = func(cmd *cobra.Command, args []string) {
+		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Flags().Lookup("type") != nil
+	}
 	for _, f := range commandFactories {
 		root.AddCommand(f(a))
 	}

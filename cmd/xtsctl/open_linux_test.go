@@ -344,8 +344,13 @@ func TestOpenRefusals(t *testing.T) {
 	mnt := filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
 
-	// No filesystem yet: --mount fails, nothing stays attached.
-	mustFail(t, exitDevice, "no filesystem found", args("open", flags, "--mount", mnt, img, "r1")...)
+	// No filesystem yet: --mount fails, nothing stays attached. For a
+	// plain image the hint puts a wrong key first, and mkfs last, saying
+	// what it erases.
+	r := mustFail(t, exitDevice, "no filesystem found", args("open", flags, "--mount", mnt, img, "r1")...)
+	if wrong, mkfs := strings.Index(r.stderr, "a wrong key"), strings.Index(r.stderr, "mkfs erases"); wrong < 0 || mkfs < wrong {
+		t.Errorf("hints: %s", r.stderr)
+	}
 	if entries, _ := blockdev.List(blockdev.Options{}); len(entries) != 0 {
 		t.Fatalf("a failed open left a record: %v", entries[0].Name)
 	}

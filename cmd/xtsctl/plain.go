@@ -56,10 +56,16 @@ func (pf *plainFlags) params() (volume.Plain, error) {
 func rejectFlags(cmd *cobra.Command, typ string, names []string) error {
 	for _, n := range names {
 		if cmd.Flags().Changed(n) {
-			return usageError(fmt.Errorf("--%s does not apply to --type %s", n, typ))
+			return usageError(fmt.Errorf("--%s does not apply to --type %s", n, typ), rejectHints[typ+" "+n]...)
 		}
 	}
 	return nil
+}
+
+// rejectHints say what a flag of the other type is called here.
+var rejectHints = map[string][]string{
+	"volume key-file":       {"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)"},
+	"plain passphrase-file": {"a plain image takes its raw key: --key-file FILE (32 or 64 bytes)"},
 }
 
 // plainCodec reads the key file and returns the codec; the caller calls wipe.

@@ -231,8 +231,7 @@ func volumeError(image string, err error) error {
 	case errors.Is(err, volume.ErrInUse):
 		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, volume.ErrNotVolume):
-		return withCode(exitInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image),
-			"for a cryptsetup plain-mode image use --type plain --key-file KEYFILE")
+		return notVolume(image)
 	case errors.As(err, &ve), errors.As(err, &fe):
 		return wrap(exitInput, "it was made by a newer xtsctl: use that version")
 	case errors.As(err, &te):
@@ -467,4 +466,48 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 		a.infof("decrypted %s (%s) to %s", inPath, humanBytes(h.DataLength), outPath)
 	}
 	return nil
+}
+
+// currentVerb is the command being run and whether it has --type, so that
+// hints only suggest what the command has (set by the root command).
+var currentVerb struct {
+	name    string
+	hasType bool
+}
+
+// notVolume explains an image without an xtsctl volume header: what it is
+// if its magic says (never a guess that would write garbage: plain mode
+// cannot tell a wrong key or a wrong format from the right one), and only
+// the flags the command has.
+func notVolume(image string) error {
+	if kind := sniffFormat(image); kind != "" {
+		return withCode(exitInput, fmt.Errorf("%s is a %s, not an xtsctl volume", image, kind))
+	}
+	err := fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image)
+	if currentVerb.hasType {
+		return withCode(exitInput, err,
+			"if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
+	}
+	return withCode(exitInput, err,
+		"a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
+}
+
+// sniffFormat names the format of image by its magic, or "".
+func sniffFormat(image string) string {
+	f, err := os.Open(image)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 8)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return ""
+	}
+	switch {
+	case string(b[:6]) == "LUKS\xba\xbe":
+		return fmt.Sprintf("LUKS%d image (cryptsetup)", int(b[6])<<8|int(b[7]))
+	case string(b[:6]) == "SKUL\xba\xbe":
+		return "LUKS2 image (cryptsetup) whose primary header is damaged"
+	}
+	return ""
 }
