@@ -62,7 +62,7 @@ func (p KDFParams) Check() error {
 }
 
 func (p KDFParams) String() string {
-	return fmt.Sprintf("argon2id, %d passes, %d KiB, %d threads", p.Time, p.MemoryKiB, p.Threads)
+	return fmt.Sprintf("argon2id, %d %s, %d KiB, %d %s", p.Time, pluralNoun(int64(p.Time), "pass", "passes"), p.MemoryKiB, p.Threads, pluralNoun(int64(p.Threads), "thread", "threads"))
 }
 
 // Work is the Argon2id cost that grows with both memory and passes: the
@@ -371,4 +371,12 @@ func fitKDF(p KDFParams, first, perPass, target time.Duration) KDFParams {
 	p.Time = 1
 	p.MemoryKiB = max(8*uint32(p.Threads), uint32(float64(p.MemoryKiB)*float64(target)/float64(first)))
 	return p
+}
+
+// pluralNoun picks the singular for n == 1.
+func pluralNoun(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

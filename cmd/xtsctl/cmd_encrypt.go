@@ -79,6 +79,7 @@ so the kernel's dm-crypt opens it with the same options.`,
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
 	cf.register(cmd.Flags())
+	registerKeyWindow(a, cmd.Flags())
 	return cmd
 }
 

@@ -40,6 +40,7 @@ appears only when complete. format prints the volume's UUID.`,
 	f.IntVar(&sectorSize, "sector-size", defaultVolumeSectorSize, "sector (XTS data unit and tag) size: 512, 1024, 2048 or 4096")
 	f.BoolVarP(&force, "force", "f", false, "overwrite IMAGE if it exists")
 	cf.register(f)
+	registerKeyWindow(a, f)
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }

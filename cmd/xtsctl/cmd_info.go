@@ -236,7 +236,7 @@ func printInfo(a *app, j infoJSON) {
 	row("header copies", "%s", strings.Join(copies, "; "))
 	for _, s := range j.KeySlots {
 		if s.Active {
-			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %d passes, %s, %d threads", s.Time, humanBytes(int64(s.MemoryKiB)*1024), s.Threads)
+			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %s, %s, %s", plural(int64(s.Time), "pass"), humanBytes(int64(s.MemoryKiB)*1024), plural(int64(s.Threads), "thread"))
 		}
 	}
 	switch {
@@ -247,7 +247,7 @@ func printInfo(a *app, j infoJSON) {
 	default:
 		row("state", "not closed cleanly")
 	}
-	row("dirty regions", "%d of %s", j.Regions, humanBytes(j.RegionSize))
+	row("write tracking", "%s of %s", plural(j.Regions, "region"), humanBytes(j.RegionSize))
 	switch j.Digest {
 	case "recorded":
 		row("digest", "BLAKE2b-512 of the plaintext, recorded (encrypted)")

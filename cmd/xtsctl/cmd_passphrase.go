@@ -141,16 +141,37 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 		return err
 	}
 	defer f.Close()
+	// --key-slot, as cryptsetup: add puts the new passphrase in that
+	// slot; change changes that slot (unlocked with its passphrase);
+	// remove removes that slot, authorised by any passphrase of the
+	// volume (luksKillSlot), where without it the passphrase given is
+	// the one removed.
+	target := a.keySlot
 	prompt := map[string]string{
 		"add":    "an existing passphrase for " + image,
 		"change": "the passphrase to change of " + image,
 		"remove": "the passphrase to remove from " + image,
 	}[op]
+	opts := a.unlockOptions(image)
+	if op != "change" {
+		opts.Slot = -1
+	}
+	if target >= 0 {
+		active := hs.Header.Slots[target].Active
+		switch {
+		case op == "add" && active:
+			return usageError(fmt.Errorf("key slot %d of %s is in use", target, image), "choose a free one: xtsctl info "+image)
+		case op != "add" && !active:
+			return usageError(fmt.Errorf("key slot %d of %s is empty", target, image), "xtsctl info "+image+" lists the slots in use")
+		case op == "remove":
+			prompt = fmt.Sprintf("a passphrase of %s (any slot) to authorise removing key slot %d", image, target)
+		}
+	}
 	pass, err := readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
 	if err != nil {
 		return err
 	}
-	key, slot, err := hs.UnlockWith(pass, a.unlockOptions(image))
+	key, slot, err := hs.UnlockWith(pass, opts)
 	clear(pass)
 	if err != nil {
 		return volumeError(image, err)
@@ -158,6 +179,9 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 	defer clear(key)
 
 	if op == "remove" {
+		if target >= 0 {
+			slot = target
+		}
 		if len(hs.Header.ActiveSlots()) == 1 && !sf.force {
 			return usageError(fmt.Errorf("key slot %d holds the last passphrase of %s: without it the volume cannot be opened", slot, image),
 				"add another passphrase first (xtsctl passphrase add), or use --force")
@@ -180,7 +204,7 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 		return err
 	}
 	if op == "add" {
-		n, err := volume.AddSlot(f, hs, key, newPass, kdf)
+		n, err := volume.AddSlot(f, hs, key, newPass, kdf, target)
 		if errors.Is(err, volume.ErrSlotsFull) {
 			return withCode(exitUsage, fmt.Errorf("%s: %w", image, err), "remove one first: xtsctl passphrase remove "+image)
 		}

@@ -65,7 +65,7 @@ func verify(a *app, image, passFile string) error {
 	if len(hs.Damaged) > 0 {
 		problems = append(problems, fmt.Sprintf("key slots %v are damaged in both copies", hs.Damaged))
 	}
-	a.resultf("key slots: %s in use; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
+	a.resultf("key slots in use: %s; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
 
 	st := v.State()
 	var torn map[int64]bool // regions being written when it was not closed cleanly
@@ -147,10 +147,14 @@ func intList[T int | uint64](xs []T) string {
 	return strings.Join(s, ", ")
 }
 
-// plural formats a count with a noun: "1 bad sector", "2 bad sectors".
+// plural formats a count with a noun: "1 bad sector", "2 bad sectors",
+// "3 passes".
 func plural(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

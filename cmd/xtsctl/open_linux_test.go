@@ -308,12 +308,18 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 		t.Fatal("close left the filesystem mounted")
 	}
 
-	mustRun(t, args("open", flags, "--read-only", "--mount", mnt, img, "rt")...)
-	checkFiles(t, mnt, files)
-	if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.EROFS) {
-		t.Errorf("writing to a read-only open: %v, want EROFS", err)
+	// Read-only, in each spelling (cryptsetup's --readonly and -r too).
+	for _, ro := range []string{"--read-only", "--readonly", "-r"} {
+		mustRun(t, args("open", flags, ro, "--mount", mnt, img, "rt")...)
+		checkFiles(t, mnt, files)
+		if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("writing to an open with %s: %v, want EROFS", ro, err)
+		}
+		if vs := statusOf(t, "rt"); !vs.State.ReadOnly {
+			t.Errorf("status after open %s: not read-only: %+v", ro, vs.State)
+		}
+		mustRun(t, "close", "rt")
 	}
-	mustRun(t, "close", "rt")
 
 	// Independent check: decrypt the image with the offline path and
 	// read the filesystem with e2fsprogs, no FUSE or loop involved.

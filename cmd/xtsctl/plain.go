@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -84,6 +85,7 @@ func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, ke
 		c.Wipe()
 		return nil, 0, nil, usageError(err)
 	}
+	a.verbosef("AES-XTS kernel for %d-byte sectors: %s", p.Sector.Size, aesni.Pick(p.Sector.Size))
 	return codec, 8 * len(key), c.Wipe, nil
 }
 

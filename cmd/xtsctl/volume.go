@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -269,6 +270,8 @@ func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
 			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
+	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; cryptsetup's --key-slot)")
+	registerKeyWindow(a, fs)
 }
 
 // largeKDFWork is the memory × passes (KiB) from which unlocking says it
@@ -277,13 +280,15 @@ const largeKDFWork = 16 << 20
 
 // unlockOptions are the options every unlock of image uses.
 func (a *app) unlockOptions(image string) volume.UnlockOptions {
-	opts := volume.UnlockOptions{Slot: -1, Limits: volume.DefaultKDFLimits()}
+	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits()}
 	if a.allowExpensiveKDF {
 		opts.Limits = volume.UnlimitedKDF
 	}
 	opts.Trying = func(slot int, p volume.KDFParams) {
 		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			a.infof("%s: key slot %d: Argon2id with %s × %d passes × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), p.Time, p.Threads)
+			a.infof("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), plural(int64(p.Time), "pass"), p.Threads)
+		} else {
+			a.verbosef("%s: trying key slot %d (%s)", image, slot, p)
 		}
 	}
 	return opts
@@ -418,6 +423,8 @@ func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volum
 		return nil, volumeError(image, err)
 	}
 	warnAll(a, image, v.Warnings())
+	sec := v.SectorSize()
+	a.verbosef("%s: unlocked with key slot %d; AES-XTS kernel for %d-byte sectors: %s", image, v.Slot(), sec, aesni.Pick(sec))
 	return v, nil
 }
 
@@ -511,3 +518,24 @@ func sniffFormat(image string) string {
 	}
 	return ""
 }
+
+// slotValue is --key-slot: a slot number, or -1 (every slot) when unset.
+type slotValue int
+
+func (s *slotValue) String() string {
+	if *s < 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*s))
+}
+
+func (s *slotValue) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n >= volume.MaxSlots {
+		return fmt.Errorf("key slot %q is not a number from 0 to %d", v, volume.MaxSlots-1)
+	}
+	*s = slotValue(n)
+	return nil
+}
+
+func (s *slotValue) Type() string { return "N" }
