@@ -36,7 +36,7 @@ type serverConfig struct {
 	ImageIno uint64       `json:"image_ino"`
 	Type     string       `json:"type"`
 	Plain    volume.Plain `json:"plain"`
-	Cipher   string       `json:"cipher"`
+	Cipher   Cipher       `json:"cipher"`
 	ReadOnly bool         `json:"read_only"`
 	Mount    string       `json:"mount,omitempty"`
 	FSType   string       `json:"fstype,omitempty"`

@@ -17,6 +17,7 @@ declare -A need=(
   [cpio]=cpio
   [depmod]=kmod
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
+  [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -27,6 +28,9 @@ done
 if ! /usr/bin/python3 -c 'import cryptography, argon2, nacl' >/dev/null 2>&1; then
   missing+=(python3-cryptography python3-argon2 python3-nacl)
 fi
+# cmd/xtsctl discover.txtar runs the bash completion script, which needs
+# bash-completion's helpers.
+[ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   if [ "$(id -u)" = 0 ]; then

@@ -78,6 +78,7 @@ so the kernel's dm-crypt opens it with the same options.`,
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume or plain")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
+	cmd.Flags().Lookup("sector-size").Usage = fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, defaultVolumeSectorSize)
 	cf.register(cmd.Flags())
 	registerKeyWindow(a, cmd.Flags())
 	return cmd

@@ -73,7 +73,7 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 		return volumeError(image, err)
 	}
 	a.resultf("%s", h.UUIDString())
-	a.infof("formatted %s: %s of data (image %s), %s", image, humanBytes(size), humanBytes(h.Size), describeVolume(h))
+	a.infof("formatted %s: %s of data (image %s), %s", image, humanBytes(size), humanBytes(h.Size), volumeCipher(h))
 	return nil
 }
 

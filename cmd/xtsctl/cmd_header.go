@@ -63,6 +63,10 @@ IMAGE: the passphrases become those the backup has. The copies are written
 one at a time, each synced, so a crash leaves IMAGE opening with its old
 header or the restored one.
 
+Restoring brings back passphrases removed or changed since the backup and
+drops ones added since: when it would, xtsctl says which and asks you to
+type yes (on the terminal); --batch-mode goes on without asking.
+
 The backup must come from the same volume (same UUID) and fit the image.
 --force restores it all the same, also onto an image that holds no
 readable volume header at all.`,

@@ -110,7 +110,12 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 
 // infoJSON is the output of info --json; its field names are part of the
 // CLI's interface.
+// infoSchema names the layout of info --json (docs/CLI.md); it changes
+// when a field changes meaning or goes, not when one is added.
+const infoSchema = "xtsctl-info/1"
+
 type infoJSON struct {
+	Schema          string     `json:"schema"`
 	Image           string     `json:"image"`
 	Format          string     `json:"format"`
 	Version         int        `json:"version"`
@@ -171,7 +176,8 @@ type stateJSON struct {
 func infoOf(image string, size int64, hs *volume.Headers, st volume.State) infoJSON {
 	h := hs.Header
 	j := infoJSON{
-		Image: image, Format: "xtsctl-volume", Version: int(h.Version), Generation: h.Generation,
+		Schema: infoSchema,
+		Image:  image, Format: "xtsctl-volume", Version: int(h.Version), Generation: h.Generation,
 		UUID: h.UUIDString(), Label: h.Label, Cipher: volume.CipherName, KeyBits: 8 * h.KeySize,
 		SectorSize: h.SectorSize, DataOffset: h.DataOffset, DataLength: h.DataLength, Sectors: h.Sectors(),
 		Integrity: h.Integrity.String(), TagSize: h.TagSize, TagOffset: h.TagOffset, TagLength: h.TagLength,

@@ -147,6 +147,14 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		case !fi.IsDir():
 			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.Mount))
 		}
+		// mount(8) does it too, but silently: files there would seem lost.
+		if d, err := os.Open(abs); err == nil {
+			names, _ := d.Readdirnames(1)
+			d.Close()
+			if len(names) > 0 {
+				a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
+			}
+		}
 		req.Mount = abs
 	}
 	if typ == typePlain {
@@ -198,7 +206,7 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		}
 		defer clear(key)
 		req.Key = key
-		req.Cipher = describePlain(req.Plain, 8*len(key))
+		req.Cipher = plainCipher(req.Plain, 8*len(key))
 	} else {
 		// Unlock here, so that a wrong passphrase is reported like
 		// everywhere else and the terminal prompt happens in this
@@ -217,7 +225,7 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		defer secret.Wipe(key)
 		req.Key = key
 		req.Header = &h
-		req.Cipher = describeVolume(&h)
+		req.Cipher = volumeCipher(&h)
 	}
 	st, err := blockdev.Open(a.ctx, req, a.blockdevOptions())
 	if err != nil {

@@ -57,16 +57,17 @@ func newPassphraseAddCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add IMAGE",
 		Short: "Add a passphrase in a free key slot",
-		Long: `Add a passphrase to the xtsctl volume IMAGE, in the first free key slot.
-An existing passphrase unlocks the master key, which the new passphrase then
-wraps too.`,
-		Example: "  xtsctl passphrase add disk.vol",
+		Long: `Add a passphrase to the xtsctl volume IMAGE, in the first free key slot
+(or in slot N with --key-slot N). An existing passphrase unlocks the master
+key, which the new passphrase then wraps too.`,
+		Example: "  xtsctl passphrase add disk.vol\n  xtsctl passphrase add --key-slot 7 disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeSlots(a, args[0], &f, "add")
 		},
 	}
 	f.register(a, cmd, true)
+	cmd.Flags().Lookup("key-slot").Usage = "put the new passphrase in key slot `N` (0-7), which must be free"
 	return cmd
 }
 
@@ -76,11 +77,13 @@ func newPassphraseRemoveCmd(a *app) *cobra.Command {
 		Use:   "remove IMAGE",
 		Short: "Remove a passphrase",
 		Long: `Remove the passphrase given (its key slot is erased) from the xtsctl volume
-IMAGE. Removing the last passphrase makes the volume impossible to open
-(short of a header backup): it needs --force.
+IMAGE; or, with --key-slot N, remove key slot N, authorised by any
+passphrase of the volume (as cryptsetup luksKillSlot). Removing the last
+passphrase makes the volume impossible to open (short of a header backup):
+it needs --force.
 
 A header backup taken before still holds the removed passphrase's key slot.`,
-		Example: "  xtsctl passphrase remove disk.vol",
+		Example: "  xtsctl passphrase remove disk.vol\n  xtsctl passphrase remove --key-slot 3 disk.vol  # any passphrase authorises",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeSlots(a, args[0], &f, "remove")
@@ -88,6 +91,7 @@ A header backup taken before still holds the removed passphrase's key slot.`,
 	}
 	f.register(a, cmd, false)
 	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
+	cmd.Flags().Lookup("key-slot").Usage = "remove key slot `N` (0-7), whichever passphrase of the volume is given"
 	return cmd
 }
 
@@ -97,7 +101,7 @@ func newPassphraseChangeCmd(a *app) *cobra.Command {
 		Use:   "change IMAGE",
 		Short: "Change a passphrase",
 		Long: `Replace a passphrase of the xtsctl volume IMAGE with a new one, in the same
-key slot.`,
+key slot. With --key-slot N, the passphrase given must be slot N's.`,
 		Example: "  xtsctl passphrase change disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {

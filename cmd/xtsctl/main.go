@@ -84,10 +84,9 @@ func newRootCmd(a *app) *cobra.Command {
           --cipher aes-xts-plain64 (the kernel's dm-crypt reads it)
   volume  an xtsctl volume: header, passphrase key slots, per-sector
           BLAKE2b integrity tags; its data area stays dm-crypt compatible`,
-		Version:           versionString(),
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -112,6 +111,8 @@ func newRootCmd(a *app) *cobra.Command {
 	for _, f := range commandFactories {
 		root.AddCommand(f(a))
 	}
+	root.InitDefaultCompletionCmd()
+	registerCompletions(root)
 	return root
 }
 

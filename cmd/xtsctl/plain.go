@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -21,6 +23,7 @@ type plainFlags struct {
 	largeSectors bool
 	offset       uint64
 	skip         uint64
+	fs           *pflag.FlagSet // to tell a given --sector-size from the default
 }
 
 // plainOnly lists the flags that make sense only with --type plain.
@@ -28,19 +31,30 @@ var plainOnly = []string{"key-file", "iv-large-sectors", "offset", "skip"}
 
 func (pf *plainFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)")
-	fs.IntVar(&pf.sectorSize, "sector-size", 512, "sector (XTS data unit) size: 512, 1024, 2048 or 4096 (new volumes: 4096 unless given)")
+	pf.fs = fs
+	// Default 0 so that help prints no single default: it depends on the
+	// type (plainSectorSize, defaultVolumeSectorSize).
+	fs.IntVar(&pf.sectorSize, "sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
 	fs.BoolVar(&pf.largeSectors, "iv-large-sectors", false, "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)")
 	fs.Uint64Var(&pf.offset, "offset", 0, "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)")
 	fs.Uint64Var(&pf.skip, "skip", 0, "plain: IV offset added to every tweak, in 512-byte units (cryptsetup --skip)")
 }
+
+// plainSectorSize is a plain image's sector size unless --sector-size is
+// given: cryptsetup's default.
+const plainSectorSize = 512
 
 // params validates the flags and returns the plain-mode layout.
 func (pf *plainFlags) params() (volume.Plain, error) {
 	if pf.keyFile == "" {
 		return volume.Plain{}, usageError(fmt.Errorf("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	}
+	size := pf.sectorSize
+	if !pf.fs.Changed("sector-size") {
+		size = plainSectorSize
+	}
 	p := volume.Plain{
-		Sector: sector.Params{Size: pf.sectorSize, IVOffset: pf.skip},
+		Sector: sector.Params{Size: size, IVOffset: pf.skip},
 		Offset: pf.offset,
 	}
 	if pf.largeSectors {
@@ -89,18 +103,13 @@ func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, ke
 	return codec, 8 * len(key), c.Wipe, nil
 }
 
-func describePlain(p volume.Plain, keyBits int) string {
-	s := fmt.Sprintf("aes-xts-plain64, %d-bit key, %d-byte sectors", keyBits, p.Sector.Size)
-	if p.Sector.IVMode == sector.Plain64LargeSectors {
-		s += ", iv_large_sectors"
+// plainCipher describes a plain image's encryption.
+func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
+	return blockdev.Cipher{
+		Name: devmapper.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
+		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors, IVOffset: p.Sector.IVOffset,
+		DataOffset: int64(p.Offset) * 512,
 	}
-	if p.Sector.IVOffset != 0 {
-		s += fmt.Sprintf(", skip %d", p.Sector.IVOffset)
-	}
-	if p.Offset != 0 {
-		s += fmt.Sprintf(", offset %d", p.Offset)
-	}
-	return s
 }
 
 func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
@@ -133,7 +142,7 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), describePlain(p, keyBits))
+	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 
@@ -175,7 +184,7 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), describePlain(p, keyBits))
+	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -301,15 +303,16 @@ func warnAll(a *app, image string, warnings []string) {
 	}
 }
 
-// describeVolume is the one-line summary of a volume's parameters.
-func describeVolume(h *volume.Header) string {
-	s := fmt.Sprintf("aes-xts-plain64, %d-bit key, %d-byte sectors, ", 8*h.KeySize, h.SectorSize)
-	if h.Integrity == volume.IntegrityNone {
-		s += "no integrity tags"
-	} else {
-		s += fmt.Sprintf("%s %d-byte tags", h.Integrity, h.TagSize)
+// volumeCipher describes a volume's encryption.
+func volumeCipher(h *volume.Header) blockdev.Cipher {
+	c := blockdev.Cipher{
+		Name: devmapper.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
+		DataOffset: h.DataOffset, Integrity: h.Integrity.String(),
 	}
-	return s
+	if h.Integrity != volume.IntegrityNone {
+		c.TagSize = h.TagSize
+	}
+	return c
 }
 
 // printDigest prints the end-to-end digest of the plaintext, its
@@ -348,7 +351,7 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 		return volumeError(outPath, err)
 	}
 	printDigest(a, digest)
-	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, describeVolume(h), h.UUIDString())
+	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, volumeCipher(h), h.UUIDString())
 	return nil
 }
 
