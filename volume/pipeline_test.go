@@ -130,7 +130,7 @@ func TestStreamingAllocations(t *testing.T) {
 			out := &memDevice{b: make([]byte, dev.size())} // zeros, full size: no growth
 			Create(context.Background(), out, bytes.NewReader(plain), int64(n), CreateOptions{TagSize: 32, KDF: testKDF, Passphrase: testPass}, nil)
 		})
-		decrypt = testing.AllocsPerRun(2, func() { v.Decrypt(context.Background(), io.Discard, nil) })
+		decrypt = testing.AllocsPerRun(2, func() { v.Decrypt(context.Background(), io.Discard, true, nil) })
 		verify = testing.AllocsPerRun(2, func() { v.Verify(context.Background(), nil, nil) })
 		return
 	}

@@ -260,7 +260,11 @@ func printInfo(a *app, j infoJSON) {
 	case "stale":
 		row("digest", "recorded, but the volume was written since")
 	default:
-		row("digest", "none")
+		if j.Integrity == volume.IntegrityNone.String() {
+			row("digest", "none (made with --digest none; without tags either, nothing checks the data)")
+		} else {
+			row("digest", "none (made with --digest none: verify and decrypt check the tags only)")
+		}
 	}
 	row("volume size", "%d bytes (secondary header at byte %d)", j.VolumeSize, j.SecondaryOffset)
 }

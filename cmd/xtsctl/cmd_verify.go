@@ -127,7 +127,7 @@ func verify(a *app, image, passFile string) error {
 	case d.Stale:
 		a.resultf("digest: not checked (the volume was written since it was recorded)")
 	case !d.Recorded:
-		a.resultf("digest: none recorded")
+		a.resultf("digest: none recorded (made with --digest none)")
 	}
 	if len(problems) > 0 {
 		return withCode(exitIntegrity, fmt.Errorf("%s: %s", image, strings.Join(problems, "; ")))

@@ -321,7 +321,7 @@ func printDigest(a *app, digest []byte) {
 	a.resultf("%s", hex.EncodeToString(digest))
 }
 
-func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force bool) error {
+func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force, withDigest bool) error {
 	ss, err := volumeSectorSize(cmd)
 	if err != nil {
 		return err
@@ -329,6 +329,10 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	opts, err := cf.options(cmd, ss)
 	if err != nil {
 		return err
+	}
+	opts.NoDigest = !withDigest
+	if opts.NoDigest && opts.TagSize == 0 {
+		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", outPath)
 	}
 	in, err := openInput(inPath)
 	if err != nil {
@@ -350,8 +354,13 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if err := finish(out, err); err != nil {
 		return volumeError(outPath, err)
 	}
-	printDigest(a, digest)
+	if withDigest {
+		printDigest(a, digest)
+	}
 	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, volumeCipher(h), h.UUIDString())
+	if !withDigest {
+		a.infof("%s records no end-to-end digest (--digest none)", outPath)
+	}
 	return nil
 }
 
@@ -431,7 +440,7 @@ func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volum
 	return v, nil
 }
 
-func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force bool) error {
+func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force, withDigest bool) error {
 	if cmd.Flags().Changed("sector-size") {
 		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
 	}
@@ -451,7 +460,7 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 	}
 	defer v.Close()
 	update, done := newProgress(a, "decrypting", v.Layout().DataLength)
-	dc, err := v.Decrypt(a.ctx, out, update)
+	dc, err := v.Decrypt(a.ctx, out, withDigest, update)
 	done()
 	if err := finish(out, err); err != nil {
 		var dm *volume.DigestMismatchError
@@ -460,18 +469,26 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 		}
 		return volumeError(inPath, err)
 	}
-	if out.stream == os.Stdout {
+	switch {
+	case !dc.Done:
+	case out.stream == os.Stdout:
 		// Standard output holds the plaintext: the digest goes to stderr.
 		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
-	} else {
+	default:
 		printDigest(a, dc.Computed[:])
 	}
 	h := v.Header()
 	switch {
+	case !withDigest && h.Integrity == volume.IntegrityNone:
+		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, humanBytes(h.DataLength), outPath)
+	case !withDigest:
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, humanBytes(h.DataLength), outPath)
 	case dc.Match:
 		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, humanBytes(h.DataLength), outPath)
 	case dc.Stale:
 		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, humanBytes(h.DataLength), outPath)
+	case !dc.Recorded && h.Integrity != volume.IntegrityNone:
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, humanBytes(h.DataLength), outPath)
 	default:
 		a.infof("decrypted %s (%s) to %s", inPath, humanBytes(h.DataLength), outPath)
 	}
