@@ -72,7 +72,31 @@ DATA laneShiftL<>+32(SB)/8, $0x0000000000000002
 DATA laneShiftL<>+40(SB)/8, $0x0000000000000002
 DATA laneShiftL<>+48(SB)/8, $0x0000000000000003
 DATA laneShiftL<>+56(SB)/8, $0x0000000000000003
-GLOBL laneShiftL<>(SB), RODATA|NOPTR, $64
+DATA laneShiftL<>+64(SB)/8, $0x0000000000000004
+DATA laneShiftL<>+72(SB)/8, $0x0000000000000004
+DATA laneShiftL<>+80(SB)/8, $0x0000000000000005
+DATA laneShiftL<>+88(SB)/8, $0x0000000000000005
+DATA laneShiftL<>+96(SB)/8, $0x0000000000000006
+DATA laneShiftL<>+104(SB)/8, $0x0000000000000006
+DATA laneShiftL<>+112(SB)/8, $0x0000000000000007
+DATA laneShiftL<>+120(SB)/8, $0x0000000000000007
+DATA laneShiftL<>+128(SB)/8, $0x0000000000000008
+DATA laneShiftL<>+136(SB)/8, $0x0000000000000008
+DATA laneShiftL<>+144(SB)/8, $0x0000000000000009
+DATA laneShiftL<>+152(SB)/8, $0x0000000000000009
+DATA laneShiftL<>+160(SB)/8, $0x000000000000000a
+DATA laneShiftL<>+168(SB)/8, $0x000000000000000a
+DATA laneShiftL<>+176(SB)/8, $0x000000000000000b
+DATA laneShiftL<>+184(SB)/8, $0x000000000000000b
+DATA laneShiftL<>+192(SB)/8, $0x000000000000000c
+DATA laneShiftL<>+200(SB)/8, $0x000000000000000c
+DATA laneShiftL<>+208(SB)/8, $0x000000000000000d
+DATA laneShiftL<>+216(SB)/8, $0x000000000000000d
+DATA laneShiftL<>+224(SB)/8, $0x000000000000000e
+DATA laneShiftL<>+232(SB)/8, $0x000000000000000e
+DATA laneShiftL<>+240(SB)/8, $0x000000000000000f
+DATA laneShiftL<>+248(SB)/8, $0x000000000000000f
+GLOBL laneShiftL<>(SB), RODATA|NOPTR, $256
 
 DATA laneShiftR<>+0(SB)/8, $0x0000000000000040
 DATA laneShiftR<>+8(SB)/8, $0x0000000000000040
@@ -82,7 +106,31 @@ DATA laneShiftR<>+32(SB)/8, $0x000000000000003e
 DATA laneShiftR<>+40(SB)/8, $0x000000000000003e
 DATA laneShiftR<>+48(SB)/8, $0x000000000000003d
 DATA laneShiftR<>+56(SB)/8, $0x000000000000003d
-GLOBL laneShiftR<>(SB), RODATA|NOPTR, $64
+DATA laneShiftR<>+64(SB)/8, $0x000000000000003c
+DATA laneShiftR<>+72(SB)/8, $0x000000000000003c
+DATA laneShiftR<>+80(SB)/8, $0x000000000000003b
+DATA laneShiftR<>+88(SB)/8, $0x000000000000003b
+DATA laneShiftR<>+96(SB)/8, $0x000000000000003a
+DATA laneShiftR<>+104(SB)/8, $0x000000000000003a
+DATA laneShiftR<>+112(SB)/8, $0x0000000000000039
+DATA laneShiftR<>+120(SB)/8, $0x0000000000000039
+DATA laneShiftR<>+128(SB)/8, $0x0000000000000038
+DATA laneShiftR<>+136(SB)/8, $0x0000000000000038
+DATA laneShiftR<>+144(SB)/8, $0x0000000000000037
+DATA laneShiftR<>+152(SB)/8, $0x0000000000000037
+DATA laneShiftR<>+160(SB)/8, $0x0000000000000036
+DATA laneShiftR<>+168(SB)/8, $0x0000000000000036
+DATA laneShiftR<>+176(SB)/8, $0x0000000000000035
+DATA laneShiftR<>+184(SB)/8, $0x0000000000000035
+DATA laneShiftR<>+192(SB)/8, $0x0000000000000034
+DATA laneShiftR<>+200(SB)/8, $0x0000000000000034
+DATA laneShiftR<>+208(SB)/8, $0x0000000000000033
+DATA laneShiftR<>+216(SB)/8, $0x0000000000000033
+DATA laneShiftR<>+224(SB)/8, $0x0000000000000032
+DATA laneShiftR<>+232(SB)/8, $0x0000000000000032
+DATA laneShiftR<>+240(SB)/8, $0x0000000000000031
+DATA laneShiftR<>+248(SB)/8, $0x0000000000000031
+GLOBL laneShiftR<>(SB), RODATA|NOPTR, $256
 
 // func expandKey128Asm(key *[16]byte, enc *[240]byte)
 // Requires: AES, SSE2
@@ -1808,7 +1856,8 @@ xrest44:
 	VPXOR      X14, X11, X11
 
 bulk40:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -1816,20 +1865,20 @@ bulk40:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -1837,8 +1886,8 @@ bulk40:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main45:
 	CMPQ           DX, $0x08
 	JB             vec46
@@ -1938,20 +1987,20 @@ aes128_49:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
@@ -2183,7 +2232,8 @@ aes128_58:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -2191,20 +2241,20 @@ aes128_58:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -2212,8 +2262,8 @@ aes128_58:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main59:
 	CMPQ           DX, $0x08
 	JB             vec60
@@ -2313,20 +2363,20 @@ aes128_63:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
@@ -2635,33 +2685,34 @@ xrest80:
 	VPTERNLOGD $0x96, X14, X13, X15
 
 bulk76:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main81:
 	CMPQ       DX, $0x10
 	JB         vec82
@@ -2742,21 +2793,33 @@ aes128_85:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -2999,33 +3062,34 @@ aes128_95:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main96:
 	CMPQ       DX, $0x10
 	JB         vec97
@@ -3106,21 +3170,33 @@ aes128_100:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -3377,33 +3453,34 @@ aes128_109:
 unit107:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main110:
 	CMPQ       DX, $0x10
 	JB         vec111
@@ -3484,21 +3561,33 @@ aes128_114:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -3735,7 +3824,8 @@ aes128_123:
 unit121:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -3743,20 +3833,20 @@ unit121:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -3764,8 +3854,8 @@ unit121:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main124:
 	CMPQ           DX, $0x08
 	JB             vec125
@@ -3865,20 +3955,20 @@ aes128_128:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
@@ -5435,7 +5525,8 @@ aes128_174:
 	VMOVDQU     X7, (R14)(R11*1)
 	VPBLENDVB   X5, X0, X2, X11
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -5443,20 +5534,20 @@ aes128_174:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -5464,8 +5555,8 @@ aes128_174:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main175:
 	CMPQ           DX, $0x08
 	JB             vec176
@@ -5565,20 +5656,20 @@ aes128_179:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
@@ -5710,7 +5801,8 @@ groupDone181:
 	JMP end185
 
 bulk171:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -5718,20 +5810,20 @@ bulk171:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -5739,8 +5831,8 @@ bulk171:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main186:
 	CMPQ           DX, $0x08
 	JB             vec187
@@ -5840,20 +5932,20 @@ aes128_190:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
@@ -6206,33 +6298,34 @@ aes128_206:
 	VMOVDQU     X7, (R14)(R11*1)
 	VPBLENDVB   X5, X0, X2, X15
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main207:
 	CMPQ       DX, $0x10
 	JB         vec208
@@ -6313,21 +6406,33 @@ aes128_211:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -6486,33 +6591,34 @@ groupDone213:
 	JMP end222
 
 bulk203:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main223:
 	CMPQ       DX, $0x10
 	JB         vec224
@@ -6593,21 +6699,33 @@ aes128_227:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -6864,33 +6982,34 @@ aes128_236:
 unit234:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
 	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
+	// reduction by shifts and XORs).
 main237:
 	CMPQ       DX, $0x10
 	JB         vec238
@@ -6971,21 +7090,33 @@ aes128_241:
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
 	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
 	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z4
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z4
+	VPSRLDQ     $0x0e, Z5, Z8
 	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z5
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z5
+	VPSRLDQ     $0x0e, Z6, Z8
 	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z6
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z6
+	VPSRLDQ     $0x0e, Z7, Z8
 	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
+	VPADDQ      Z8, Z8, Z9
+	VPTERNLOGD  $0x96, Z9, Z8, Z7
+	VPADDQ      Z9, Z9, Z9
+	VPSLLQ      $0x07, Z8, Z8
+	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -7222,7 +7353,8 @@ aes128_250:
 unit248:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -7230,20 +7362,20 @@ unit248:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
@@ -7251,8 +7383,8 @@ unit248:
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
 	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
+	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
+	// reduction by shifts and XORs).
 main251:
 	CMPQ           DX, $0x08
 	JB             vec252
@@ -7352,20 +7484,20 @@ aes128_255:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
