@@ -1885,9 +1885,9 @@ bulk40:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main45:
 	CMPQ           DX, $0x08
 	JB             vec46
@@ -2261,9 +2261,9 @@ aes128_58:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main59:
 	CMPQ           DX, $0x08
 	JB             vec60
@@ -2475,8 +2475,10 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES encryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
-	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
+	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
+	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
+	// the 0x87 constant.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
@@ -2710,9 +2712,9 @@ bulk76:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main81:
 	CMPQ       DX, $0x10
 	JB         vec82
@@ -2724,6 +2726,10 @@ main81:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_85
 	VAESENC    Z17, Z0, Z0
@@ -2756,6 +2762,34 @@ aes128_85:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -2780,46 +2814,14 @@ aes128_85:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -3087,9 +3089,9 @@ aes128_95:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main96:
 	CMPQ       DX, $0x10
 	JB         vec97
@@ -3101,6 +3103,10 @@ main96:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_100
 	VAESENC    Z17, Z0, Z0
@@ -3133,6 +3139,34 @@ aes128_100:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3157,46 +3191,14 @@ aes128_100:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -3318,7 +3320,8 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512.
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -3478,9 +3481,9 @@ unit107:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main110:
 	CMPQ       DX, $0x10
 	JB         vec111
@@ -3492,6 +3495,10 @@ main110:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_114
 	VAESENC    Z17, Z0, Z0
@@ -3524,6 +3531,34 @@ aes128_114:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z4
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z5
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z6
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z7
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3548,46 +3583,14 @@ aes128_114:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -3853,9 +3856,9 @@ unit121:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main124:
 	CMPQ           DX, $0x08
 	JB             vec125
@@ -5554,9 +5557,9 @@ aes128_174:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main175:
 	CMPQ           DX, $0x08
 	JB             vec176
@@ -5830,9 +5833,9 @@ bulk171:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main186:
 	CMPQ           DX, $0x08
 	JB             vec187
@@ -6044,8 +6047,10 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES decryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
-	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
+	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
+	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
+	// the 0x87 constant.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
@@ -6323,9 +6328,9 @@ aes128_206:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main207:
 	CMPQ       DX, $0x10
 	JB         vec208
@@ -6337,6 +6342,10 @@ main207:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_211
 	VAESDEC    Z17, Z0, Z0
@@ -6369,6 +6378,34 @@ aes128_211:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6393,46 +6430,14 @@ aes128_211:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -6616,9 +6621,9 @@ bulk203:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main223:
 	CMPQ       DX, $0x10
 	JB         vec224
@@ -6630,6 +6635,10 @@ main223:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_227
 	VAESDEC    Z17, Z0, Z0
@@ -6662,6 +6671,34 @@ aes128_227:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6686,46 +6723,14 @@ aes128_227:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -6847,7 +6852,8 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512.
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -7007,9 +7013,9 @@ unit234:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
 main237:
 	CMPQ       DX, $0x10
 	JB         vec238
@@ -7021,6 +7027,10 @@ main237:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
 	JE         aes128_241
 	VAESDEC    Z17, Z0, Z0
@@ -7053,6 +7063,34 @@ aes128_241:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z4
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z5
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z6
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z7
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -7077,46 +7115,14 @@ aes128_241:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z4
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z4
-	VPSRLDQ     $0x0e, Z5, Z8
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z5
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z5
-	VPSRLDQ     $0x0e, Z6, Z8
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z6
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z6
-	VPSRLDQ     $0x0e, Z7, Z8
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z8, Z8, Z9
-	VPTERNLOGD  $0x96, Z9, Z8, Z7
-	VPADDQ      Z9, Z9, Z9
-	VPSLLQ      $0x07, Z8, Z8
-	VPTERNLOGD  $0x96, Z8, Z9, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -7382,9 +7388,9 @@ unit248:
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (byte shifts, the
-	// reduction by shifts and XORs).
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
 main251:
 	CMPQ           DX, $0x08
 	JB             vec252

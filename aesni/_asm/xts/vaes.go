@@ -37,11 +37,12 @@ type vk struct {
 
 	ks, tk, rounds, dst, src, blocks, kend, kend2, tail GPPhysical
 
-	V, T []VecPhysical // four data vectors and their tweak vectors
-	tw   VecPhysical   // lane 0: the data unit's encrypted tweak
-	tmp  []VecPhysical // scratch (three or four)
-	kt   VecPhysical   // ymm: the broadcast round key of the current round
-	poly VecPhysical   // 0x87 in the low qword of every lane
+	V, T []VecPhysical  // four data vectors and their tweak vectors
+	tw   VecPhysical    // lane 0: the data unit's encrypted tweak
+	tmp  []VecPhysical  // scratch (three or four)
+	upd  [2]VecPhysical // zmm: scratch of the main loop's tweak update
+	kt   VecPhysical    // ymm: the broadcast round key of the current round
+	poly VecPhysical    // 0x87 in the low qword of every lane
 }
 
 func newVK(f flavor, dec bool) *vk {
@@ -53,6 +54,7 @@ func newVK(f flavor, dec bool) *vk {
 		c.tmp = zregs[8:12]
 		c.tw = Z12
 		c.poly = Z31
+		c.upd = [2]VecPhysical{Z13, Z14}
 	} else {
 		c.V, c.T = yregs[0:4], yregs[4:8]
 		c.kt = Y8
@@ -108,9 +110,23 @@ func (c *vk) polyX() VecPhysical { return xregs[c.poly.PhysicalIndex()] }
 
 func asX(v VecPhysical) VecPhysical { return xregs[v.PhysicalIndex()] }
 
+// middleHook is middle with hook emitted after round after (5..13).
+func (c *vk) middleHook(vs []VecPhysical, op string, key func(int) Op, isa []string, after int, hook func()) {
+	c.middleRounds(vs, op, key, isa, func(j int) {
+		if j == after {
+			hook()
+		}
+	})
+}
+
 // middle emits AES rounds 1..13 of the virtual layout (1..4 skipped for
 // AES-128) on vs; key(j) yields round key j's operand, emitting any load.
 func (c *vk) middle(vs []VecPhysical, op string, key func(int) Op, isa []string) {
+	c.middleRounds(vs, op, key, isa, func(int) {})
+}
+
+// middleRounds is middle, calling after(j) once round j is emitted.
+func (c *vk) middleRounds(vs []VecPhysical, op string, key func(int) Op, isa []string, after func(int)) {
 	skip := newLabel("aes128_")
 	CMPQ(c.rounds, Imm(10))
 	JE(LabelRef(skip))
@@ -126,6 +142,7 @@ func (c *vk) middle(vs []VecPhysical, op string, key func(int) Op, isa []string)
 		for _, v := range vs {
 			raw(isa, op, k, v, v)
 		}
+		after(j)
 	}
 }
 
@@ -192,6 +209,32 @@ func (c *vk) xexVec(vs, ts []VecPhysical) {
 		s := c.tmp[i%len(c.tmp)]
 		c.xor(kl, ts[i], s)
 		raw(c.vecAES(), c.op(true), s, v, v)
+	}
+}
+
+// xexVecEarly is xexVec over the four zmm data vectors of the main loop,
+// with the tweak vectors advanced by x^16 inside it: the last round's keys
+// (key^tweak) go to Z8-Z11 after the whitening, and the update sits after
+// round 7, so the next iteration's whitening does not wait for this one's
+// last round and out-of-order execution overlaps the two iterations.
+// Measured (XTS-AES-256, Zen 4, 16 KiB units): the update after the last
+// round ran at 15.75 GB/s, after round 7 at 15.95, before the rounds at
+// 15.9, after round 10 at 15.3; before the rounds also lost 5% at 512
+// bytes, whose two iterations are still filling the pipeline.
+func (c *vk) xexVecEarly() {
+	for i, v := range c.V {
+		VPTERNLOGD(Imm(0x96), zregs[16], c.T[i], v)
+	}
+	for i, t := range c.T {
+		VPXORD(zregs[30], t, c.tmp[i])
+	}
+	c.middleHook(c.V, c.op(false), c.vkey, c.vecAES(), 7, func() {
+		for _, t := range c.T {
+			c.mulXBytes(t, 2, c.upd[0], c.upd[1])
+		}
+	})
+	for i, v := range c.V {
+		raw(c.vecAES(), c.op(true), c.tmp[i], v, v)
 	}
 }
 
@@ -344,22 +387,35 @@ func (c *vk) bulk(lastCC VecPhysical) {
 	}
 
 	main, vec, part, done := newLabel("main"), newLabel("vec"), newLabel("partial"), newLabel("bulkDone")
-	Comment(fmt.Sprintf("Main loop, per iteration: %d blocks in four vectors; whitening with", 4*L),
-		"tweak and key 0 in one XOR, the rounds over all four, the last round",
-		fmt.Sprintf("with key^tweak; then every tweak vector times x^%d (byte shifts, the", 4*L),
-		"reduction by shifts and XORs).")
+	if c.f.zmm {
+		Comment("Main loop, per iteration: 16 blocks in four vectors; whitening with",
+			"tweak and key 0 in one XOR; the last round's keys key^tweak; rounds",
+			"1-7; every tweak vector times x^16 (byte shifts, the reduction by",
+			"shifts and XORs); rounds 8-13; the last round.")
+	} else {
+		Comment("Main loop, per iteration: 8 blocks in four vectors; whitening with",
+			"tweak and key 0, the rounds over all four, the last round with",
+			"key^tweak; then every tweak vector times x^8 (a byte shift and one",
+			"carry-less multiplication).")
+	}
 	Label(main)
 	CMPQ(c.blocks, imm(4*L))
 	JB(LabelRef(vec))
 	for i, v := range c.V {
 		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
 	}
-	c.xexVec(c.V, c.T)
+	if c.f.zmm {
+		c.xexVecEarly()
+	} else {
+		c.xexVec(c.V, c.T)
+	}
 	for i, v := range c.V {
 		c.store(v, Mem{Base: c.dst, Disp: 16 * L * i})
 	}
-	for _, t := range c.T {
-		c.mulXBytes(t, 4*L/8, a, b)
+	if !c.f.zmm {
+		for _, t := range c.T {
+			c.mulXBytes(t, 4*L/8, a, b)
+		}
 	}
 	ADDQ(imm(64*L), c.src)
 	ADDQ(imm(64*L), c.dst)
@@ -440,8 +496,10 @@ func vaesKernel(f flavor, dec bool) {
 	regs := []string{"Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the",
 		"0x87 constant, Y10 T, Y13-Y15 scratch."}
 	if f.zmm {
-		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30",
-			"key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant."}
+		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:",
+			"the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update",
+			"scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31",
+			"the 0x87 constant."}
 	}
 	Comment(fmt.Sprintf("XTS-AES %s of one data unit with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address",
@@ -786,6 +844,9 @@ func vaesSectors(f flavor, dec bool) {
 		twNext, ivec, ktw = Y11, Y12, Y8
 	}
 	c.kend2 = RCX
+	if f.zmm {
+		c.upd = [2]VecPhysical{Z14, Z15} // Z13 carries the next group's tweaks
+	}
 	Comment(fmt.Sprintf("XTS-AES %s of n/unit data units with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of",
 		"their last round keys, DI dst, SI src, R8 blocks left in the batch, R10",
@@ -797,7 +858,8 @@ func vaesSectors(f flavor, dec bool) {
 	if f.zmm {
 		Comment("Z12 the current group's encrypted tweaks (rotated so lane 0 is the",
 			"current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a",
-			"key2 round key; the rest as in xtsEncVAES512.")
+			"key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the",
+			"rest as in xtsEncVAES512.")
 	} else {
 		Comment("Y10 the current group's encrypted tweaks (lane 0 the current unit's),",
 			"Y11 the next group's, Y12 its sector numbers, Y8 also key2's round keys;",
