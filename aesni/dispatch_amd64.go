@@ -117,10 +117,9 @@ func expandKey(c *Cipher, k1, k2 []byte) {
 }
 
 // encryptUnit and decryptUnit make one direct call per data unit, chosen by
-// a switch (no function values); len(dst) == len(src) >= 16 (checked by
+// a switch (no function values); d and s hold n >= 16 bytes (checked by
 // the caller).
-func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
+func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
@@ -133,12 +132,11 @@ func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
 	case AESNI1:
 		xtsEncAESNI1(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	default:
-		xtsGeneric(c, dst, src, tweak, false)
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 	}
 }
 
-func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
+func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsDecVAES512(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
@@ -151,7 +149,7 @@ func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
 	case AESNI1:
 		xtsDecAESNI1(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	default:
-		xtsGeneric(c, dst, src, tweak, true)
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 	}
 }
 
@@ -177,7 +175,7 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		encryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
+		encryptUnit(c, &dst[off], &src[off], unit, &t)
 		sector += step
 	}
 }
@@ -209,7 +207,7 @@ func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		decryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
+		decryptUnit(c, &dst[off], &src[off], unit, &t)
 		sector += step
 	}
 }

@@ -2,6 +2,8 @@
 
 package aesni
 
+import "unsafe"
+
 func init() { selectFromEnv() }
 
 func autoPick(int) Impl { return Generic }
@@ -12,12 +14,12 @@ const preferYMM = false
 
 func expandKey(c *Cipher, k1, k2 []byte) { expandKeyGeneric(c, k1, k2) }
 
-func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	xtsGeneric(c, dst, src, tweak, false)
+func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
+	xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 }
 
-func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	xtsGeneric(c, dst, src, tweak, true)
+func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
+	xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 }
 
 func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {

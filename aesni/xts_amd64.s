@@ -1721,8 +1721,8 @@ shortLoop34:
 	TESTQ   DX, DX
 	JZ      shortSteal35
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_37
 	VAESENC 16(AX), X0, X0
@@ -1766,8 +1766,8 @@ shortSteal35:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X1, X0, X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_38
 	VAESENC 16(AX), X0, X0
@@ -1799,8 +1799,8 @@ aes128_38:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_39
 	VAESENC     16(AX), X0, X0
@@ -2063,8 +2063,8 @@ partial47:
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_52
 	VAESENC 16(AX), X0, X0
@@ -2106,8 +2106,8 @@ bulkDone48:
 	VPSHUFB   X3, X0, X5
 	VMOVDQU   X5, -16(DI)(R11*1)
 	VPBLENDVB X2, X0, X1, X0
-	VPXOR     (AX), X0, X0
-	VPXOR     X11, X0, X0
+	VPXOR     (AX), X11, X8
+	VPXOR     X8, X0, X0
 	CMPQ      R12, $0x0a
 	JE        aes128_54
 	VAESENC   16(AX), X0, X0
@@ -2176,8 +2176,8 @@ xrest56:
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X1, X0, X0
+	VPXOR      (AX), X1, X8
+	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
 	JE         aes128_57
 	VAESENC    16(AX), X0, X0
@@ -2209,8 +2209,8 @@ aes128_57:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_58
 	VAESENC     16(AX), X0, X0
@@ -2439,8 +2439,8 @@ partial61:
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_66
 	VAESENC 16(AX), X0, X0
@@ -2538,8 +2538,8 @@ shortLoop70:
 	TESTQ   DX, DX
 	JZ      shortSteal71
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_73
 	VAESENC 16(AX), X0, X0
@@ -2583,8 +2583,8 @@ shortSteal71:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X1, X0, X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_74
 	VAESENC 16(AX), X0, X0
@@ -2616,8 +2616,8 @@ aes128_74:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_75
 	VAESENC     16(AX), X0, X0
@@ -4034,8 +4034,8 @@ partial126:
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_131
 	VAESENC 16(AX), X0, X0
@@ -5347,8 +5347,8 @@ shortLoop165:
 	TESTQ   DX, DX
 	JZ      shortSteal166
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_168
 	VAESDEC 16(AX), X0, X0
@@ -5392,8 +5392,8 @@ shortSteal166:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X3, X0, X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_169
 	VAESDEC 16(AX), X0, X0
@@ -5425,8 +5425,8 @@ aes128_169:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X1, X0, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_170
 	VAESDEC     16(AX), X0, X0
@@ -5494,8 +5494,8 @@ xrest173:
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X3, X0, X0
+	VPXOR      (AX), X3, X8
+	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
 	JE         aes128_174
 	VAESDEC    16(AX), X0, X0
@@ -5777,8 +5777,8 @@ aes128_183:
 
 group0_182:
 	VMOVDQA X11, X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_184
 	VAESDEC 16(AX), X0, X0
@@ -6011,8 +6011,8 @@ partial188:
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_193
 	VAESDEC 16(AX), X0, X0
@@ -6110,8 +6110,8 @@ shortLoop197:
 	TESTQ   DX, DX
 	JZ      shortSteal198
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_200
 	VAESDEC 16(AX), X0, X0
@@ -6155,8 +6155,8 @@ shortSteal198:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X3, X0, X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_201
 	VAESDEC 16(AX), X0, X0
@@ -6188,8 +6188,8 @@ aes128_201:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X1, X0, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_202
 	VAESDEC     16(AX), X0, X0
@@ -7566,8 +7566,8 @@ partial253:
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_258
 	VAESDEC 16(AX), X0, X0

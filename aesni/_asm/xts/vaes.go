@@ -250,8 +250,10 @@ func (c *vk) xex1(x, tw, scratch VecPhysical, memKeys bool) {
 		key = func(j int) Op { return keyMem(c.ks, c.kend, j) }
 	}
 	if mem {
-		VPXOR(keyMem(c.ks, c.kend, 0), x, x)
-		VPXOR(tw, x, x)
+		// Key 0 and the tweak first, off the data's dependency chain (a
+		// unit encrypted in place depends on the previous call's output).
+		VPXOR(keyMem(c.ks, c.kend, 0), tw, scratch)
+		VPXOR(scratch, x, x)
 	} else {
 		VPTERNLOGD(Imm(0x96), X16, tw, x)
 	}
