@@ -43,7 +43,7 @@ func TestSectorsGuardPages(t *testing.T) {
 	const max = 3 * 4096
 	end, start := testutil.GuardedBuffers(t, max)
 	c := newTestCipher(t, r, 64)
-	for _, unit := range []int{16, 48, 64, 496, 512, 4096} {
+	for _, unit := range []int{16, 48, 64, 256, 496, 512, 768, 4096} {
 		for count := 1; count*unit <= max && count <= 9; count++ {
 			n := count * unit
 			pt := randBytes(r, n)

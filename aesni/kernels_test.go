@@ -192,7 +192,7 @@ func TestSectorsSplitEqualsBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	for _, keyLen := range []int{32, 64} {
 		c := newTestCipher(t, r, keyLen)
-		for _, unit := range []int{16, 32, 48, 64, 80, 112, 512, 4096, 4096 + 16, 520} {
+		for _, unit := range []int{16, 32, 48, 64, 80, 112, 256, 512, 768, 4096, 4096 + 16, 520} {
 			for _, count := range []int{1, 2, 3, 4, 5, 7, 8, 9, 17} {
 				if unit*count > 40000 && count > 9 {
 					continue

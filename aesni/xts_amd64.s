@@ -3402,6 +3402,283 @@ aes128_105:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general109
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_110
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_110:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
+
+	// Per iteration: 16 blocks of one unit, as in the main loop of
+	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
+	// or, in the unit's last iteration, the next unit's are built.
+pipe111:
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_112
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_112:
+	VAESENC    Z21, Z0, Z0
+	VAESENC    Z21, Z1, Z1
+	VAESENC    Z21, Z2, Z2
+	VAESENC    Z21, Z3, Z3
+	VAESENC    Z22, Z0, Z0
+	VAESENC    Z22, Z1, Z1
+	VAESENC    Z22, Z2, Z2
+	VAESENC    Z22, Z3, Z3
+	VAESENC    Z23, Z0, Z0
+	VAESENC    Z23, Z1, Z1
+	VAESENC    Z23, Z2, Z2
+	VAESENC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd113
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z7
+	JMP        cont116
+
+unitEnd113:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit115
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_117
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_117:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit115:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont116:
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	SUBQ        $0x10, R8
+	JNZ         pipe111
+	JMP         done108
+
+general109:
 group106:
 	VMOVDQA64 Z13, Z12
 
@@ -3420,7 +3697,7 @@ group106:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_109
+	JE              aes128_118
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3430,7 +3707,7 @@ group106:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_109:
+aes128_118:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3484,9 +3761,9 @@ unit107:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main110:
+main119:
 	CMPQ       DX, $0x10
-	JB         vec111
+	JB         vec120
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3500,7 +3777,7 @@ main110:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_114
+	JE         aes128_123
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3518,7 +3795,7 @@ main110:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_114:
+aes128_123:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3594,22 +3871,22 @@ aes128_114:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main110
+	JMP         main119
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec111:
+vec120:
 	CMPQ       DX, $0x04
-	JB         partial112
+	JB         partial121
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_115
+	JE         aes128_124
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_115:
+aes128_124:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3628,28 +3905,28 @@ aes128_115:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec111
+	JMP         vec120
 
-partial112:
+partial121:
 	TESTQ DX, DX
-	JZ    bulkDone113
+	JZ    bulkDone122
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one116
+	JB         one125
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_117
+	JE         aes128_126
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_117:
+aes128_126:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3666,19 +3943,19 @@ aes128_117:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone113
+	JZ            bulkDone122
 
-one116:
+one125:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_118
+	JE         aes128_127
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_118:
+aes128_127:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3694,7 +3971,7 @@ aes128_118:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone113:
+bulkDone122:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
 	JZ      done108
@@ -3747,7 +4024,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_119
+	JE             aes128_128
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3757,7 +4034,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_119:
+aes128_128:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3779,7 +4056,7 @@ aes128_119:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group120:
+group129:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3791,7 +4068,7 @@ group120:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_123
+	JE             aes128_132
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3801,7 +4078,7 @@ group120:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_123:
+aes128_132:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3824,7 +4101,7 @@ aes128_123:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit121:
+unit130:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -3859,9 +4136,9 @@ unit121:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main124:
+main133:
 	CMPQ           DX, $0x08
-	JB             vec125
+	JB             vec134
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -3876,7 +4153,7 @@ main124:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_128
+	JE             aes128_137
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3898,7 +4175,7 @@ main124:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_128:
+aes128_137:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3976,18 +4253,18 @@ aes128_128:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main124
+	JMP            main133
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec125:
+vec134:
 	CMPQ           DX, $0x02
-	JB             partial126
+	JB             partial135
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_129
+	JE             aes128_138
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -3997,7 +4274,7 @@ vec125:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_129:
+aes128_138:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4026,24 +4303,24 @@ aes128_129:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec125
+	JMP            vec134
 
-partial126:
+partial135:
 	TESTQ DX, DX
-	JZ    bulkDone127
+	JZ    bulkDone136
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_131
+	JE      aes128_140
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_131:
+aes128_140:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -4059,15 +4336,15 @@ aes128_131:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone127:
+bulkDone136:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done122
+	JZ     done131
 	DECQ   R11
-	JNZ    unit121
-	JMP    group120
+	JNZ    unit130
+	JMP    group129
 
-done122:
+done131:
 	VZEROUPPER
 	RET
 
@@ -4104,7 +4381,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_132
+	JE         aes128_141
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4114,7 +4391,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_132:
+aes128_141:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4142,21 +4419,21 @@ aes128_132:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal133
+	JZ    noSteal142
 	DECQ  DX
 
-noSteal133:
+noSteal142:
 	// One block at a time
-loop1_134:
+loop1_143:
 	TESTQ  DX, DX
-	JZ     steal135
+	JZ     steal144
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_136
+	JE     aes128_145
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4166,7 +4443,7 @@ loop1_134:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_136:
+aes128_145:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4197,11 +4474,11 @@ aes128_136:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_134
+	JMP        loop1_143
 
-steal135:
+steal144:
 	TESTQ R11, R11
-	JZ    done137
+	JZ    done146
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4222,7 +4499,7 @@ steal135:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_138
+	JE     aes128_147
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4232,7 +4509,7 @@ steal135:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_138:
+aes128_147:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4273,7 +4550,7 @@ aes128_138:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_139
+	JE         aes128_148
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4283,7 +4560,7 @@ aes128_138:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_139:
+aes128_148:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4307,7 +4584,7 @@ aes128_139:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done137:
+done146:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4344,7 +4621,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_140
+	JE         aes128_149
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4354,7 +4631,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_140:
+aes128_149:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4382,13 +4659,13 @@ aes128_140:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal141
+	JZ    noSteal150
 	DECQ  DX
 
-noSteal141:
-loop4_143:
+noSteal150:
+loop4_152:
 	CMPQ   DX, $0x04
-	JB     loop1_142
+	JB     loop1_151
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4427,7 +4704,7 @@ loop4_143:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_144
+	JE     aes128_153
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4449,7 +4726,7 @@ loop4_143:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_144:
+aes128_153:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4511,19 +4788,19 @@ aes128_144:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_143
+	JMP        loop4_152
 
 	// One block at a time
-loop1_142:
+loop1_151:
 	TESTQ  DX, DX
-	JZ     steal145
+	JZ     steal154
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_146
+	JE     aes128_155
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4533,7 +4810,7 @@ loop1_142:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_146:
+aes128_155:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4564,11 +4841,11 @@ aes128_146:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_142
+	JMP        loop1_151
 
-steal145:
+steal154:
 	TESTQ R11, R11
-	JZ    done147
+	JZ    done156
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4589,7 +4866,7 @@ steal145:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_148
+	JE     aes128_157
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4599,7 +4876,7 @@ steal145:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_148:
+aes128_157:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4640,7 +4917,7 @@ aes128_148:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_149
+	JE         aes128_158
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4650,7 +4927,7 @@ aes128_148:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_149:
+aes128_158:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4674,7 +4951,7 @@ aes128_149:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done147:
+done156:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4713,7 +4990,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_150
+	JE         aes128_159
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4723,7 +5000,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_150:
+aes128_159:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4751,13 +5028,13 @@ aes128_150:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal151
+	JZ    noSteal160
 	DECQ  DX
 
-noSteal151:
-loop8_153:
+noSteal160:
+loop8_162:
 	CMPQ   DX, $0x08
-	JB     loop4_154
+	JB     loop4_163
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4832,7 +5109,7 @@ loop8_153:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_155
+	JE     aes128_164
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4870,7 +5147,7 @@ loop8_153:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_155:
+aes128_164:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4988,11 +5265,11 @@ aes128_155:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_153
+	JMP        loop8_162
 
-loop4_154:
+loop4_163:
 	CMPQ   DX, $0x04
-	JB     loop1_152
+	JB     loop1_161
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5031,7 +5308,7 @@ loop4_154:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_156
+	JE     aes128_165
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5053,7 +5330,7 @@ loop4_154:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_156:
+aes128_165:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5117,16 +5394,16 @@ aes128_156:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_152:
+loop1_161:
 	TESTQ  DX, DX
-	JZ     steal157
+	JZ     steal166
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_158
+	JE     aes128_167
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5136,7 +5413,7 @@ loop1_152:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_158:
+aes128_167:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5167,11 +5444,11 @@ aes128_158:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_152
+	JMP        loop1_161
 
-steal157:
+steal166:
 	TESTQ R11, R11
-	JZ    done159
+	JZ    done168
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5192,7 +5469,7 @@ steal157:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_160
+	JE     aes128_169
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5202,7 +5479,7 @@ steal157:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_160:
+aes128_169:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5243,7 +5520,7 @@ aes128_160:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_161
+	JE         aes128_170
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5253,7 +5530,7 @@ aes128_160:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_161:
+aes128_170:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5277,7 +5554,7 @@ aes128_161:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done159:
+done168:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5309,13 +5586,13 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_162
+	JE      aes128_171
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_162:
+aes128_171:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -5332,31 +5609,31 @@ aes128_162:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x02
-	JAE  wide163
+	JAE  wide172
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail164
+	JZ    shortNoTail173
 	DECQ  DX
 
-shortNoTail164:
+shortNoTail173:
 	VMOVDQA X10, X4
 
-shortLoop165:
+shortLoop174:
 	TESTQ   DX, DX
-	JZ      shortSteal166
+	JZ      shortSteal175
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_168
+	JE      aes128_177
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_168:
+aes128_177:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5377,11 +5654,11 @@ aes128_168:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop165
+	JMP         shortLoop174
 
-shortSteal166:
+shortSteal175:
 	TESTQ   R11, R11
-	JZ      shortDone167
+	JZ      shortDone176
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5395,13 +5672,13 @@ shortSteal166:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_169
+	JE      aes128_178
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_169:
+aes128_178:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5428,13 +5705,13 @@ aes128_169:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_170
+	JE          aes128_179
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_170:
+aes128_179:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5448,13 +5725,13 @@ aes128_170:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone167:
+shortDone176:
 	RET
 
-wide163:
+wide172:
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk171
+	JZ             bulk180
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -5465,16 +5742,16 @@ wide163:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_172:
+x64_181:
 	CMPQ       R13, $0x40
-	JB         xrest173
+	JB         xrest182
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_172
+	JMP        x64_181
 
-xrest173:
+xrest182:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5497,13 +5774,13 @@ xrest173:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_174
+	JE         aes128_183
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_174:
+aes128_183:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5560,9 +5837,9 @@ aes128_174:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main175:
+main184:
 	CMPQ           DX, $0x08
-	JB             vec176
+	JB             vec185
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5577,7 +5854,7 @@ main175:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_179
+	JE             aes128_188
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5599,7 +5876,7 @@ main175:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_179:
+aes128_188:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5677,18 +5954,18 @@ aes128_179:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main175
+	JMP            main184
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec176:
+vec185:
 	CMPQ           DX, $0x02
-	JB             partial177
+	JB             partial186
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_180
+	JE             aes128_189
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5698,7 +5975,7 @@ vec176:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_180:
+aes128_189:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5727,20 +6004,20 @@ aes128_180:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec176
+	JMP            vec185
 
-partial177:
+partial186:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_182
+	JZ             group0_191
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_183
+	JE             aes128_192
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5750,7 +6027,7 @@ partial177:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_183:
+aes128_192:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5773,20 +6050,20 @@ aes128_183:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone181
+	JMP            groupDone190
 
-group0_182:
+group0_191:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_184
+	JE      aes128_193
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_184:
+aes128_193:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5800,10 +6077,10 @@ aes128_184:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone181:
-	JMP end185
+groupDone190:
+	JMP end194
 
-bulk171:
+bulk180:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -5836,9 +6113,9 @@ bulk171:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main186:
+main195:
 	CMPQ           DX, $0x08
-	JB             vec187
+	JB             vec196
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5853,7 +6130,7 @@ main186:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_190
+	JE             aes128_199
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5875,7 +6152,7 @@ main186:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_190:
+aes128_199:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5953,18 +6230,18 @@ aes128_190:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main186
+	JMP            main195
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec187:
+vec196:
 	CMPQ           DX, $0x02
-	JB             partial188
+	JB             partial197
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_191
+	JE             aes128_200
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5974,7 +6251,7 @@ vec187:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_191:
+aes128_200:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6003,24 +6280,24 @@ aes128_191:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec187
+	JMP            vec196
 
-partial188:
+partial197:
 	TESTQ DX, DX
-	JZ    bulkDone189
+	JZ    bulkDone198
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_193
+	JE      aes128_202
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_193:
+aes128_202:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6036,8 +6313,8 @@ aes128_193:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone189:
-end185:
+bulkDone198:
+end194:
 	VZEROUPPER
 	RET
 
@@ -6072,13 +6349,13 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_194
+	JE      aes128_203
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_194:
+aes128_203:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -6095,31 +6372,31 @@ aes128_194:
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ DX, $0x04
-	JAE  wide195
+	JAE  wide204
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail196
+	JZ    shortNoTail205
 	DECQ  DX
 
-shortNoTail196:
+shortNoTail205:
 	VMOVDQA X12, X4
 
-shortLoop197:
+shortLoop206:
 	TESTQ   DX, DX
-	JZ      shortSteal198
+	JZ      shortSteal207
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_200
+	JE      aes128_209
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_200:
+aes128_209:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6140,11 +6417,11 @@ aes128_200:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop197
+	JMP         shortLoop206
 
-shortSteal198:
+shortSteal207:
 	TESTQ   R11, R11
-	JZ      shortDone199
+	JZ      shortDone208
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6158,13 +6435,13 @@ shortSteal198:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_201
+	JE      aes128_210
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_201:
+aes128_210:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6191,13 +6468,13 @@ aes128_201:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_202
+	JE          aes128_211
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_202:
+aes128_211:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6211,10 +6488,10 @@ aes128_202:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone199:
+shortDone208:
 	RET
 
-wide195:
+wide204:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -6232,7 +6509,7 @@ wide195:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk203
+	JZ              bulk212
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6243,16 +6520,16 @@ wide195:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_204:
+x64_213:
 	CMPQ       R13, $0x40
-	JB         xrest205
+	JB         xrest214
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_204
+	JMP        x64_213
 
-xrest205:
+xrest214:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6272,13 +6549,13 @@ xrest205:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_206
+	JE         aes128_215
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_206:
+aes128_215:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6331,9 +6608,9 @@ aes128_206:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main207:
+main216:
 	CMPQ       DX, $0x10
-	JB         vec208
+	JB         vec217
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6347,7 +6624,7 @@ main207:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_211
+	JE         aes128_220
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6365,7 +6642,7 @@ main207:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_211:
+aes128_220:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6441,22 +6718,22 @@ aes128_211:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main207
+	JMP         main216
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec208:
+vec217:
 	CMPQ       DX, $0x04
-	JB         partial209
+	JB         partial218
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_212
+	JE         aes128_221
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_212:
+aes128_221:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6475,27 +6752,27 @@ aes128_212:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec208
+	JMP         vec217
 
-partial209:
+partial218:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_214
+	JB           group1_223
 	VMOVDQU      (SI), Y0
-	JE           groupZ216
+	JE           groupZ225
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_218
+	JE           aes128_227
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_218:
+aes128_227:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6507,19 +6784,19 @@ aes128_218:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_217
+	JMP         group3_226
 
-groupZ216:
+groupZ225:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_219
+	JE           aes128_228
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_219:
+aes128_228:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -6534,26 +6811,26 @@ aes128_219:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone213
+	JMP           groupDone222
 
-group3_217:
+group3_226:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone213
+	JMP       groupDone222
 
-group1_214:
+group1_223:
 	TESTQ       DX, DX
-	JZ          group0_215
+	JZ          group0_224
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_220
+	JE          aes128_229
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_220:
+aes128_229:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -6566,19 +6843,19 @@ aes128_220:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone213
+	JMP         groupDone222
 
-group0_215:
+group0_224:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_221
+	JE         aes128_230
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_221:
+aes128_230:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6592,10 +6869,10 @@ aes128_221:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone213:
-	JMP end222
+groupDone222:
+	JMP end231
 
-bulk203:
+bulk212:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VSHUFI64X2 $0x00, Z12, Z12, Z8
@@ -6624,9 +6901,9 @@ bulk203:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main223:
+main232:
 	CMPQ       DX, $0x10
-	JB         vec224
+	JB         vec233
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6640,7 +6917,7 @@ main223:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_227
+	JE         aes128_236
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6658,7 +6935,7 @@ main223:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_227:
+aes128_236:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6734,22 +7011,22 @@ aes128_227:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main223
+	JMP         main232
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec224:
+vec233:
 	CMPQ       DX, $0x04
-	JB         partial225
+	JB         partial234
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_228
+	JE         aes128_237
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_228:
+aes128_237:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6768,28 +7045,28 @@ aes128_228:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec224
+	JMP         vec233
 
-partial225:
+partial234:
 	TESTQ DX, DX
-	JZ    bulkDone226
+	JZ    bulkDone235
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one229
+	JB         one238
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_230
+	JE         aes128_239
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_230:
+aes128_239:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -6806,19 +7083,19 @@ aes128_230:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone226
+	JZ            bulkDone235
 
-one229:
+one238:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_231
+	JE         aes128_240
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_231:
+aes128_240:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6834,8 +7111,8 @@ aes128_231:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone226:
-end222:
+bulkDone235:
+end231:
 	VZEROUPPER
 	RET
 
@@ -6902,7 +7179,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_232
+	JE              aes128_241
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6912,7 +7189,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_232:
+aes128_241:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6934,7 +7211,9 @@ aes128_232:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group233:
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general245
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -6952,7 +7231,7 @@ group233:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_236
+	JE              aes128_246
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6962,7 +7241,7 @@ group233:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_236:
+aes128_246:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6985,7 +7264,282 @@ aes128_236:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit234:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
+
+	// Per iteration: 16 blocks of one unit, as in the main loop of
+	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
+	// or, in the unit's last iteration, the next unit's are built.
+pipe247:
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_248
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_248:
+	VAESDEC    Z21, Z0, Z0
+	VAESDEC    Z21, Z1, Z1
+	VAESDEC    Z21, Z2, Z2
+	VAESDEC    Z21, Z3, Z3
+	VAESDEC    Z22, Z0, Z0
+	VAESDEC    Z22, Z1, Z1
+	VAESDEC    Z22, Z2, Z2
+	VAESDEC    Z22, Z3, Z3
+	VAESDEC    Z23, Z0, Z0
+	VAESDEC    Z23, Z1, Z1
+	VAESDEC    Z23, Z2, Z2
+	VAESDEC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd249
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z7
+	JMP        cont252
+
+unitEnd249:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit251
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_253
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_253:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit251:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont252:
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	SUBQ        $0x10, R8
+	JNZ         pipe247
+	JMP         done244
+
+general245:
+group242:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_254
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_254:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit243:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -7016,9 +7570,9 @@ unit234:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main237:
+main255:
 	CMPQ       DX, $0x10
-	JB         vec238
+	JB         vec256
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7032,7 +7586,7 @@ main237:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_241
+	JE         aes128_259
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7050,7 +7604,7 @@ main237:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_241:
+aes128_259:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7126,22 +7680,22 @@ aes128_241:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main237
+	JMP         main255
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec238:
+vec256:
 	CMPQ       DX, $0x04
-	JB         partial239
+	JB         partial257
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_242
+	JE         aes128_260
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_242:
+aes128_260:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7160,28 +7714,28 @@ aes128_242:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec238
+	JMP         vec256
 
-partial239:
+partial257:
 	TESTQ DX, DX
-	JZ    bulkDone240
+	JZ    bulkDone258
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one243
+	JB         one261
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_244
+	JE         aes128_262
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_244:
+aes128_262:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -7198,19 +7752,19 @@ aes128_244:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone240
+	JZ            bulkDone258
 
-one243:
+one261:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_245
+	JE         aes128_263
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_245:
+aes128_263:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7226,15 +7780,15 @@ aes128_245:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone240:
+bulkDone258:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done235
+	JZ      done244
 	DECQ    R11
-	JNZ     unit234
-	JMP     group233
+	JNZ     unit243
+	JMP     group242
 
-done235:
+done244:
 	VZEROUPPER
 	RET
 
@@ -7279,7 +7833,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_246
+	JE             aes128_264
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7289,7 +7843,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_246:
+aes128_264:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7311,7 +7865,7 @@ aes128_246:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group247:
+group265:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7323,7 +7877,7 @@ group247:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_250
+	JE             aes128_268
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7333,7 +7887,7 @@ group247:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_250:
+aes128_268:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7356,7 +7910,7 @@ aes128_250:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit248:
+unit266:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -7391,9 +7945,9 @@ unit248:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main251:
+main269:
 	CMPQ           DX, $0x08
-	JB             vec252
+	JB             vec270
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7408,7 +7962,7 @@ main251:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_255
+	JE             aes128_273
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7430,7 +7984,7 @@ main251:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_255:
+aes128_273:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7508,18 +8062,18 @@ aes128_255:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main251
+	JMP            main269
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec252:
+vec270:
 	CMPQ           DX, $0x02
-	JB             partial253
+	JB             partial271
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_256
+	JE             aes128_274
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7529,7 +8083,7 @@ vec252:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_256:
+aes128_274:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7558,24 +8112,24 @@ aes128_256:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec252
+	JMP            vec270
 
-partial253:
+partial271:
 	TESTQ DX, DX
-	JZ    bulkDone254
+	JZ    bulkDone272
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_258
+	JE      aes128_276
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_258:
+aes128_276:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7591,14 +8145,14 @@ aes128_258:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone254:
+bulkDone272:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done249
+	JZ     done267
 	DECQ   R11
-	JNZ    unit248
-	JMP    group247
+	JNZ    unit266
+	JMP    group265
 
-done249:
+done267:
 	VZEROUPPER
 	RET

@@ -919,6 +919,14 @@ func vaesSectors(f flavor, dec bool) {
 
 	groupTweaks()
 	group, sector, done := newLabel("group"), newLabel("unit"), newLabel("done")
+	if f.zmm {
+		general := newLabel("general")
+		Comment("Units of a multiple of 16 blocks: the pipelined loop.")
+		TESTQ(U32(15), R10)
+		JNZ(LabelRef(general))
+		c.sectorsPipelined(groupTweaks, twNext, done)
+		Label(general)
+	}
 	Label(group)
 	c.mov(twNext, c.tw)
 	groupTweaks()
@@ -939,4 +947,80 @@ func vaesSectors(f flavor, dec bool) {
 	Label(done)
 	VZEROUPPER()
 	RET()
+}
+
+// sectorsPipelined is the zmm multi-sector loop for units of a multiple of
+// 16 blocks (256 bytes: every sector size), so that every main-loop
+// iteration lies within one unit. Built like bulk's main loop, except that
+// in a unit's last iteration, where the tweak vectors have no next value,
+// the hook after round 7 builds the next unit's tweak vectors instead (and
+// at a group's end takes the next group's tweaks and starts the chain of
+// the group after). That work then sits among this iteration's AES
+// instructions: placed before the next unit's loop, as bulk does, its
+// carry-less multiplications queued behind the older AES work and the
+// next unit's first round waited for them (measured, 512-byte units:
+// 81% of the raw AES rate with tweak vectors built between units, 92%
+// with none built at all).
+func (c *vk) sectorsPipelined(groupTweaks func(), twNext VecPhysical, done string) {
+	L := c.f.lanes
+	build := func() {
+		Comment("Tweak vectors of the unit whose tweak is lane 0 of Z12.")
+		VSHUFI64X2(Imm(0), c.tw, c.tw, c.T[3])
+		for k := 0; k < 4; k++ {
+			c.mulXLanes(c.T[k], c.T[3], k, c.upd[0], c.upd[1])
+		}
+	}
+	c.mov(twNext, c.tw)
+	groupTweaks()
+	MOVQ(U32(uint32(L)), R11)
+	build()
+	MOVQ(R10, c.blocks)
+
+	iter := newLabel("pipe")
+	Comment("Per iteration: 16 blocks of one unit, as in the main loop of",
+		"xtsEncVAES512; after round 7 either the tweak vectors advance by x^16",
+		"or, in the unit's last iteration, the next unit's are built.")
+	Label(iter)
+	for i, v := range c.V {
+		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
+	}
+	for i, v := range c.V {
+		VPTERNLOGD(Imm(0x96), zregs[16], c.T[i], v)
+	}
+	for i, t := range c.T {
+		VPXORD(zregs[30], t, c.tmp[i])
+	}
+	c.middleHook(c.V, c.op(false), c.vkey, c.vecAES(), 7, func() {
+		last, newGroup, next, cont := newLabel("unitEnd"), newLabel("newGroup"), newLabel("nextUnit"), newLabel("cont")
+		CMPQ(c.blocks, Imm(16))
+		JE(LabelRef(last))
+		for _, t := range c.T {
+			c.mulXBytes(t, 2, c.upd[0], c.upd[1])
+		}
+		JMP(LabelRef(cont))
+		Label(last)
+		VALIGNQ(Imm(2), c.tw, c.tw, c.tw)
+		DECQ(R11)
+		JNZ(LabelRef(next))
+		Label(newGroup)
+		c.mov(twNext, c.tw)
+		groupTweaks()
+		MOVQ(U32(uint32(L)), R11)
+		Label(next)
+		build()
+		LEAQ(Mem{Base: R10, Disp: 16}, c.blocks)
+		Label(cont)
+	})
+	for i, v := range c.V {
+		raw(c.vecAES(), c.op(true), c.tmp[i], v, v)
+	}
+	for i, v := range c.V {
+		c.store(v, Mem{Base: c.dst, Disp: 16 * L * i})
+	}
+	ADDQ(imm(64*L), c.src)
+	ADDQ(imm(64*L), c.dst)
+	SUBQ(Imm(16), c.blocks)
+	SUBQ(Imm(16), R8)
+	JNZ(LabelRef(iter))
+	JMP(LabelRef(done))
 }
