@@ -17,8 +17,8 @@ var benchSizes = []int{16, 32, 48, 64, 127, 128, 512, 1408, 1420, 4096, 16384}
 // available here, forced.
 func benchImpls() []string {
 	names := []string{"auto"}
-	for _, i := range Impls() {
-		if Available(i) {
+	for _, i := range impls() {
+		if isAvailable(i) {
 			names = append(names, i.String())
 		}
 	}
@@ -27,18 +27,18 @@ func benchImpls() []string {
 
 func benchSelect(b *testing.B, name string) {
 	b.Helper()
-	Reset()
+	resetImpl()
 	if name == "auto" {
 		return
 	}
-	i, err := ParseImpl(name)
-	if err == nil {
-		err = Select(i)
+	i, ok := parseImpl(name)
+	if !ok {
+		b.Fatalf("unknown implementation %q", name)
 	}
-	if err != nil {
+	if err := selectImpl(i); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(Reset)
+	b.Cleanup(resetImpl)
 }
 
 func benchCipher(b *testing.B, keyLen int) *Cipher {

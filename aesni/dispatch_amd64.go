@@ -41,7 +41,7 @@ func init() {
 	available[VAES512] = useVAES512
 
 	widest = chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM)
-	selectFromEnv()
+	registerImpls()
 }
 
 // chooseWidest picks the kernel family: zmm where it runs, unless the core

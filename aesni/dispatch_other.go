@@ -4,7 +4,7 @@ package aesni
 
 import "unsafe"
 
-func init() { selectFromEnv() }
+func init() { registerImpls() }
 
 func autoPick(int) Impl { return Generic }
 

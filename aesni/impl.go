@@ -2,7 +2,8 @@ package aesni
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
 // Impl names one implementation of the XTS kernels.
@@ -29,46 +30,28 @@ func (i Impl) String() string {
 	return fmt.Sprintf("Impl(%d)", int(i))
 }
 
-// ParseImpl returns the Impl called name (as printed by String).
-func ParseImpl(name string) (Impl, error) {
-	for i, n := range implNames {
-		if n == name {
-			return Impl(i), nil
-		}
-	}
-	return implAuto, fmt.Errorf("aesni: unknown implementation %q (known: %v)", name, implNames)
-}
-
-// Impls lists every implementation, available on this machine or not.
-func Impls() []Impl {
-	all := make([]Impl, numImpls)
-	for i := range all {
-		all[i] = Impl(i)
-	}
-	return all
-}
+// ImplPackage is the name under which aesni registers its kernels in
+// internal/impl, for tests and `xtsctl bench --variant` to force one.
+const ImplPackage = "aesni"
 
 // available is filled in by the platform's dispatch init; Generic always runs.
 var available = [numImpls]bool{Generic: true}
 
-// Available reports whether i can run on this machine.
-func Available(i Impl) bool { return i >= 0 && i < numImpls && available[i] }
-
-// forced, when not implAuto, overrides the automatic choice for every call.
+// forced, when not implAuto, overrides the automatic choice for every call;
+// only internal/impl's Select (tests, benchmarks) sets it.
 var forced = implAuto
 
-// Select forces every later call to use i, for tests and benchmarks.
-// It is not safe to call while other goroutines use the package.
-func Select(i Impl) error {
-	if !Available(i) {
-		return fmt.Errorf("aesni: implementation %v is not available on this CPU", i)
-	}
-	forced = i
-	return nil
+// registerImpls records the kernels and their availability in
+// internal/impl; the platform's init calls it once available is final.
+func registerImpls() {
+	impl.Register(ImplPackage, implNames[:], available[:], func(i int) {
+		if i < 0 {
+			forced = implAuto
+		} else {
+			forced = Impl(i)
+		}
+	})
 }
-
-// Reset undoes Select: calls go back to the automatic choice.
-func Reset() { forced = implAuto }
 
 // Pick reports the implementation a call on an n-byte data unit uses now.
 func Pick(n int) Impl {
@@ -76,28 +59,6 @@ func Pick(n int) Impl {
 		return forced
 	}
 	return autoPick(n)
-}
-
-// EnvVar names the environment variable that forces an implementation for
-// the whole process (for example XTSCTL_XTS_IMPL=aesni4), so every kernel can
-// be exercised and benchmarked from outside Go tests too.
-const EnvVar = "XTSCTL_XTS_IMPL"
-
-// EnvError reports why the value of EnvVar was ignored, or nil.
-var EnvError error
-
-func selectFromEnv() {
-	name, ok := os.LookupEnv(EnvVar)
-	if !ok || name == "" || name == "auto" {
-		return
-	}
-	i, err := ParseImpl(name)
-	if err == nil {
-		err = Select(i)
-	}
-	if err != nil {
-		EnvError = fmt.Errorf("%s ignored: %w", EnvVar, err)
-	}
 }
 
 // DispatchRange is one row of the automatic choice: data units of at least
@@ -108,8 +69,8 @@ type DispatchRange struct {
 }
 
 // DispatchTable reports the automatic choice on this machine, shortest
-// lengths first, for tools such as `xtsctl bench`. It ignores Select and
-// XTSCTL_XTS_IMPL.
+// lengths first, for tools such as `xtsctl bench`. It ignores a choice
+// forced through internal/impl.
 func DispatchTable() []DispatchRange { return dispatchTable() }
 
 // PrefersYMM reports whether this CPU is one where the 256-bit VAES kernel

@@ -13,25 +13,25 @@ import (
 
 func asmImpls(t testing.TB) []Impl {
 	t.Helper()
-	var impls []Impl
-	for _, i := range Impls() {
-		if i != Generic && Available(i) {
-			impls = append(impls, i)
+	var asm []Impl
+	for _, i := range impls() {
+		if i != Generic && isAvailable(i) {
+			asm = append(asm, i)
 		}
 	}
-	if len(impls) == 0 {
+	if len(asm) == 0 {
 		t.Skip("no assembly kernels on this platform")
 	}
-	return impls
+	return asm
 }
 
 // use forces impl for the rest of the test.
 func use(t testing.TB, impl Impl) {
 	t.Helper()
-	if err := Select(impl); err != nil {
+	if err := selectImpl(impl); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(Reset)
+	t.Cleanup(resetImpl)
 }
 
 func randBytes(r *rand.Rand, n int) []byte {
@@ -238,8 +238,8 @@ func TestZeroAllocs(t *testing.T) {
 	c := newTestCipher(t, r, 64)
 	buf := make([]byte, 8192)
 	var tw [16]byte
-	for _, impl := range Impls() {
-		if !Available(impl) {
+	for _, impl := range impls() {
+		if !isAvailable(impl) {
 			continue
 		}
 		use(t, impl)
@@ -265,7 +265,7 @@ func TestZeroAllocs(t *testing.T) {
 // TestPickMatchesDispatchTable: the table reported for tools agrees with
 // the switch the calls use, at every length up to 16 KiB.
 func TestPickMatchesDispatchTable(t *testing.T) {
-	Reset()
+	resetImpl()
 	table := DispatchTable()
 	if len(table) == 0 || table[0].MinLen > 16 {
 		t.Fatalf("dispatch table %v does not start at 16 bytes", table)
@@ -280,7 +280,7 @@ func TestPickMatchesDispatchTable(t *testing.T) {
 		if got := Pick(n); got != want {
 			t.Fatalf("Pick(%d) = %v, dispatch table says %v", n, got, want)
 		}
-		if !Available(want) {
+		if !isAvailable(want) {
 			t.Fatalf("Pick(%d) = %v, which is not available", n, want)
 		}
 	}

@@ -10,21 +10,22 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 	xcxts "golang.org/x/crypto/xts"
 )
 
 // forEachImpl runs f once per kernel this machine can run, forced through
-// aesni's registry, so every test below covers every implementation.
+// internal/impl, so every test below covers every implementation.
 func forEachImpl(t *testing.T, f func(t *testing.T)) {
-	for _, impl := range aesni.Impls() {
-		if !aesni.Available(impl) {
+	for _, name := range impl.List(aesni.ImplPackage) {
+		if !impl.Available(aesni.ImplPackage, name) {
 			continue
 		}
-		t.Run(impl.String(), func(t *testing.T) {
-			if err := aesni.Select(impl); err != nil {
+		t.Run(name, func(t *testing.T) {
+			if err := impl.Select(aesni.ImplPackage, name); err != nil {
 				t.Fatal(err)
 			}
-			defer aesni.Reset()
+			defer impl.Reset(aesni.ImplPackage)
 			f(t)
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -156,9 +157,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestUnavailableVariant(t *testing.T) {
-	for _, i := range aesni.Impls() {
-		if !aesni.Available(i) {
-			_, err := Variants(i.String())
+	for _, i := range impl.List(aesni.ImplPackage) {
+		if !impl.Available(aesni.ImplPackage, i) {
+			_, err := Variants(i)
 			if err == nil || !strings.Contains(err.Error(), "does not run on this CPU") {
 				t.Errorf("Variants(%v) on a CPU without it: %v", i, err)
 			}
@@ -219,19 +220,18 @@ func TestVariantAll(t *testing.T) {
 			t.Errorf("dispatch rule %v gives %s for %d bytes, Pick gives %v", r.Rule, rule, n, aesni.Pick(n))
 		}
 	}
-	if aesni.Pick(4096) != r.dispatchOf(4096) {
+	if aesni.Pick(4096).String() != r.dispatchOf(4096) {
 		t.Errorf("report dispatch for 4096 = %v, Pick = %v", r.dispatchOf(4096), aesni.Pick(4096))
 	}
 }
 
-func (r *Report) dispatchOf(n int) aesni.Impl {
+func (r *Report) dispatchOf(n int) string {
 	for _, d := range r.Dispatch {
 		if d.Size == n {
-			i, _ := aesni.ParseImpl(d.Variant)
-			return i
+			return d.Variant
 		}
 	}
-	return -1
+	return ""
 }
 
 // TestVariantForced checks a named variant runs forced and that Run
