@@ -9,9 +9,12 @@
 // vector skip the wide set-up. The per-block path never makes an indirect
 // call. DispatchTable and PrefersYMM report the choice.
 //
-// The pure-Go reference in xts_generic.go is the oracle every kernel is
-// tested against and the fallback where no kernel runs (other GOARCHes, the
-// purego build tag, CPUs without AES-NI).
+// Where no kernel runs (other GOARCHes, the purego build tag, CPUs without
+// AES-NI) the portable path (portable.go) does XTS over crypto/aes blocks,
+// which use the CPU's AES instructions where the standard library has
+// them (arm64, s390x, ppc64le). The pure-Go reference in xts_generic.go,
+// byte by byte as the standards write it, is the oracle every path is
+// tested against.
 //
 // This package checks only what it needs for memory safety; callers (package
 // xts) validate user-facing arguments and give the error messages.
@@ -40,6 +43,7 @@ type Cipher struct {
 	enc    schedule // key1, encryption schedule
 	dec    schedule // key1, decryption schedule (equivalent inverse cipher, for AESDEC)
 	tweak  schedule // key2, encryption schedule
+	blocks *blocks  // crypto/aes ciphers, where the portable path is the automatic choice
 }
 
 // Init expands key (key1 || key2, 32 or 64 bytes) into c.
@@ -51,6 +55,10 @@ func (c *Cipher) Init(key []byte) error {
 	k1, k2 := key[:half], key[half:]
 	c.rounds = 6 + half/4
 	expandKey(c, k1, k2)
+	c.blocks = nil
+	if Pick(4096) == Portable { // the automatic choice, or forced (tests, xtsctl bench)
+		c.blocks = newBlocks(c)
+	}
 	return nil
 }
 
@@ -58,11 +66,14 @@ func (c *Cipher) Init(key []byte) error {
 func (c *Cipher) Rounds() int { return c.rounds }
 
 // Wipe zeroes the key schedules held by c. c must not be used afterwards.
+// The portable path's crypto/aes ciphers keep schedules of their own that
+// cannot be zeroed: Wipe drops them, and the garbage collector frees them.
 func (c *Cipher) Wipe() {
 	clear(c.enc[:])
 	clear(c.dec[:])
 	clear(c.tweak[:])
 	c.rounds = 0
+	c.blocks = nil
 }
 
 var errNotInit = errors.New("aesni: Cipher used before Init")

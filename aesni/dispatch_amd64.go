@@ -55,7 +55,7 @@ func chooseWidest(aesni, vaes256, vaes512, preferYMM bool) Impl {
 	case aesni:
 		return AESNI4
 	}
-	return Generic
+	return Portable
 }
 
 // The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, family
@@ -96,7 +96,7 @@ func autoPick(int) Impl {
 	case AESNI4:
 		return AESNI4
 	}
-	return Generic
+	return Portable
 }
 
 func dispatchTable() []DispatchRange { return []DispatchRange{{16, widest}} }
@@ -131,6 +131,8 @@ func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 		xtsEncAESNI4(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI1:
 		xtsEncAESNI1(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
+	case Portable:
+		xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 	default:
 		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 	}
@@ -148,6 +150,8 @@ func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 		xtsDecAESNI4(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI1:
 		xtsDecAESNI1(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
+	case Portable:
+		xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 	default:
 		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 	}

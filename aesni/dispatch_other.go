@@ -6,26 +6,34 @@ import "unsafe"
 
 func init() { registerImpls() }
 
-func autoPick(int) Impl { return Generic }
+func autoPick(int) Impl { return Portable }
 
-func dispatchTable() []DispatchRange { return []DispatchRange{{16, Generic}} }
+func dispatchTable() []DispatchRange { return []DispatchRange{{16, Portable}} }
 
 const preferYMM = false
 
 func expandKey(c *Cipher, k1, k2 []byte) { expandKeyGeneric(c, k1, k2) }
 
 func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
-	xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
+	if forced == Generic {
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
+		return
+	}
+	xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 }
 
 func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
-	xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
+	if forced == Generic {
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
+		return
+	}
+	xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 }
 
 func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
-	sectorsGeneric(c, dst, src, unit, sector, step, false)
+	unitsEach(c, dst, src, unit, sector, step, false)
 }
 
 func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
-	sectorsGeneric(c, dst, src, unit, sector, step, true)
+	unitsEach(c, dst, src, unit, sector, step, true)
 }

@@ -10,18 +10,19 @@ import (
 type Impl int8
 
 const (
-	Generic Impl = iota // pure Go reference (xts_generic.go)
-	AESNI1              // AES-NI, one block at a time
-	AESNI4              // AES-NI, 4-way stride
-	AESNI8              // AES-NI, 8-way stride
-	VAES256             // VAES on ymm (2 blocks a register)
-	VAES512             // VAES on zmm (4 blocks a register)
+	Generic  Impl = iota // pure Go reference (xts_generic.go), the test oracle
+	Portable             // XTS over crypto/aes blocks (portable.go)
+	AESNI1               // AES-NI, one block at a time
+	AESNI4               // AES-NI, 4-way stride
+	AESNI8               // AES-NI, 8-way stride
+	VAES256              // VAES on ymm (2 blocks a register)
+	VAES512              // VAES on zmm (4 blocks a register)
 	numImpls
 
 	implAuto Impl = -1 // no forced choice: dispatch by CPU and length
 )
 
-var implNames = [numImpls]string{"generic", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512"}
+var implNames = [numImpls]string{"generic", "portable", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512"}
 
 func (i Impl) String() string {
 	if i >= 0 && i < numImpls {
@@ -34,8 +35,9 @@ func (i Impl) String() string {
 // internal/impl, for tests and `xtsctl bench --variant` to force one.
 const ImplPackage = "aesni"
 
-// available is filled in by the platform's dispatch init; Generic always runs.
-var available = [numImpls]bool{Generic: true}
+// available is filled in by the platform's dispatch init; Generic and
+// Portable always run.
+var available = [numImpls]bool{Generic: true, Portable: true}
 
 // forced, when not implAuto, overrides the automatic choice for every call;
 // only internal/impl's Select (tests, benchmarks) sets it.

@@ -96,10 +96,11 @@ func TestAllImplementations(t *testing.T) {
 	}
 	aesni := has([]string{"aes", "ssse3"}, "aes", "ssse3")
 	want := map[Impl]bool{
-		Generic: true,
-		AESNI1:  aesni,
-		AESNI4:  aesni,
-		AESNI8:  aesni,
+		Generic:  true,
+		Portable: true,
+		AESNI1:   aesni,
+		AESNI4:   aesni,
+		AESNI8:   aesni,
 		VAES256: aesni && has([]string{"pclmulqdq", "avx", "avx2", "vaes", "vpclmulqdq"},
 			"pclmulqdq", "avx", "avx2"),
 		VAES512: aesni && has([]string{"pclmulqdq", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "vaes", "vpclmulqdq"},
@@ -188,7 +189,7 @@ func TestGODEBUGMasks(t *testing.T) {
 	if got := child("GODEBUG=cpu.avx2=off"); contains(got, "vaes512") || contains(got, "vaes256") {
 		t.Errorf("GODEBUG=cpu.avx2=off: %s", got)
 	}
-	if got := child("GODEBUG=cpu.aes=off"); got != "available=generic pick4096=generic" {
+	if got := child("GODEBUG=cpu.aes=off"); got != "available=generic,portable pick4096=portable" {
 		t.Errorf("GODEBUG=cpu.aes=off: %s", got)
 	}
 	if useAESNI && autoPick(4096) != AESNI1 {
@@ -224,7 +225,7 @@ func TestPreferYMM(t *testing.T) {
 		{true, false, true, true, VAES512},
 		{true, true, false, false, VAES256}, // VAES on ymm without AVX-512
 		{true, false, false, false, AESNI4},
-		{false, false, false, false, Generic},
+		{false, false, false, false, Portable},
 	} {
 		if got := chooseWidest(tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM); got != tc.want {
 			t.Errorf("chooseWidest(%v, %v, %v, %v) = %v, want %v", tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM, got, tc.want)
