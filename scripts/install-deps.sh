@@ -14,6 +14,7 @@ declare -A need=(
   [losetup]=mount        # scripts/bench-mount.sh: the unencrypted baseline
   [unshare]=util-linux   # open tests: hide /dev/fuse in a private mount namespace
   [qemu-system-x86_64]=qemu-system-x86 # scripts/test-dm-vm.sh: dm-crypt in a guest kernel
+  [qemu-aarch64-static]=qemu-user-static # scripts/test.bash: the portable path's tests on arm64
   [cpio]=cpio
   [depmod]=kmod
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
