@@ -37,3 +37,18 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	unitsEach(c, dst, src, unit, sector, step, true)
 }
+
+// unitsEach makes one call of f per data unit of unit bytes, unit i with
+// the plain64 tweak of sector + i*step.
+func unitsEach(c *Cipher, dst, src []byte, unit int, sector, step uint64, decrypt bool) {
+	var t [16]byte
+	for off := 0; off < len(src); off += unit {
+		plain64(&t, sector)
+		if decrypt {
+			decryptUnit(c, &dst[off], &src[off], unit, &t)
+		} else {
+			encryptUnit(c, &dst[off], &src[off], unit, &t)
+		}
+		sector += step
+	}
+}

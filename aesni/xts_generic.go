@@ -81,21 +81,6 @@ func plain64(t *[16]byte, n uint64) {
 	clear(t[8:])
 }
 
-// unitsEach makes one call of f per data unit of unit bytes, unit i with
-// the plain64 tweak of sector + i*step.
-func unitsEach(c *Cipher, dst, src []byte, unit int, sector, step uint64, decrypt bool) {
-	var t [16]byte
-	for off := 0; off < len(src); off += unit {
-		plain64(&t, sector)
-		if decrypt {
-			decryptUnit(c, &dst[off], &src[off], unit, &t)
-		} else {
-			encryptUnit(c, &dst[off], &src[off], unit, &t)
-		}
-		sector += step
-	}
-}
-
 // sectorsGeneric runs xtsGeneric over consecutive data units of unit bytes,
 // unit i with the plain64 tweak of sector + i*step.
 func sectorsGeneric(c *Cipher, dst, src []byte, unit int, sector, step uint64, decrypt bool) {
