@@ -1667,29 +1667,36 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x02
+	JAE     wide31
 	VMOVQ   (R8), X10
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_31
+	JE      aes128_32
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_31:
+aes128_32:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -1700,13 +1707,6 @@ aes128_31:
 	VAESENC     -32(R10), X10, X10
 	VAESENC     -16(R10), X10, X10
 	VAESENCLAST (R10), X10, X10
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x02
-	JAE  wide32
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
@@ -1825,25 +1825,46 @@ aes128_39:
 shortDone36:
 	RET
 
-wide32:
+wide31:
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
+	VPXOR   (BX), X10, X10
+	CMPQ    R12, $0x0a
+	JE      aes128_40
+	VAESENC 16(BX), X10, X10
+	VAESENC 32(BX), X10, X10
+	VAESENC 48(BX), X10, X10
+	VAESENC 64(BX), X10, X10
+
+aes128_40:
+	VAESENC        -144(R10), X10, X10
+	VAESENC        -128(R10), X10, X10
+	VAESENC        -112(R10), X10, X10
+	VAESENC        -96(R10), X10, X10
+	VAESENC        -80(R10), X10, X10
+	VAESENC        -64(R10), X10, X10
+	VAESENC        -48(R10), X10, X10
+	VAESENC        -32(R10), X10, X10
+	VAESENC        -16(R10), X10, X10
+	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk40
+	JZ             bulk41
 	CMPQ           DX, $0x08
-	JB             stealFirst41
+	JB             stealFirst42
 	VMOVDQA        X10, X11
 	MOVQ           DX, R13
 
-x64_43:
+x64_44:
 	CMPQ       R13, $0x40
-	JB         xrest44
+	JB         xrest45
 	VPCLMULQDQ $0x01, X9, X11, X2
 	VPSLLDQ    $0x08, X11, X11
 	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
-	JMP        x64_43
+	JMP        x64_44
 
-xrest44:
+xrest45:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1855,7 +1876,7 @@ xrest44:
 	VPXOR      X13, X11, X11
 	VPXOR      X14, X11, X11
 
-bulk40:
+bulk41:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -1888,9 +1909,9 @@ bulk40:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main45:
+main46:
 	CMPQ           DX, $0x08
-	JB             vec46
+	JB             vec47
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1905,7 +1926,7 @@ main45:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_49
+	JE             aes128_50
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1927,7 +1948,7 @@ main45:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_49:
+aes128_50:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2005,18 +2026,18 @@ aes128_49:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main45
+	JMP            main46
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec46:
+vec47:
 	CMPQ           DX, $0x02
-	JB             partial47
+	JB             partial48
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_50
+	JE             aes128_51
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2026,7 +2047,7 @@ vec46:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_50:
+aes128_51:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2055,24 +2076,24 @@ aes128_50:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec46
+	JMP            vec47
 
-partial47:
+partial48:
 	TESTQ DX, DX
-	JZ    bulkDone48
+	JZ    bulkDone49
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_52
+	JE      aes128_53
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_52:
+aes128_53:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2088,13 +2109,13 @@ aes128_52:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone48:
+bulkDone49:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ     R11, R11
-	JZ        stolen53
+	JZ        stolen54
 	VMOVDQU   -16(DI), X0
 	VMOVDQU   -16(SI)(R11*1), X1
 	LEAQ      ctsShuffle<>+0(SB), R8
@@ -2109,13 +2130,13 @@ bulkDone48:
 	VPXOR     (AX), X11, X8
 	VPXOR     X8, X0, X0
 	CMPQ      R12, $0x0a
-	JE        aes128_54
+	JE        aes128_55
 	VAESENC   16(AX), X0, X0
 	VAESENC   32(AX), X0, X0
 	VAESENC   48(AX), X0, X0
 	VAESENC   64(AX), X0, X0
 
-aes128_54:
+aes128_55:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2129,10 +2150,10 @@ aes128_54:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen53:
-	JMP end42
+stolen54:
+	JMP end43
 
-stealFirst41:
+stealFirst42:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
@@ -2147,16 +2168,16 @@ stealFirst41:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_55:
+x64_56:
 	CMPQ       R13, $0x40
-	JB         xrest56
+	JB         xrest57
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_55
+	JMP        x64_56
 
-xrest56:
+xrest57:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2179,13 +2200,13 @@ xrest56:
 	VPXOR      (AX), X1, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_57
+	JE         aes128_58
 	VAESENC    16(AX), X0, X0
 	VAESENC    32(AX), X0, X0
 	VAESENC    48(AX), X0, X0
 	VAESENC    64(AX), X0, X0
 
-aes128_57:
+aes128_58:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2212,13 +2233,13 @@ aes128_57:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_58
+	JE          aes128_59
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_58:
+aes128_59:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2264,9 +2285,9 @@ aes128_58:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main59:
+main60:
 	CMPQ           DX, $0x08
-	JB             vec60
+	JB             vec61
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -2281,7 +2302,7 @@ main59:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_63
+	JE             aes128_64
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2303,7 +2324,7 @@ main59:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_63:
+aes128_64:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2381,18 +2402,18 @@ aes128_63:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main59
+	JMP            main60
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec60:
+vec61:
 	CMPQ           DX, $0x02
-	JB             partial61
+	JB             partial62
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_64
+	JE             aes128_65
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2402,7 +2423,7 @@ vec60:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_64:
+aes128_65:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2431,24 +2452,24 @@ aes128_64:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec60
+	JMP            vec61
 
-partial61:
+partial62:
 	TESTQ DX, DX
-	JZ    bulkDone62
+	JZ    bulkDone63
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_66
+	JE      aes128_67
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_66:
+aes128_67:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2464,8 +2485,8 @@ aes128_66:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone62:
-end42:
+bulkDone63:
+end43:
 	VZEROUPPER
 	RET
 
@@ -2484,29 +2505,36 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x04
+	JAE     wide68
 	VMOVQ   (R8), X12
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_67
+	JE      aes128_69
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_67:
+aes128_69:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2517,37 +2545,30 @@ aes128_67:
 	VAESENC     -32(R10), X12, X12
 	VAESENC     -16(R10), X12, X12
 	VAESENCLAST (R10), X12, X12
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x04
-	JAE  wide68
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail69
+	JZ    shortNoTail70
 	DECQ  DX
 
-shortNoTail69:
+shortNoTail70:
 	VMOVDQA X12, X4
 
-shortLoop70:
+shortLoop71:
 	TESTQ   DX, DX
-	JZ      shortSteal71
+	JZ      shortSteal72
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_73
+	JE      aes128_74
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_73:
+aes128_74:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2568,11 +2589,11 @@ aes128_73:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop70
+	JMP         shortLoop71
 
-shortSteal71:
+shortSteal72:
 	TESTQ   R11, R11
-	JZ      shortDone72
+	JZ      shortDone73
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -2586,13 +2607,13 @@ shortSteal71:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_74
+	JE      aes128_75
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_74:
+aes128_75:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2619,13 +2640,13 @@ aes128_74:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_75
+	JE          aes128_76
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_75:
+aes128_76:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2639,10 +2660,76 @@ aes128_75:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone72:
+shortDone73:
 	RET
 
 wide68:
+	CMPQ            DX, $0x10
+	JB              narrowTweak77
+	VMOVQ           (R8), X12
+	VPINSRQ         $0x01, 8(R8), X12, X12
+	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_79
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_79:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked78
+
+narrowTweak77:
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
+	VPXOR   (BX), X12, X12
+	CMPQ    R12, $0x0a
+	JE      aes128_80
+	VAESENC 16(BX), X12, X12
+	VAESENC 32(BX), X12, X12
+	VAESENC 48(BX), X12, X12
+	VAESENC 64(BX), X12, X12
+
+aes128_80:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked78:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -2660,22 +2747,22 @@ wide68:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk76
+	JZ              bulk81
 	CMPQ            DX, $0x10
-	JB              stealFirst77
+	JB              stealFirst82
 	VMOVDQA         X12, X15
 	MOVQ            DX, R13
 
-x64_79:
+x64_84:
 	CMPQ       R13, $0x40
-	JB         xrest80
+	JB         xrest85
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_79
+	JMP        x64_84
 
-xrest80:
+xrest85:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2686,27 +2773,26 @@ xrest80:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk76:
+bulk81:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
@@ -2715,9 +2801,9 @@ bulk76:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main81:
+main86:
 	CMPQ       DX, $0x10
-	JB         vec82
+	JB         vec87
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2731,7 +2817,7 @@ main81:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_85
+	JE         aes128_90
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2749,7 +2835,7 @@ main81:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_85:
+aes128_90:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2825,22 +2911,22 @@ aes128_85:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main81
+	JMP         main86
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec82:
+vec87:
 	CMPQ       DX, $0x04
-	JB         partial83
+	JB         partial88
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_86
+	JE         aes128_91
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_86:
+aes128_91:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2859,28 +2945,28 @@ aes128_86:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec82
+	JMP         vec87
 
-partial83:
+partial88:
 	TESTQ DX, DX
-	JZ    bulkDone84
+	JZ    bulkDone89
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one87
+	JB         one92
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_88
+	JE         aes128_93
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_88:
+aes128_93:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -2897,19 +2983,19 @@ aes128_88:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone84
+	JZ            bulkDone89
 
-one87:
+one92:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_89
+	JE         aes128_94
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_89:
+aes128_94:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2925,13 +3011,13 @@ aes128_89:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone84:
+bulkDone89:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen90
+	JZ         stolen95
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -2945,13 +3031,13 @@ bulkDone84:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_91
+	JE         aes128_96
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_91:
+aes128_96:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2965,10 +3051,10 @@ aes128_91:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen90:
-	JMP end78
+stolen95:
+	JMP end83
 
-stealFirst77:
+stealFirst82:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
@@ -2983,16 +3069,16 @@ stealFirst77:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_92:
+x64_97:
 	CMPQ       R13, $0x40
-	JB         xrest93
+	JB         xrest98
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_92
+	JMP        x64_97
 
-xrest93:
+xrest98:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -3012,13 +3098,13 @@ xrest93:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_94
+	JE         aes128_99
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_94:
+aes128_99:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3044,13 +3130,13 @@ aes128_94:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_95
+	JE          aes128_100
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_95:
+aes128_100:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3066,24 +3152,23 @@ aes128_95:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
@@ -3092,9 +3177,9 @@ aes128_95:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main96:
+main101:
 	CMPQ       DX, $0x10
-	JB         vec97
+	JB         vec102
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3108,7 +3193,7 @@ main96:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_100
+	JE         aes128_105
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3126,7 +3211,7 @@ main96:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_100:
+aes128_105:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3202,22 +3287,22 @@ aes128_100:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main96
+	JMP         main101
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec97:
+vec102:
 	CMPQ       DX, $0x04
-	JB         partial98
+	JB         partial103
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_101
+	JE         aes128_106
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_101:
+aes128_106:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3236,28 +3321,28 @@ aes128_101:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec97
+	JMP         vec102
 
-partial98:
+partial103:
 	TESTQ DX, DX
-	JZ    bulkDone99
+	JZ    bulkDone104
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one102
+	JB         one107
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_103
+	JE         aes128_108
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_103:
+aes128_108:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3274,19 +3359,19 @@ aes128_103:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone99
+	JZ            bulkDone104
 
-one102:
+one107:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_104
+	JE         aes128_109
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_104:
+aes128_109:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3302,8 +3387,8 @@ aes128_104:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone99:
-end78:
+bulkDone104:
+end83:
 	VZEROUPPER
 	RET
 
@@ -3370,7 +3455,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_105
+	JE              aes128_110
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3380,7 +3465,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_105:
+aes128_110:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3404,7 +3489,7 @@ aes128_105:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general109
+	JNZ       general114
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3422,7 +3507,7 @@ aes128_105:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_110
+	JE              aes128_115
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3432,7 +3517,7 @@ aes128_105:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_110:
+aes128_115:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3482,7 +3567,7 @@ aes128_110:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe111:
+pipe116:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3496,7 +3581,7 @@ pipe111:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_112
+	JE         aes128_117
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3514,7 +3599,7 @@ pipe111:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_112:
+aes128_117:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -3528,7 +3613,7 @@ aes128_112:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd113
+	JE         unitEnd118
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -3557,12 +3642,12 @@ aes128_112:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont116
+	JMP        cont121
 
-unitEnd113:
+unitEnd118:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit115
+	JNZ       nextUnit120
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3580,7 +3665,7 @@ unitEnd113:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_117
+	JE              aes128_122
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3590,7 +3675,7 @@ unitEnd113:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_117:
+aes128_122:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3613,7 +3698,7 @@ aes128_117:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit115:
+nextUnit120:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -3638,7 +3723,7 @@ nextUnit115:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont116:
+cont121:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3675,11 +3760,11 @@ cont116:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe111
-	JMP         done108
+	JNZ         pipe116
+	JMP         done113
 
-general109:
-group106:
+general114:
+group111:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3697,7 +3782,7 @@ group106:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_118
+	JE              aes128_123
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3707,7 +3792,7 @@ group106:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_118:
+aes128_123:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3730,7 +3815,7 @@ aes128_118:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit107:
+unit112:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -3761,9 +3846,9 @@ unit107:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main119:
+main124:
 	CMPQ       DX, $0x10
-	JB         vec120
+	JB         vec125
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3777,7 +3862,7 @@ main119:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_123
+	JE         aes128_128
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3795,7 +3880,7 @@ main119:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_123:
+aes128_128:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3871,22 +3956,22 @@ aes128_123:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main119
+	JMP         main124
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec120:
+vec125:
 	CMPQ       DX, $0x04
-	JB         partial121
+	JB         partial126
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_124
+	JE         aes128_129
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_124:
+aes128_129:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3905,28 +3990,28 @@ aes128_124:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec120
+	JMP         vec125
 
-partial121:
+partial126:
 	TESTQ DX, DX
-	JZ    bulkDone122
+	JZ    bulkDone127
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one125
+	JB         one130
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_126
+	JE         aes128_131
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_126:
+aes128_131:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3943,19 +4028,19 @@ aes128_126:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone122
+	JZ            bulkDone127
 
-one125:
+one130:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_127
+	JE         aes128_132
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_127:
+aes128_132:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3971,15 +4056,15 @@ aes128_127:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone122:
+bulkDone127:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done108
+	JZ      done113
 	DECQ    R11
-	JNZ     unit107
-	JMP     group106
+	JNZ     unit112
+	JMP     group111
 
-done108:
+done113:
 	VZEROUPPER
 	RET
 
@@ -4024,7 +4109,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_128
+	JE             aes128_133
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4034,7 +4119,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_128:
+aes128_133:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4056,7 +4141,7 @@ aes128_128:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group129:
+group134:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4068,7 +4153,7 @@ group129:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_132
+	JE             aes128_137
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4078,7 +4163,7 @@ group129:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_132:
+aes128_137:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4101,7 +4186,7 @@ aes128_132:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit130:
+unit135:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -4136,9 +4221,9 @@ unit130:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main133:
+main138:
 	CMPQ           DX, $0x08
-	JB             vec134
+	JB             vec139
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4153,7 +4238,7 @@ main133:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_137
+	JE             aes128_142
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4175,7 +4260,7 @@ main133:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_137:
+aes128_142:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4253,18 +4338,18 @@ aes128_137:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main133
+	JMP            main138
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec134:
+vec139:
 	CMPQ           DX, $0x02
-	JB             partial135
+	JB             partial140
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_138
+	JE             aes128_143
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4274,7 +4359,7 @@ vec134:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_138:
+aes128_143:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4303,24 +4388,24 @@ aes128_138:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec134
+	JMP            vec139
 
-partial135:
+partial140:
 	TESTQ DX, DX
-	JZ    bulkDone136
+	JZ    bulkDone141
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_140
+	JE      aes128_145
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_140:
+aes128_145:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -4336,15 +4421,15 @@ aes128_140:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone136:
+bulkDone141:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done131
+	JZ     done136
 	DECQ   R11
-	JNZ    unit130
-	JMP    group129
+	JNZ    unit135
+	JMP    group134
 
-done131:
+done136:
 	VZEROUPPER
 	RET
 
@@ -4381,7 +4466,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_141
+	JE         aes128_146
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4391,7 +4476,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_141:
+aes128_146:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4419,21 +4504,21 @@ aes128_141:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal142
+	JZ    noSteal147
 	DECQ  DX
 
-noSteal142:
+noSteal147:
 	// One block at a time
-loop1_143:
+loop1_148:
 	TESTQ  DX, DX
-	JZ     steal144
+	JZ     steal149
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_145
+	JE     aes128_150
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4443,7 +4528,7 @@ loop1_143:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_145:
+aes128_150:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4474,11 +4559,11 @@ aes128_145:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_143
+	JMP        loop1_148
 
-steal144:
+steal149:
 	TESTQ R11, R11
-	JZ    done146
+	JZ    done151
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4499,7 +4584,7 @@ steal144:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_147
+	JE     aes128_152
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4509,7 +4594,7 @@ steal144:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_147:
+aes128_152:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4550,7 +4635,7 @@ aes128_147:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_148
+	JE         aes128_153
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4560,7 +4645,7 @@ aes128_147:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_148:
+aes128_153:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4584,7 +4669,7 @@ aes128_148:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done146:
+done151:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4621,7 +4706,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_149
+	JE         aes128_154
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4631,7 +4716,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_149:
+aes128_154:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4659,13 +4744,13 @@ aes128_149:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal150
+	JZ    noSteal155
 	DECQ  DX
 
-noSteal150:
-loop4_152:
+noSteal155:
+loop4_157:
 	CMPQ   DX, $0x04
-	JB     loop1_151
+	JB     loop1_156
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4704,7 +4789,7 @@ loop4_152:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_153
+	JE     aes128_158
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4726,7 +4811,7 @@ loop4_152:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_153:
+aes128_158:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4788,19 +4873,19 @@ aes128_153:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_152
+	JMP        loop4_157
 
 	// One block at a time
-loop1_151:
+loop1_156:
 	TESTQ  DX, DX
-	JZ     steal154
+	JZ     steal159
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_155
+	JE     aes128_160
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4810,7 +4895,7 @@ loop1_151:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_155:
+aes128_160:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4841,11 +4926,11 @@ aes128_155:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_151
+	JMP        loop1_156
 
-steal154:
+steal159:
 	TESTQ R11, R11
-	JZ    done156
+	JZ    done161
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4866,7 +4951,7 @@ steal154:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_157
+	JE     aes128_162
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4876,7 +4961,7 @@ steal154:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_157:
+aes128_162:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4917,7 +5002,7 @@ aes128_157:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_158
+	JE         aes128_163
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4927,7 +5012,7 @@ aes128_157:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_158:
+aes128_163:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4951,7 +5036,7 @@ aes128_158:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done156:
+done161:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4990,7 +5075,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_159
+	JE         aes128_164
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5000,7 +5085,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_159:
+aes128_164:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5028,13 +5113,13 @@ aes128_159:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal160
+	JZ    noSteal165
 	DECQ  DX
 
-noSteal160:
-loop8_162:
+noSteal165:
+loop8_167:
 	CMPQ   DX, $0x08
-	JB     loop4_163
+	JB     loop4_168
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5109,7 +5194,7 @@ loop8_162:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_164
+	JE     aes128_169
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5147,7 +5232,7 @@ loop8_162:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_164:
+aes128_169:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5265,11 +5350,11 @@ aes128_164:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_162
+	JMP        loop8_167
 
-loop4_163:
+loop4_168:
 	CMPQ   DX, $0x04
-	JB     loop1_161
+	JB     loop1_166
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5308,7 +5393,7 @@ loop4_163:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_165
+	JE     aes128_170
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5330,7 +5415,7 @@ loop4_163:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_165:
+aes128_170:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5394,16 +5479,16 @@ aes128_165:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_161:
+loop1_166:
 	TESTQ  DX, DX
-	JZ     steal166
+	JZ     steal171
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_167
+	JE     aes128_172
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5413,7 +5498,7 @@ loop1_161:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_167:
+aes128_172:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5444,11 +5529,11 @@ aes128_167:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_161
+	JMP        loop1_166
 
-steal166:
+steal171:
 	TESTQ R11, R11
-	JZ    done168
+	JZ    done173
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5469,7 +5554,7 @@ steal166:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_169
+	JE     aes128_174
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5479,7 +5564,7 @@ steal166:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_169:
+aes128_174:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5520,7 +5605,7 @@ aes128_169:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_170
+	JE         aes128_175
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5530,7 +5615,7 @@ aes128_169:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_170:
+aes128_175:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5554,7 +5639,7 @@ aes128_170:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done168:
+done173:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5570,29 +5655,36 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x02
+	JAE     wide176
 	VMOVQ   (R8), X10
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_171
+	JE      aes128_177
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_171:
+aes128_177:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -5603,37 +5695,30 @@ aes128_171:
 	VAESENC     -32(R10), X10, X10
 	VAESENC     -16(R10), X10, X10
 	VAESENCLAST (R10), X10, X10
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x02
-	JAE  wide172
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail173
+	JZ    shortNoTail178
 	DECQ  DX
 
-shortNoTail173:
+shortNoTail178:
 	VMOVDQA X10, X4
 
-shortLoop174:
+shortLoop179:
 	TESTQ   DX, DX
-	JZ      shortSteal175
+	JZ      shortSteal180
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_177
+	JE      aes128_182
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_177:
+aes128_182:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5654,11 +5739,11 @@ aes128_177:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop174
+	JMP         shortLoop179
 
-shortSteal175:
+shortSteal180:
 	TESTQ   R11, R11
-	JZ      shortDone176
+	JZ      shortDone181
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5672,13 +5757,13 @@ shortSteal175:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_178
+	JE      aes128_183
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_178:
+aes128_183:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5705,13 +5790,13 @@ aes128_178:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_179
+	JE          aes128_184
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_179:
+aes128_184:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5725,13 +5810,34 @@ aes128_179:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone176:
+shortDone181:
 	RET
 
-wide172:
+wide176:
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
+	VPXOR   (BX), X10, X10
+	CMPQ    R12, $0x0a
+	JE      aes128_185
+	VAESENC 16(BX), X10, X10
+	VAESENC 32(BX), X10, X10
+	VAESENC 48(BX), X10, X10
+	VAESENC 64(BX), X10, X10
+
+aes128_185:
+	VAESENC        -144(R10), X10, X10
+	VAESENC        -128(R10), X10, X10
+	VAESENC        -112(R10), X10, X10
+	VAESENC        -96(R10), X10, X10
+	VAESENC        -80(R10), X10, X10
+	VAESENC        -64(R10), X10, X10
+	VAESENC        -48(R10), X10, X10
+	VAESENC        -32(R10), X10, X10
+	VAESENC        -16(R10), X10, X10
+	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk180
+	JZ             bulk186
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -5742,16 +5848,16 @@ wide172:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_181:
+x64_187:
 	CMPQ       R13, $0x40
-	JB         xrest182
+	JB         xrest188
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_181
+	JMP        x64_187
 
-xrest182:
+xrest188:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5774,13 +5880,13 @@ xrest182:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_183
+	JE         aes128_189
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_183:
+aes128_189:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5837,9 +5943,9 @@ aes128_183:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main184:
+main190:
 	CMPQ           DX, $0x08
-	JB             vec185
+	JB             vec191
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5854,7 +5960,7 @@ main184:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_188
+	JE             aes128_194
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5876,7 +5982,7 @@ main184:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_188:
+aes128_194:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5954,18 +6060,18 @@ aes128_188:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main184
+	JMP            main190
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec185:
+vec191:
 	CMPQ           DX, $0x02
-	JB             partial186
+	JB             partial192
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_189
+	JE             aes128_195
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5975,7 +6081,7 @@ vec185:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_189:
+aes128_195:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6004,20 +6110,20 @@ aes128_189:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec185
+	JMP            vec191
 
-partial186:
+partial192:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_191
+	JZ             group0_197
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_192
+	JE             aes128_198
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6027,7 +6133,7 @@ partial186:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_192:
+aes128_198:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6050,20 +6156,20 @@ aes128_192:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone190
+	JMP            groupDone196
 
-group0_191:
+group0_197:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_193
+	JE      aes128_199
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_193:
+aes128_199:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6077,10 +6183,10 @@ aes128_193:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone190:
-	JMP end194
+groupDone196:
+	JMP end200
 
-bulk180:
+bulk186:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -6113,9 +6219,9 @@ bulk180:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main195:
+main201:
 	CMPQ           DX, $0x08
-	JB             vec196
+	JB             vec202
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6130,7 +6236,7 @@ main195:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_199
+	JE             aes128_205
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6152,7 +6258,7 @@ main195:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_199:
+aes128_205:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6230,18 +6336,18 @@ aes128_199:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main195
+	JMP            main201
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec196:
+vec202:
 	CMPQ           DX, $0x02
-	JB             partial197
+	JB             partial203
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_200
+	JE             aes128_206
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6251,7 +6357,7 @@ vec196:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_200:
+aes128_206:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6280,24 +6386,24 @@ aes128_200:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec196
+	JMP            vec202
 
-partial197:
+partial203:
 	TESTQ DX, DX
-	JZ    bulkDone198
+	JZ    bulkDone204
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_202
+	JE      aes128_208
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_202:
+aes128_208:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6313,8 +6419,8 @@ aes128_202:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone198:
-end194:
+bulkDone204:
+end200:
 	VZEROUPPER
 	RET
 
@@ -6333,29 +6439,36 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x04
+	JAE     wide209
 	VMOVQ   (R8), X12
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_203
+	JE      aes128_210
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_203:
+aes128_210:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -6366,37 +6479,30 @@ aes128_203:
 	VAESENC     -32(R10), X12, X12
 	VAESENC     -16(R10), X12, X12
 	VAESENCLAST (R10), X12, X12
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x04
-	JAE  wide204
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail205
+	JZ    shortNoTail211
 	DECQ  DX
 
-shortNoTail205:
+shortNoTail211:
 	VMOVDQA X12, X4
 
-shortLoop206:
+shortLoop212:
 	TESTQ   DX, DX
-	JZ      shortSteal207
+	JZ      shortSteal213
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_209
+	JE      aes128_215
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_209:
+aes128_215:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6417,11 +6523,11 @@ aes128_209:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop206
+	JMP         shortLoop212
 
-shortSteal207:
+shortSteal213:
 	TESTQ   R11, R11
-	JZ      shortDone208
+	JZ      shortDone214
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6435,13 +6541,13 @@ shortSteal207:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_210
+	JE      aes128_216
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_210:
+aes128_216:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6468,13 +6574,13 @@ aes128_210:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_211
+	JE          aes128_217
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_211:
+aes128_217:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6488,10 +6594,76 @@ aes128_211:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone208:
+shortDone214:
 	RET
 
-wide204:
+wide209:
+	CMPQ            DX, $0x10
+	JB              narrowTweak218
+	VMOVQ           (R8), X12
+	VPINSRQ         $0x01, 8(R8), X12, X12
+	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_220
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_220:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked219
+
+narrowTweak218:
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
+	VPXOR   (BX), X12, X12
+	CMPQ    R12, $0x0a
+	JE      aes128_221
+	VAESENC 16(BX), X12, X12
+	VAESENC 32(BX), X12, X12
+	VAESENC 48(BX), X12, X12
+	VAESENC 64(BX), X12, X12
+
+aes128_221:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked219:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -6509,7 +6681,7 @@ wide204:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk212
+	JZ              bulk222
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6520,16 +6692,16 @@ wide204:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_213:
+x64_223:
 	CMPQ       R13, $0x40
-	JB         xrest214
+	JB         xrest224
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_213
+	JMP        x64_223
 
-xrest214:
+xrest224:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6549,13 +6721,13 @@ xrest214:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_215
+	JE         aes128_225
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_215:
+aes128_225:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6582,24 +6754,23 @@ aes128_215:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
@@ -6608,9 +6779,9 @@ aes128_215:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main216:
+main226:
 	CMPQ       DX, $0x10
-	JB         vec217
+	JB         vec227
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6624,7 +6795,7 @@ main216:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_220
+	JE         aes128_230
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6642,7 +6813,7 @@ main216:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_220:
+aes128_230:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6718,22 +6889,22 @@ aes128_220:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main216
+	JMP         main226
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec217:
+vec227:
 	CMPQ       DX, $0x04
-	JB         partial218
+	JB         partial228
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_221
+	JE         aes128_231
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_221:
+aes128_231:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6752,27 +6923,27 @@ aes128_221:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec217
+	JMP         vec227
 
-partial218:
+partial228:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_223
+	JB           group1_233
 	VMOVDQU      (SI), Y0
-	JE           groupZ225
+	JE           groupZ235
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_227
+	JE           aes128_237
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_227:
+aes128_237:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6784,19 +6955,19 @@ aes128_227:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_226
+	JMP         group3_236
 
-groupZ225:
+groupZ235:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_228
+	JE           aes128_238
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_228:
+aes128_238:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -6811,26 +6982,26 @@ aes128_228:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone222
+	JMP           groupDone232
 
-group3_226:
+group3_236:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone222
+	JMP       groupDone232
 
-group1_223:
+group1_233:
 	TESTQ       DX, DX
-	JZ          group0_224
+	JZ          group0_234
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_229
+	JE          aes128_239
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_229:
+aes128_239:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -6843,250 +7014,10 @@ aes128_229:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone222
+	JMP         groupDone232
 
-group0_224:
+group0_234:
 	VMOVDQA    X15, X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_230
-	VAESDEC    X17, X0, X0
-	VAESDEC    X18, X0, X0
-	VAESDEC    X19, X0, X0
-	VAESDEC    X20, X0, X0
-
-aes128_230:
-	VAESDEC     X21, X0, X0
-	VAESDEC     X22, X0, X0
-	VAESDEC     X23, X0, X0
-	VAESDEC     X24, X0, X0
-	VAESDEC     X25, X0, X0
-	VAESDEC     X26, X0, X0
-	VAESDEC     X27, X0, X0
-	VAESDEC     X28, X0, X0
-	VAESDEC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-
-groupDone222:
-	JMP end231
-
-bulk212:
-	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
-	// so that the first AES round waits for one multiplication only.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
-	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
-	// shifts and XORs); rounds 8-13; the last round.
-main232:
-	CMPQ       DX, $0x10
-	JB         vec233
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	VPXORD     Z30, Z4, Z8
-	VPXORD     Z30, Z5, Z9
-	VPXORD     Z30, Z6, Z10
-	VPXORD     Z30, Z7, Z11
-	CMPQ       R12, $0x0a
-	JE         aes128_236
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z17, Z3, Z3
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z18, Z3, Z3
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z19, Z3, Z3
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-	VAESDEC    Z20, Z3, Z3
-
-aes128_236:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z13
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z4
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z4
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z5
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z5
-	VPSRLDQ     $0x0e, Z6, Z13
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z6
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z6
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z7
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z7
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z8, Z0, Z0
-	VAESDECLAST Z9, Z1, Z1
-	VAESDECLAST Z10, Z2, Z2
-	VAESDECLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-	JMP         main232
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec233:
-	CMPQ       DX, $0x04
-	JB         partial234
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	CMPQ       R12, $0x0a
-	JE         aes128_237
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
-
-aes128_237:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec233
-
-partial234:
-	TESTQ DX, DX
-	JZ    bulkDone235
-
-	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
-	// xmm. Plain loads and stores of exactly the data, not masked ones: on
-	// AMD a masked store cannot forward to a later load of the same bytes,
-	// which costs the next in-place call on the buffer dearly.
-	CMPQ       DX, $0x02
-	JB         one238
-	VMOVDQU    (SI), Y0
-	VPTERNLOGD $0x96, Y16, Y4, Y0
-	CMPQ       R12, $0x0a
-	JE         aes128_239
-	VAESDEC    Y17, Y0, Y0
-	VAESDEC    Y18, Y0, Y0
-	VAESDEC    Y19, Y0, Y0
-	VAESDEC    Y20, Y0, Y0
-
-aes128_239:
-	VAESDEC       Y21, Y0, Y0
-	VAESDEC       Y22, Y0, Y0
-	VAESDEC       Y23, Y0, Y0
-	VAESDEC       Y24, Y0, Y0
-	VAESDEC       Y25, Y0, Y0
-	VAESDEC       Y26, Y0, Y0
-	VAESDEC       Y27, Y0, Y0
-	VAESDEC       Y28, Y0, Y0
-	VAESDEC       Y29, Y0, Y0
-	VPXORD        Y30, Y4, Y8
-	VAESDECLAST   Y8, Y0, Y0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z4, X4
-	ADDQ          $0x20, SI
-	ADDQ          $0x20, DI
-	SUBQ          $0x02, DX
-	JZ            bulkDone235
-
-one238:
-	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
 	JE         aes128_240
@@ -7108,11 +7039,250 @@ aes128_240:
 	VPXORD      X30, X4, X8
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
+
+groupDone232:
+	JMP end241
+
+bulk222:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main242:
+	CMPQ       DX, $0x10
+	JB         vec243
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_246
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_246:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main242
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec243:
+	CMPQ       DX, $0x04
+	JB         partial244
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_247
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_247:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec243
+
+partial244:
+	TESTQ DX, DX
+	JZ    bulkDone245
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one248
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_249
+	VAESDEC    Y17, Y0, Y0
+	VAESDEC    Y18, Y0, Y0
+	VAESDEC    Y19, Y0, Y0
+	VAESDEC    Y20, Y0, Y0
+
+aes128_249:
+	VAESDEC       Y21, Y0, Y0
+	VAESDEC       Y22, Y0, Y0
+	VAESDEC       Y23, Y0, Y0
+	VAESDEC       Y24, Y0, Y0
+	VAESDEC       Y25, Y0, Y0
+	VAESDEC       Y26, Y0, Y0
+	VAESDEC       Y27, Y0, Y0
+	VAESDEC       Y28, Y0, Y0
+	VAESDEC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESDECLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone245
+
+one248:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_250
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_250:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone235:
-end231:
+bulkDone245:
+end241:
 	VZEROUPPER
 	RET
 
@@ -7179,7 +7349,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_241
+	JE              aes128_251
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7189,7 +7359,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_241:
+aes128_251:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7213,7 +7383,7 @@ aes128_241:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general245
+	JNZ       general255
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7231,7 +7401,7 @@ aes128_241:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_246
+	JE              aes128_256
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7241,7 +7411,7 @@ aes128_241:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_246:
+aes128_256:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7291,7 +7461,7 @@ aes128_246:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe247:
+pipe257:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7305,7 +7475,7 @@ pipe247:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_248
+	JE         aes128_258
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7323,7 +7493,7 @@ pipe247:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_248:
+aes128_258:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -7337,7 +7507,7 @@ aes128_248:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd249
+	JE         unitEnd259
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -7366,12 +7536,12 @@ aes128_248:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont252
+	JMP        cont262
 
-unitEnd249:
+unitEnd259:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit251
+	JNZ       nextUnit261
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7389,7 +7559,7 @@ unitEnd249:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_253
+	JE              aes128_263
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7399,7 +7569,7 @@ unitEnd249:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_253:
+aes128_263:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7422,7 +7592,7 @@ aes128_253:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit251:
+nextUnit261:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -7447,7 +7617,7 @@ nextUnit251:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont252:
+cont262:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -7484,11 +7654,11 @@ cont252:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe247
-	JMP         done244
+	JNZ         pipe257
+	JMP         done254
 
-general245:
-group242:
+general255:
+group252:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7506,7 +7676,7 @@ group242:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_254
+	JE              aes128_264
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7516,7 +7686,7 @@ group242:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_254:
+aes128_264:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7539,7 +7709,7 @@ aes128_254:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit243:
+unit253:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -7570,9 +7740,9 @@ unit243:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main255:
+main265:
 	CMPQ       DX, $0x10
-	JB         vec256
+	JB         vec266
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7586,7 +7756,7 @@ main255:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_259
+	JE         aes128_269
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7604,7 +7774,7 @@ main255:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_259:
+aes128_269:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7680,22 +7850,22 @@ aes128_259:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main255
+	JMP         main265
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec256:
+vec266:
 	CMPQ       DX, $0x04
-	JB         partial257
+	JB         partial267
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_260
+	JE         aes128_270
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_260:
+aes128_270:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7714,28 +7884,28 @@ aes128_260:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec256
+	JMP         vec266
 
-partial257:
+partial267:
 	TESTQ DX, DX
-	JZ    bulkDone258
+	JZ    bulkDone268
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one261
+	JB         one271
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_262
+	JE         aes128_272
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_262:
+aes128_272:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -7752,19 +7922,19 @@ aes128_262:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone258
+	JZ            bulkDone268
 
-one261:
+one271:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_263
+	JE         aes128_273
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_263:
+aes128_273:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7780,15 +7950,15 @@ aes128_263:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone258:
+bulkDone268:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done244
+	JZ      done254
 	DECQ    R11
-	JNZ     unit243
-	JMP     group242
+	JNZ     unit253
+	JMP     group252
 
-done244:
+done254:
 	VZEROUPPER
 	RET
 
@@ -7833,7 +8003,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_264
+	JE             aes128_274
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7843,7 +8013,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_264:
+aes128_274:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7865,7 +8035,7 @@ aes128_264:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group265:
+group275:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7877,7 +8047,7 @@ group265:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_268
+	JE             aes128_278
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7887,7 +8057,7 @@ group265:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_268:
+aes128_278:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7910,7 +8080,7 @@ aes128_268:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit266:
+unit276:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -7945,9 +8115,9 @@ unit266:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main269:
+main279:
 	CMPQ           DX, $0x08
-	JB             vec270
+	JB             vec280
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7962,7 +8132,7 @@ main269:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_273
+	JE             aes128_283
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7984,7 +8154,7 @@ main269:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_273:
+aes128_283:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -8062,18 +8232,18 @@ aes128_273:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main269
+	JMP            main279
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec270:
+vec280:
 	CMPQ           DX, $0x02
-	JB             partial271
+	JB             partial281
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_274
+	JE             aes128_284
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -8083,7 +8253,7 @@ vec270:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_274:
+aes128_284:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -8112,24 +8282,24 @@ aes128_274:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec270
+	JMP            vec280
 
-partial271:
+partial281:
 	TESTQ DX, DX
-	JZ    bulkDone272
+	JZ    bulkDone282
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_276
+	JE      aes128_286
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_276:
+aes128_286:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8145,14 +8315,14 @@ aes128_276:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone272:
+bulkDone282:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done267
+	JZ     done277
 	DECQ   R11
-	JNZ    unit266
-	JMP    group265
+	JNZ    unit276
+	JMP    group275
 
-done267:
+done277:
 	VZEROUPPER
 	RET
