@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -98,7 +99,7 @@ var UnlimitedKDF = KDFLimits{MaxMemoryKiB: math.MaxUint32, MaxWork: math.MaxUint
 // three quarters of what this machine has available.
 func DefaultKDFLimits() KDFLimits {
 	l := KDFLimits{MaxMemoryKiB: MaxKDFMemoryKiB, MaxWork: MaxKDFWork}
-	if avail := availableMemoryKiB(); avail > 0 {
+	if avail := sysmem.AvailableKiB(); avail > 0 {
 		l.MaxMemoryKiB = uint32(min(uint64(l.MaxMemoryKiB), avail/4*3))
 	}
 	return l
@@ -304,7 +305,7 @@ const defaultKDFMemoryKiB = 1 << 20
 // DefaultKDFMemory is the memory in KiB Argon2id uses by default:
 // defaultKDFMemoryKiB, or half the available RAM if that is less.
 func DefaultKDFMemory() uint32 {
-	if avail := availableMemoryKiB(); avail > 0 {
+	if avail := sysmem.AvailableKiB(); avail > 0 {
 		return uint32(min(defaultKDFMemoryKiB, avail/2))
 	}
 	return defaultKDFMemoryKiB

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 )
 
 func writeTestImage(t *testing.T, dev *memDevice) string {
@@ -106,8 +108,8 @@ func TestCalibrateKDF(t *testing.T) {
 			t.Errorf("fitKDF(%v first, %v per pass, target %v) = %+v, want %+v", c.first, c.perPass, c.target, got, c.want)
 		}
 	}
-	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
-		t.Fatalf("default memory %d KiB with %d KiB available", m, availableMemoryKiB())
+	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > sysmem.AvailableKiB()/2 {
+		t.Fatalf("default memory %d KiB with %d KiB available", m, sysmem.AvailableKiB())
 	}
 }
 
