@@ -211,7 +211,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	st.Device = dev
 
 	if req.Mount != "" {
-		if st.FSType, err = mountFilesystem(req.Path, dev, req.Mount, req.FSType, ro); err != nil {
+		if st.FSType, err = mountFilesystem(req.Path, req.Type, dev, req.Mount, req.FSType, ro); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { mount.Unmount(req.Mount) })

@@ -284,7 +284,7 @@ func TestDMStateRecord(t *testing.T) {
 	unlock()
 	st := &State{
 		Name: "rec", Backend: "dm", Image: "/srv/disk.vol", ImageDev: 2049, ImageIno: 77,
-		Type: TypeVolume, Cipher: "aes-xts-plain64, 512-bit key, 4096-byte sectors, no integrity tags",
+		Type: TypeVolume, Cipher: Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096, DataOffset: 1 << 20, Integrity: "none"},
 		Device: "/dev/mapper/rec", Loop: "/dev/loop4", Mountpoint: "/mnt/rec", FSType: "ext4",
 		Opened: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Recovered: &Recovery{DirtyRegions: 2},
 	}

@@ -47,7 +47,7 @@ type Request struct {
 	// the volume key of a LUKS image (the caller unlocked it). The caller
 	// wipes it.
 	Key      []byte
-	Cipher   string // human description of the encryption, for status
+	Cipher   Cipher // the encryption, for status
 	ReadOnly bool
 	Mount    string // the real path of the directory to mount on, or ""
 	FSType   string // filesystem type for Mount; "" detects it

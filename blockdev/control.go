@@ -37,7 +37,7 @@ type serverConfig struct {
 	Type     string       `json:"type"`
 	Plain    volume.Plain `json:"plain"`
 	LUKS     *segment     `json:"luks,omitempty"` // TypeLUKS: the data segment
-	Cipher   string       `json:"cipher"`
+	Cipher   Cipher       `json:"cipher"`
 	ReadOnly bool         `json:"read_only"`
 	Mount    string       `json:"mount,omitempty"`
 	FSType   string       `json:"fstype,omitempty"`

@@ -159,7 +159,7 @@ func (s *server) start(key []byte) (err error) {
 	loop := s.srv.LoopDevice().Path
 
 	if cfg.Mount != "" {
-		s.fstype, err = mountFilesystem(cfg.Image, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
+		s.fstype, err = mountFilesystem(cfg.Image, cfg.Type, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -47,7 +48,7 @@ const DefaultArgon2Memory = 1 << 20
 func CalibrateArgon2id(target time.Duration, memoryKiB uint32) Argon2Params {
 	if memoryKiB == 0 {
 		memoryKiB = DefaultArgon2Memory
-		if avail := availableMemoryKiB(); avail > 0 && avail/2 < uint64(memoryKiB) {
+		if avail := sysmem.AvailableKiB(); avail > 0 && avail/2 < uint64(memoryKiB) {
 			memoryKiB = uint32(max(avail/2, 64<<10))
 		}
 	}

@@ -3,6 +3,7 @@ package luks
 import (
 	"fmt"
 
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -50,7 +51,7 @@ func DefaultLimits() Limits {
 		MaxWork:       DefaultMaxWork,
 		MaxIterations: DefaultMaxIterations,
 	}
-	if avail := availableMemoryKiB(); avail > 0 && avail/2 < uint64(l.MaxMemoryKiB) {
+	if avail := sysmem.AvailableKiB(); avail > 0 && avail/2 < uint64(l.MaxMemoryKiB) {
 		l.MaxMemoryKiB = uint32(max(avail/2, 64<<10))
 	}
 	return l

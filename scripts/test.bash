@@ -2,7 +2,8 @@
 # test.bash: the whole test suite, as CI runs it (.ci/run calls this).
 # Installs missing test dependencies first (scripts/install-deps.sh), then:
 # formatting, vet (also for arm64 and purego), staticcheck, module checks,
-# the tests, the tests again under -tags purego, with the race detector on
+# the tests, the tests again under -tags purego and cross-compiled for
+# arm64 under qemu-user (the portable path), with the race detector on
 # the concurrent packages, and with the wide CPU features masked off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,14 @@ fi
 
 step go test -tags purego
 go test -count=1 -tags purego ./...
+
+step 'the portable path on arm64, under qemu-user (correctness only; never quote its speed)'
+armtests=$(mktemp -d)
+for pkg in aesni xts sector blake2b; do
+  GOARCH=arm64 go test -c -o "$armtests/$pkg.test" "./$pkg"
+  (cd "$pkg" && qemu-aarch64-static "$armtests/$pkg.test" -test.short -test.count=1)
+done
+rm -rf "$armtests"
 
 step go test -race
 go test -count=1 -race ./sector ./volume/... ./blockdev/... ./internal/...

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -24,12 +25,37 @@ func checkType(typ string) error {
 	return nil
 }
 
+// digestFlag is --digest of encrypt and decrypt: whether a volume's
+// plaintext is hashed end to end.
+type digestFlag string
+
+const (
+	digestBLAKE2b = "blake2b"
+	digestNone    = "none"
+)
+
+func (d *digestFlag) register(fs *pflag.FlagSet, usage string) {
+	fs.StringVar((*string)(d), "digest", digestBLAKE2b, usage)
+}
+
+// enabled validates --digest and says whether to compute the digest.
+func (d digestFlag) enabled() (bool, error) {
+	switch d {
+	case digestBLAKE2b:
+		return true, nil
+	case digestNone:
+		return false, nil
+	}
+	return false, usageError(fmt.Errorf("unknown --digest %q (want %s or %s)", string(d), digestBLAKE2b, digestNone))
+}
+
 func newEncryptCmd(a *app) *cobra.Command {
 	var (
-		typ   string
-		force bool
-		pf    plainFlags
-		cf    createFlags
+		typ    string
+		force  bool
+		pf     plainFlags
+		cf     createFlags
+		digest digestFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "encrypt IN OUT",
@@ -44,8 +70,11 @@ for the passphrase (asked twice on the terminal, or --passphrase-file), the
 data encrypted as dm-crypt's aes-xts-plain64, and a keyed BLAKE2b tag per
 sector (--integrity none to leave them out). encrypt prints the end-to-end
 digest of IN, its BLAKE2b-512 (the hex digits b2sum prints for IN); the
-volume records it, encrypted, and decrypt and verify check it. Passphrase
-hashing (Argon2id) is calibrated to take --kdf-time on this machine.
+volume records it, encrypted, and decrypt and verify check it. The digest
+is one sequential pass over IN, which bounds encrypt's speed on a fast
+disk: --digest none leaves it out (the tags still cover every sector; info
+says the volume has no digest). Passphrase hashing (Argon2id) is
+calibrated to take --kdf-time on this machine.
 
 With --type plain, OUT is byte for byte what the device would hold after
 writing IN through
@@ -70,7 +99,7 @@ so the kernel's dm-crypt opens it with the same options.`,
 				return err
 			}
 			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, createOnly); err != nil {
+				if err := rejectFlags(cmd, typ, append(createOnly, "digest")); err != nil {
 					return err
 				}
 				return encryptPlain(a, &pf, args[0], args[1], force)
@@ -78,13 +107,20 @@ so the kernel's dm-crypt opens it with the same options.`,
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return encryptVolume(a, cmd, &cf, args[0], args[1], force)
+			withDigest, err := digest.enabled()
+			if err != nil {
+				return err
+			}
+			return encryptVolume(a, cmd, &cf, args[0], args[1], force, withDigest)
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume, plain or luks2")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
+	cmd.Flags().Lookup("sector-size").Usage = fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, defaultVolumeSectorSize)
 	cf.register(cmd.Flags())
+	digest.register(cmd.Flags(), "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
+	registerKeyWindow(a, cmd.Flags())
 	addLUKSFlags(cmd, luksCreateFlags)
 	return cmd
 }
@@ -95,6 +131,7 @@ func newDecryptCmd(a *app) *cobra.Command {
 		force    bool
 		pf       plainFlags
 		passFile string
+		digest   digestFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "decrypt IN OUT",
@@ -108,7 +145,8 @@ An xtsctl volume (the default type) is unlocked with its passphrase; every
 sector's tag is checked before it is decrypted (a bad one stops decrypt, and
 OUT is not written) and the end-to-end digest at the end. decrypt prints
 the digest of OUT (its BLAKE2b-512, as b2sum prints it), which equals the
-one encrypt printed.
+one encrypt printed. --digest none skips the digest (the tags are still
+checked): faster where the disk is, with nothing printed on stdout.
 
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,
@@ -127,7 +165,7 @@ device (the same options as cryptsetup open: --sector-size,
 				return err
 			}
 			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 					return err
 				}
 				return decryptPlain(a, &pf, args[0], args[1], force)
@@ -135,7 +173,11 @@ device (the same options as cryptsetup open: --sector-size,
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return decryptVolume(a, cmd, passFile, args[0], args[1], force)
+			withDigest, err := digest.enabled()
+			if err != nil {
+				return err
+			}
+			return decryptVolume(a, cmd, passFile, args[0], args[1], force, withDigest)
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain (LUKS images are recognised)")
@@ -143,6 +185,7 @@ device (the same options as cryptsetup open: --sector-size,
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
+	digest.register(cmd.Flags(), "volume: check the end-to-end digest and print OUT's: blake2b, or none (every tag is still checked)")
 	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	return cmd
 }

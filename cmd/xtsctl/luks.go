@@ -19,11 +19,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/internal/safefile"
+	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
@@ -82,12 +83,13 @@ func addFlag(fs *pflag.FlagSet, name string, add func(*pflag.FlagSet)) {
 	}
 }
 
-// addKeySlotFlag registers --key-slot/-S, cryptsetup's spelling: the
-// keyslot to unlock with, or (passphrase add) to add. -1, the default,
-// means any.
+// addKeySlotFlag registers --key-slot/-S, cryptsetup's spelling, where
+// the command does not have it from registerUnlockFlags: the keyslot to
+// unlock with, or (passphrase add) to add. Unset means any.
 func addKeySlotFlag(fs *pflag.FlagSet) {
 	addFlag(fs, "key-slot", func(fs *pflag.FlagSet) {
-		fs.IntP("key-slot", "S", -1, "LUKS: the keyslot to unlock with (passphrase add: the keyslot to add); default: any")
+		s := slotValue(-1)
+		fs.VarP(&s, "key-slot", "S", "LUKS: the keyslot `N` to unlock with (passphrase add: the keyslot to add); default: any")
 	})
 }
 
@@ -133,11 +135,16 @@ func addLUKSFlags(cmd *cobra.Command, which int) {
 }
 
 // notLUKS refuses the LUKS flags on an image that is not LUKS, rather
-// than ignoring them.
+// than ignoring them, and keyslots beyond a volume's.
 func notLUKS(cmd *cobra.Command) error {
-	for _, n := range []string{"key-slot", "new-key-file", "uuid"} {
+	for _, n := range []string{"new-key-file", "uuid"} {
 		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
 			return usageError(fmt.Errorf("--%s applies to LUKS images only", n))
+		}
+	}
+	if f := cmd.Flags().Lookup("key-slot"); f != nil && f.Changed {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n >= volume.MaxSlots {
+			return usageError(fmt.Errorf("--key-slot %d: xtsctl volumes have key slots 0..%d (LUKS2 images have 0..31)", n, volume.MaxSlots-1))
 		}
 	}
 	return nil
@@ -173,15 +180,22 @@ func luksPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, prompt string
 		return nil, usageError(fmt.Errorf("--%s and --%s do not go together", keyFlag, passFlag),
 			fmt.Sprintf("--%s takes the whole file as the passphrase, --%s drops one trailing newline", keyFlag, passFlag))
 	case keyFile != "":
-		return readLUKSKeyFile(a, keyFile)
+		// cryptsetup's --keyfile-offset and --keyfile-size select the
+		// bytes of the key file that unlocks (or, for a new image, of the
+		// new one), not of --new-key-file.
+		var win keyWindow
+		if keyFlag == "key-file" {
+			win = a.keyWindow
+		}
+		return readLUKSKeyFile(a, keyFile, win)
 	}
 	return readPassphrase(a, passphraseRequest{file: passFile, flag: passFlag, prompt: prompt, confirm: confirm})
 }
 
-// readLUKSKeyFile reads a key file as cryptsetup does: all of it is the
-// passphrase, up to 8 MiB.
-func readLUKSKeyFile(a *app, path string) ([]byte, error) {
-	buf, n, err := readSecretFile(a, "key file", path, maxKeyFile)
+// readLUKSKeyFile reads a key file as cryptsetup does: all of it (or the
+// bytes win selects) is the passphrase, up to 8 MiB.
+func readLUKSKeyFile(a *app, path string, win keyWindow) ([]byte, error) {
+	buf, n, err := readSecretFile(a, "key file", path, maxKeyFile, win)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +313,7 @@ func openLUKS(cmd *cobra.Command, image string, access luksAccess) (*luksImage, 
 
 // luksOutput starts writing path (createOutput), refusing the image and
 // its detached header as outputs: either would be replaced.
-func luksOutput(path string, li *luksImage, force bool) (*safefile.File, error) {
+func luksOutput(path string, li *luksImage, force bool) (*output, error) {
 	if fi, err := os.Stat(path); err == nil && li.detached {
 		if hi, err := li.hdr.Stat(); err == nil && os.SameFile(fi, hi) {
 			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
@@ -346,7 +360,7 @@ func luksKeySlot(cmd *cobra.Command) (*int, error) {
 	if f == nil || !f.Changed {
 		return nil, nil
 	}
-	n, err := cmd.Flags().GetInt("key-slot")
+	n, err := strconv.Atoi(f.Value.String())
 	if err != nil || n < 0 || n > 31 {
 		return nil, usageError(fmt.Errorf("--key-slot %s: LUKS keyslots are 0..31 (LUKS1: 0..7)", f.Value.String()))
 	}
@@ -471,6 +485,22 @@ func luksError(file string, err error) error {
 		return wrap(exitDevice, "xtsctl status lists open images; close it first")
 	}
 	return wrap(exitFailure)
+}
+
+// luksCipher describes a LUKS image's data segment for the open record
+// (status), as plainCipher describes a plain image's.
+func luksCipher(h *luks.Header) blockdev.Cipher {
+	return blockdev.Cipher{Name: h.Cipher, KeyBits: 8 * h.KeySize, SectorSize: h.Segment.SectorSize, DataOffset: int64(h.Segment.Offset)}
+}
+
+// luksNeedFile refuses a stream as a new LUKS image: it is written at
+// offsets, header last.
+func luksNeedFile(out *output) error {
+	if out.File != nil {
+		return nil
+	}
+	out.Abort()
+	return usageError(fmt.Errorf("%s cannot take a LUKS image: it is written at offsets, its header last, so it must be a file", out.FinalName()))
 }
 
 // describeLUKS is the one-line summary of a LUKS image's encryption.

@@ -168,6 +168,9 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 	if err != nil {
 		return err
 	}
+	if inPath == "-" {
+		return usageError(errors.New("encrypt --type luks2 reads IN from a file: the image's size comes from it"))
+	}
 	in, err := openInput(inPath)
 	if err != nil {
 		return err
@@ -179,6 +182,9 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 	}
 	out, err := createOutput(outPath, in, force)
 	if err != nil {
+		return err
+	}
+	if err := luksNeedFile(out); err != nil {
 		return err
 	}
 	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(in.size), in, outPath, "encrypting")
@@ -215,6 +221,9 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 	}
 	out, err := createOutput(image, &input{}, force)
 	if err != nil {
+		return err
+	}
+	if err := luksNeedFile(out); err != nil {
 		return err
 	}
 	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(size), io.LimitReader(zeroReader{}, size), image, "formatting")

@@ -10,14 +10,18 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
 )
+
+// luksInfoSchema names the layout of info --json for LUKS images
+// (docs/CLI.md).
+const luksInfoSchema = "xtsctl-luks-info/1"
 
 // luksInfoJSON is info --json of a LUKS image: the header as package luks
 // reads it (its field names), with what the image adds. Field names are
 // part of the CLI's interface.
 type luksInfoJSON struct {
+	Schema     string `json:"schema"` // luksInfoSchema
 	Image      string `json:"image"`
 	Format     string `json:"format"` // "luks1" or "luks2"
 	ImageSize  int64  `json:"image_size"`
@@ -53,7 +57,7 @@ func luksInfo(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 		return luksDMTable(a, cmd, f, li)
 	}
 	h := li.h
-	j := luksInfoJSON{Image: image, Format: fmt.Sprintf("luks%d", h.Version), ImageSize: li.dataSize, Header: h}
+	j := luksInfoJSON{Schema: luksInfoSchema, Image: image, Format: fmt.Sprintf("luks%d", h.Version), ImageSize: li.dataSize, Header: h}
 	if li.detached {
 		j.HeaderFile = li.hdrName
 	}
@@ -195,7 +199,7 @@ func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksImage) error 
 		return usageError(errors.New("--show-key prints the volume key only to a terminal; stdout is not one"),
 			"write it to a file instead: --key-output FILE")
 	}
-	var out *safefile.File
+	var out *output
 	if f.keyOutput != "" {
 		o, err := luksOutput(f.keyOutput, li, f.force)
 		if err != nil {

@@ -39,19 +39,30 @@ func luksChangeSlots(a *app, cmd *cobra.Command, image, op string, force bool) e
 	if err != nil {
 		return err
 	}
-	var newSlot *int
-	if op == "add" && pick != nil {
-		// --key-slot names the new keyslot; any keyslot may unlock.
-		if h.Keyslot(*pick) != nil {
-			return usageError(fmt.Errorf("%s: keyslot %d is in use", li.hdrName, *pick), "pick a free one, or leave --key-slot out")
-		}
-		newSlot, pick = pick, nil
-	}
+	// --key-slot, as cryptsetup and as for volumes: add puts the new
+	// passphrase in that keyslot; change changes that keyslot (unlocked
+	// with its passphrase); remove removes it, authorised by any
+	// passphrase (luksKillSlot), where without it the passphrase given is
+	// the one removed.
 	prompt := map[string]string{
 		"add":    "an existing passphrase for " + image,
 		"change": "the passphrase to change of " + image,
 		"remove": "the passphrase to remove from " + image,
 	}[op]
+	var newSlot, kill *int
+	switch {
+	case op == "add" && pick != nil:
+		if h.Keyslot(*pick) != nil {
+			return usageError(fmt.Errorf("%s: keyslot %d is in use", li.hdrName, *pick), "pick a free one, or leave --key-slot out")
+		}
+		newSlot, pick = pick, nil
+	case op == "remove" && pick != nil:
+		if h.Keyslot(*pick) == nil {
+			return usageError(fmt.Errorf("%s: keyslot %d is not in use (keyslots in use: %s)", li.hdrName, *pick, keyslotList(h)))
+		}
+		kill, pick = pick, nil
+		prompt = fmt.Sprintf("a passphrase of %s (any keyslot) to authorise removing keyslot %d", image, *kill)
+	}
 	slots, err := luksUsable(li, pick)
 	if err != nil {
 		return err
@@ -69,6 +80,9 @@ func luksChangeSlots(a *app, cmd *cobra.Command, image, op string, force bool) e
 	defer clear(key)
 
 	if op == "remove" {
+		if kill != nil {
+			slot = *kill
+		}
 		if err := h.RemoveKeyslot(li.hdr, li.hdrSize, slot, luks.RemoveOptions{AllowLast: force}); err != nil {
 			if errors.Is(err, luks.ErrLastKeyslot) {
 				return usageError(fmt.Errorf("keyslot %d holds the last passphrase of %s: without it the image cannot be opened", slot, image),

@@ -62,7 +62,25 @@ func luksOpenRequest(a *app, cmd *cobra.Command, image string, img *os.File, req
 		return err
 	}
 	req.Type, req.LUKS, req.Key = blockdev.TypeLUKS, li.h, key
-	req.Cipher = describeLUKS(li.h)
+	req.Cipher = luksCipher(li.h)
 	a.infof("%s: unlocked with keyslot %d", image, slot)
+	return nil
+}
+
+// luksTestPassphrase is open --test-passphrase of a LUKS image
+// (cmd_open.go's hook), as cryptsetup's: it says which keyslot the
+// passphrase opens, exit 0, or fails with exit 4; nothing is served.
+func luksTestPassphrase(a *app, cmd *cobra.Command, image string) error {
+	li, err := openLUKS(cmd, image, luksInspect)
+	if err != nil {
+		return err
+	}
+	defer li.Close()
+	key, slot, err := luksUnlock(a, cmd, li)
+	if err != nil {
+		return err
+	}
+	clear(key)
+	a.infof("%s: the passphrase opens keyslot %d", image, slot)
 	return nil
 }

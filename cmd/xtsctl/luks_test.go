@@ -288,6 +288,7 @@ func testCryptsetupImage(t *testing.T, c csImage) {
 
 	stdout, _ := xt(t, append(append([]string{"info", "--json"}, hdrArgs...), img)...)
 	var j struct {
+		Schema     string `json:"schema"`
 		UUID       string `json:"uuid"`
 		Format     string `json:"format"`
 		DataOffset int64  `json:"data_offset"`
@@ -300,7 +301,7 @@ func testCryptsetupImage(t *testing.T, c csImage) {
 	if err := json.Unmarshal([]byte(stdout), &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.UUID != uuid || j.DataOffset != c.dataOffset || j.DataLength != dataLen || !j.Supported {
+	if j.Schema != luksInfoSchema || j.UUID != uuid || j.DataOffset != c.dataOffset || j.DataLength != dataLen || !j.Supported {
 		t.Errorf("info --json: %+v; cryptsetup says UUID %s, data at %d", j, uuid, c.dataOffset)
 	}
 	if c.destroy && (len(j.Copies) != 2 || j.Copies[0].State == "ok" || j.Copies[1].State != "ok") {
@@ -502,7 +503,7 @@ func TestLUKSBadUsage(t *testing.T) {
 		{exitUsage, "--sector-size does not apply to LUKS images", []string{"decrypt", "--key-file", pass, "--sector-size", "512", img, out}},
 		{exitUsage, "--offset does not apply to LUKS images", []string{"open", "--key-file", pass, "--offset", "8", img, "x"}},
 		{exitUsage, "keyslot 4 is not in use (keyslots in use: 0)", []string{"decrypt", "--key-file", pass, "-S", "4", img, out}},
-		{exitUsage, "--key-slot 40: LUKS keyslots are 0..31", []string{"decrypt", "--key-file", pass, "--key-slot", "40", img, out}},
+		{exitUsage, `key slot "40" is not a number from 0 to 31`, []string{"decrypt", "--key-file", pass, "--key-slot", "40", img, out}},
 		{exitUsage, "--key-file and --passphrase-file do not go together", []string{"decrypt", "--key-file", pass, "--passphrase-file", pass, img, out}},
 		{exitKey, "key file " + big + " is larger than 8 MiB", []string{"decrypt", "--key-file", big, img, out}},
 		{exitKey, "key file " + empty + " is empty", []string{"decrypt", "--key-file", empty, img, out}},
@@ -579,9 +580,13 @@ func TestLUKSDetection(t *testing.T) {
 			t.Errorf("%s is taken for LUKS", filepath.Base(p))
 		}
 	}
-	xtFail(t, exitInput, "is not an xtsctl volume", "decrypt", "--type", "volume", "--passphrase-file", pass, l2, filepath.Join(dir, "out"))
+	stderr := xtFail(t, exitInput, "is a LUKS2 image (cryptsetup), not an xtsctl volume", "decrypt", "--type", "volume", "--passphrase-file", pass, l2, filepath.Join(dir, "out"))
+	if !strings.Contains(stderr, "hint: xtsctl reads LUKS images as they are: leave --type out") {
+		t.Errorf("no hint:\n%s", stderr)
+	}
 	// The LUKS flags are refused on volumes, not ignored.
-	xtFail(t, exitUsage, "--key-slot applies to LUKS images only", "decrypt", "-S", "1", "--passphrase-file", pass, vol, filepath.Join(dir, "out"))
+	xtFail(t, exitUsage, "--key-slot 9: xtsctl volumes have key slots 0..7", "decrypt", "-S", "9", "--passphrase-file", pass, vol, filepath.Join(dir, "out"))
+	xtFail(t, exitUsage, "--key-slot 12: xtsctl volumes have key slots 0..7", "passphrase", "add", "-S", "12", "--passphrase-file", pass, vol)
 	xtFail(t, exitUsage, "--uuid applies to LUKS images only", "format", "--uuid", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "--passphrase-file", pass, "--size", "64K", filepath.Join(dir, "out"))
 	xtFail(t, exitUsage, "--new-key-file applies to LUKS images only", "passphrase", "add", "--new-key-file", pass, "--passphrase-file", pass, vol)
 	// verify has nothing to check in a LUKS image, and says so.
@@ -705,6 +710,17 @@ func testLUKSKeyslots(t *testing.T, dir, img, pass string, plain []byte) {
 		t.Fatal("cryptsetup does not open keyslot 2 after the header was restored")
 	}
 	decrypts("--passphrase-file", p3)
+	// open --test-passphrase names the keyslot and serves nothing.
+	if _, stderr := xt(t, "open", "--test-passphrase", "--key-file", p3raw, img); !strings.Contains(stderr, "the passphrase opens keyslot 2") {
+		t.Errorf("open --test-passphrase said:\n%s", stderr)
+	}
+	xtFail(t, exitKey, "no keyslot opens with this passphrase", "open", "--test-passphrase", "--key-file", p3raw, "-S", "7", img)
+	// remove -S 7, authorised by another keyslot's passphrase, as
+	// luksKillSlot.
+	xt(t, "passphrase", "remove", "--key-file", pass, "-S", "7", img)
+	if opens(p7, "7") || !opens(p3raw, "2") {
+		t.Fatal("remove -S 7 did not remove just keyslot 7")
+	}
 	// A backup of another volume is refused.
 	other, _ := csLUKS2(t, dir, "other")
 	otherBackup := filepath.Join(dir, "other-backup")
@@ -872,4 +888,19 @@ func TestLUKSDetachedHeaderWrites(t *testing.T) {
 	if !strings.Contains(stderr, "hint: cryptsetup writes LUKS1 headers") {
 		t.Errorf("no hint:\n%s", stderr)
 	}
+}
+
+// TestLUKSKeyfileWindow: --keyfile-offset and --keyfile-size pick the
+// passphrase out of a key file as cryptsetup does.
+func TestLUKSKeyfileWindow(t *testing.T) {
+	needCryptsetup(t)
+	dir := t.TempDir()
+	kf := secretFile(t, dir, "kf", []byte("0123the passphrase\nand the rest"))
+	img := filepath.Join(dir, "img")
+	sparse(t, img, 17<<20)
+	cs(t, append(append([]string{"luksFormat", "--batch-mode", "--type", "luks2", "--key-file", kf, "--keyfile-offset", "4", "--keyfile-size", "15"}, csPBKDF2...), img)...)
+	out := filepath.Join(dir, "out")
+	xt(t, "decrypt", "--key-file", kf, "--keyfile-offset", "4", "--keyfile-size", "15", img, out)
+	os.Remove(out)
+	xtFail(t, exitKey, "no keyslot opens with this passphrase", "decrypt", "--key-file", kf, "--keyfile-offset", "4", img, out)
 }

@@ -93,8 +93,9 @@ func TestLUKSOpenMount(t *testing.T) {
 				}
 			}
 			vs := statusOf(t, "lk")
-			if vs.State.Type != "luks" || vs.State.Backend != "fuse" || !strings.HasPrefix(vs.State.Cipher, "LUKS2, aes-xts-plain64, 512-bit key") {
-				t.Errorf("status: %+v", vs.State)
+			if vs.Type != "luks" || vs.Backend != "fuse" || vs.Cipher == nil || vs.Cipher.Name != "aes-xts-plain64" ||
+				vs.Cipher.KeyBits != 512 || vs.Cipher.SectorSize != c.ss || vs.Cipher.DataOffset != c.offset {
+				t.Errorf("status: %+v, cipher %+v", vs, vs.Cipher)
 			}
 			written := []byte(strings.Repeat("written through the LUKS mount\n", 300))
 			writeSynced(t, filepath.Join(mnt, "new.txt"), written)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -156,9 +157,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestUnavailableVariant(t *testing.T) {
-	for _, i := range aesni.Impls() {
-		if !aesni.Available(i) {
-			_, err := Variants(i.String())
+	for _, i := range impl.List(aesni.ImplPackage) {
+		if !impl.Available(aesni.ImplPackage, i) {
+			_, err := Variants(i)
 			if err == nil || !strings.Contains(err.Error(), "does not run on this CPU") {
 				t.Errorf("Variants(%v) on a CPU without it: %v", i, err)
 			}
@@ -219,19 +220,18 @@ func TestVariantAll(t *testing.T) {
 			t.Errorf("dispatch rule %v gives %s for %d bytes, Pick gives %v", r.Rule, rule, n, aesni.Pick(n))
 		}
 	}
-	if aesni.Pick(4096) != r.dispatchOf(4096) {
+	if aesni.Pick(4096).String() != r.dispatchOf(4096) {
 		t.Errorf("report dispatch for 4096 = %v, Pick = %v", r.dispatchOf(4096), aesni.Pick(4096))
 	}
 }
 
-func (r *Report) dispatchOf(n int) aesni.Impl {
+func (r *Report) dispatchOf(n int) string {
 	for _, d := range r.Dispatch {
 		if d.Size == n {
-			i, _ := aesni.ParseImpl(d.Variant)
-			return i
+			return d.Variant
 		}
 	}
-	return -1
+	return ""
 }
 
 // TestVariantForced checks a named variant runs forced and that Run
@@ -538,9 +538,9 @@ func TestPlot(t *testing.T) {
 			if err := xml.Unmarshal(b.Bytes(), &doc); err != nil || doc.XMLName.Local != "svg" {
 				t.Errorf("svg: root %v, err %v", doc.XMLName, err)
 			}
-			for _, v := range append(AvailableVariants(), "x/crypto/xts", "roofline") {
+			for _, v := range append(AvailableVariants(), "x/crypto/xts", "roofline", "AES-XTS encryption", "AES-XTS decryption") {
 				if !bytes.Contains(b.Bytes(), []byte(v)) {
-					t.Errorf("svg has no legend entry for %s", v)
+					t.Errorf("svg has no legend entry or title for %s", v)
 				}
 			}
 		case "png":
@@ -591,5 +591,39 @@ func TestProgress(t *testing.T) {
 	run(t, c)
 	if !slices.Equal(calls, []int{0, 1}) {
 		t.Errorf("progress calls %v, want [0 1]", calls)
+	}
+}
+
+// TestLogTicks: a log axis gets at least three labels, all inside the
+// range, however narrow the range (one label for 11,000..26,000 MB/s was
+// unreadable), and minor ticks without labels.
+func TestLogTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []string // labels that must appear
+	}{
+		{11000, 26000, []string{"15k", "20k", "25k"}},
+		{16, 16384, []string{"20", "100", "1k", "10k"}},
+		{550, 900, nil},
+		{7e5, 3.2e6, []string{"1M", "2M"}},
+	} {
+		ticks := logTicks{}.Ticks(c.lo, c.hi)
+		var labels []string
+		for _, tk := range ticks {
+			if tk.Value < c.lo*(1-1e-9) || tk.Value > c.hi*(1+1e-9) {
+				t.Errorf("%g..%g: tick %g outside", c.lo, c.hi, tk.Value)
+			}
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if len(labels) < 3 || len(labels) == len(ticks) && c.hi/c.lo > 10 {
+			t.Errorf("%g..%g: labels %v of %d ticks", c.lo, c.hi, labels, len(ticks))
+		}
+		for _, w := range c.want {
+			if !slices.Contains(labels, w) {
+				t.Errorf("%g..%g: labels %v lack %s", c.lo, c.hi, labels, w)
+			}
+		}
 	}
 }

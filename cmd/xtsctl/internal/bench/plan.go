@@ -15,6 +15,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/impl"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -160,15 +161,11 @@ func (p *plan) add(r Result, s Stats) {
 // useVariant forces v (or dispatch, for Auto) and returns the kernel that
 // calls on n-byte units will use.
 func useVariant(v string, n int) (string, error) {
-	aesni.Reset()
+	impl.Reset(aesni.ImplPackage)
 	if v == Auto {
 		return aesni.Pick(n).String(), nil
 	}
-	impl, err := aesni.ParseImpl(v)
-	if err != nil {
-		return "", err
-	}
-	return v, aesni.Select(impl)
+	return v, impl.Select(aesni.ImplPackage, v)
 }
 
 func (p *plan) roofline(u aesni.RooflineUnit, keyBits int) point {
@@ -203,7 +200,7 @@ func (p *plan) unitGroup(keyBits, size int, op string, variants []string, baseli
 	return point{
 		what: fmt.Sprintf("%d-bit key, %d bytes, %s: %s", keyBits, size, op, strings.Join(variants, " ")),
 		run: func(ctx context.Context, t timer) error {
-			defer aesni.Reset()
+			defer impl.Reset(aesni.ImplPackage)
 			var ms []member
 			var results []Result
 			var checks []func() error
@@ -228,7 +225,7 @@ func (p *plan) unitGroup(keyBits, size int, op string, variants []string, baseli
 				if err != nil {
 					return err
 				}
-				ms = append(ms, member{bytesPerOp: size, setup: aesni.Reset, op: f})
+				ms = append(ms, member{bytesPerOp: size, setup: resetVariant, op: f})
 				checks = append(checks, func() error { return nil })
 				results = append(results, Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXCrypto, Mode: ModeUnit, Threads: 1})
 			}
@@ -247,13 +244,15 @@ func (p *plan) unitGroup(keyBits, size int, op string, variants []string, baseli
 	}
 }
 
+// resetVariant goes back to automatic dispatch.
+func resetVariant() { impl.Reset(aesni.ImplPackage) }
+
 // selectVariant returns a setup function that forces v (checked before).
 func selectVariant(v string) func() {
 	if v == Auto {
-		return aesni.Reset
+		return resetVariant
 	}
-	impl, _ := aesni.ParseImpl(v)
-	return func() { _ = aesni.Select(impl) }
+	return func() { _ = impl.Select(aesni.ImplPackage, v) }
 }
 
 var errTagMismatch = errors.New("bench: an integrity tag did not verify during the benchmark")
@@ -357,7 +356,7 @@ func (p *plan) batchGroup(keyBits, size int, op string, variants []string, worke
 	return point{
 		what: fmt.Sprintf("sector layer, %d-bit key, %d-byte sectors, %s: %s, workers %v", keyBits, size, op, strings.Join(variants, " "), workers),
 		run: func(ctx context.Context, t timer) error {
-			defer aesni.Reset()
+			defer impl.Reset(aesni.ImplPackage)
 			length := p.cfg.BatchBytes
 			var ms []member
 			var results []Result

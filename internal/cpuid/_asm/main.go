@@ -1,6 +1,5 @@
-// Command cpuid generates ../../cpuid_amd64.s: the raw CPUID and XGETBV
-// probes aesni uses to find VAES and VPCLMULQDQ on ymm, which
-// golang.org/x/sys/cpu reports only together with AVX-512.
+// Command cpuid generates ../cpuid_amd64.s: the raw CPUID and XGETBV
+// instructions behind package cpuid.
 package main
 
 import (
@@ -9,12 +8,12 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-//go:generate go run . -out ../../cpuid_amd64.s -pkg aesni
+//go:generate go run . -out ../cpuid_amd64.s -pkg cpuid
 
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
 
-	TEXT("cpuid", NOSPLIT, "func(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)")
+	TEXT("CPUID", NOSPLIT, "func(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)")
 	Comment("CPUID with EAX = leaf, ECX = subleaf; returns EAX, EBX, ECX, EDX.",
 		"No loop; only those four registers are used.")
 	Load(Param("leaf"), EAX)
@@ -26,7 +25,7 @@ func main() {
 	Store(EDX, Return("edx"))
 	RET()
 
-	TEXT("xgetbv", NOSPLIT, "func() (eax, edx uint32)")
+	TEXT("XGETBV", NOSPLIT, "func() (eax, edx uint32)")
 	Comment("XGETBV with ECX = 0 reads XCR0 (the register state the OS saves:",
 		"bits 1-2 SSE/AVX, 5-7 AVX-512) into EDX:EAX. Callers first check",
 		"CPUID.1:ECX.OSXSAVE[bit 27]. No loop.")

@@ -1,4 +1,7 @@
-package volume
+// Package sysmem reports the memory the machine can spare, for the
+// Argon2id limits of volume and luks: a key slot asking for more than that
+// is refused before it runs.
+package sysmem
 
 import (
 	"bufio"
@@ -7,14 +10,17 @@ import (
 	"strings"
 )
 
-// availableMemoryKiB reads MemAvailable from /proc/meminfo; 0 if unknown.
-func availableMemoryKiB() uint64 {
+// AvailableKiB reads MemAvailable from /proc/meminfo; 0 if unknown.
+func AvailableKiB() uint64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseAvailable(bufio.NewScanner(f))
+}
+
+func parseAvailable(sc *bufio.Scanner) uint64 {
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:")
 		if !ok {

@@ -18,12 +18,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"time"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
 // Schema identifies the JSON form of Report; it changes when a field's
@@ -54,7 +54,7 @@ const (
 type Config struct {
 	Sizes      []int         // message lengths in bytes, each MinSize..MaxSize
 	KeyBits    []int         // XTS key sizes in bits: 256 (XTS-AES-128) and/or 512 (XTS-AES-256)
-	Variant    string        // Auto, All, or a kernel name (aesni.Impl.String)
+	Variant    string        // Auto, All, or a kernel name (as internal/impl lists aesni's)
 	Threads    int           // >0: also measure sector batches with this many workers
 	BatchBytes int           // bytes per sector-layer call; 0: 1 MiB, or 256 KiB per worker if more
 	Time       time.Duration // timed duration of each measurement, split over Runs
@@ -187,11 +187,10 @@ func Variants(name string) ([]string, error) {
 	case All:
 		return AvailableVariants(), nil
 	}
-	impl, err := aesni.ParseImpl(name)
-	if err != nil {
+	if !slices.Contains(impl.List(aesni.ImplPackage), name) {
 		return nil, fmt.Errorf("unknown variant %q", name)
 	}
-	if !aesni.Available(impl) {
+	if !impl.Available(aesni.ImplPackage, name) {
 		return nil, fmt.Errorf("variant %s does not run on this CPU", name)
 	}
 	return []string{name}, nil
@@ -200,9 +199,9 @@ func Variants(name string) ([]string, error) {
 // AvailableVariants lists the kernel variants this CPU runs.
 func AvailableVariants() []string {
 	var names []string
-	for _, i := range aesni.Impls() {
-		if aesni.Available(i) {
-			names = append(names, i.String())
+	for _, name := range impl.List(aesni.ImplPackage) {
+		if impl.Available(aesni.ImplPackage, name) {
+			names = append(names, name)
 		}
 	}
 	return names
@@ -284,11 +283,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Integrity {
 		r.Config.TagSize = TagSize
 	}
-	if v, ok := os.LookupEnv(aesni.EnvVar); ok && v != "" && v != Auto {
-		r.note("%s=%s is ignored here: --variant chooses the kernels", aesni.EnvVar, v)
-	}
-	aesni.Reset()
-	defer aesni.Reset()
+	impl.Reset(aesni.ImplPackage)
+	defer impl.Reset(aesni.ImplPackage)
 	for _, n := range sizes {
 		r.Dispatch = append(r.Dispatch, Dispatch{Size: n, Variant: aesni.Pick(n).String()})
 	}
