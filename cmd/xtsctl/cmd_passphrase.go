@@ -73,7 +73,7 @@ key, which the new passphrase then wraps too.`,
 		},
 	}
 	f.register(a, cmd, true)
-	cmd.Flags().Lookup("key-slot").Usage = "put the new passphrase in key slot `N` (0-7), which must be free"
+	cmd.Flags().Lookup("key-slot").Usage = "put the new passphrase in key slot `N` (0-7; LUKS2: 0-31), which must be free"
 	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags|luksNewKeyFlag)
 	return cmd
 }
@@ -105,7 +105,7 @@ A header backup taken before still holds the removed passphrase's key slot.`,
 	f.register(a, cmd, false)
 	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
-	cmd.Flags().Lookup("key-slot").Usage = "remove key slot `N` (0-7), whichever passphrase of the volume is given"
+	cmd.Flags().Lookup("key-slot").Usage = "remove key slot `N` (0-7; LUKS2: 0-31), whichever passphrase of the volume is given"
 	return cmd
 }
 

@@ -272,7 +272,7 @@ func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
 			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
-	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; cryptsetup's --key-slot)")
+	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
 	registerKeyWindow(a, fs)
 }
 
