@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/devmapper"
@@ -315,18 +316,25 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 	if err != nil {
 		return withCode(exitFailure, err)
 	}
-	line = append(line, '\n')
 	defer clear(line)
-	if out == nil {
-		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
-		if _, err := a.stdout.Write(line); err != nil {
+	// The newline goes separately: appending it could copy the line (and
+	// the key) to a new array that nothing wipes.
+	writeLine := func(w io.Writer) error {
+		if _, err := w.Write(line); err != nil {
+			return withCode(exitOutput, err)
+		}
+		if _, err := w.Write([]byte{'\n'}); err != nil {
 			return withCode(exitOutput, err)
 		}
 		return nil
 	}
+	if out == nil {
+		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
+		return writeLine(a.stdout)
+	}
 	a.warningf("%s holds the master key of %s: it decrypts the volume whatever its passphrases; keep it secret, delete it after use", f.keyOutput, image)
-	if _, err := out.Write(line); err != nil {
-		return withCode(exitOutput, err)
+	if err := writeLine(out); err != nil {
+		return err
 	}
 	if err := out.Commit(); err != nil {
 		return withCode(exitOutput, err)
