@@ -9,9 +9,12 @@
 // vector skip the wide set-up. The per-block path never makes an indirect
 // call. DispatchTable and PrefersYMM report the choice.
 //
-// The pure-Go reference in xts_generic.go is the oracle every kernel is
-// tested against and the fallback where no kernel runs (other GOARCHes, the
-// purego build tag, CPUs without AES-NI).
+// Where no kernel runs (other GOARCHes, the purego build tag, CPUs without
+// AES-NI) the portable path (portable.go) does XTS over crypto/aes blocks,
+// which use the CPU's AES instructions where the standard library has
+// them (arm64, s390x, ppc64le). The pure-Go reference in xts_generic.go,
+// byte by byte as the standards write it, is the oracle every path is
+// tested against.
 //
 // This package checks only what it needs for memory safety; callers (package
 // xts) validate user-facing arguments and give the error messages.
@@ -20,6 +23,7 @@ package aesni
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // BlockSize is the AES block size in bytes.
@@ -39,6 +43,7 @@ type Cipher struct {
 	enc    schedule // key1, encryption schedule
 	dec    schedule // key1, decryption schedule (equivalent inverse cipher, for AESDEC)
 	tweak  schedule // key2, encryption schedule
+	blocks *blocks  // crypto/aes ciphers, where the portable path is the automatic choice
 }
 
 // Init expands key (key1 || key2, 32 or 64 bytes) into c.
@@ -50,6 +55,10 @@ func (c *Cipher) Init(key []byte) error {
 	k1, k2 := key[:half], key[half:]
 	c.rounds = 6 + half/4
 	expandKey(c, k1, k2)
+	c.blocks = nil
+	if Pick(4096) == Portable { // the automatic choice, or forced (tests, xtsctl bench)
+		c.blocks = newBlocks(c)
+	}
 	return nil
 }
 
@@ -57,11 +66,14 @@ func (c *Cipher) Init(key []byte) error {
 func (c *Cipher) Rounds() int { return c.rounds }
 
 // Wipe zeroes the key schedules held by c. c must not be used afterwards.
+// The portable path's crypto/aes ciphers keep schedules of their own that
+// cannot be zeroed: Wipe drops them, and the garbage collector frees them.
 func (c *Cipher) Wipe() {
 	clear(c.enc[:])
 	clear(c.dec[:])
 	clear(c.tweak[:])
 	c.rounds = 0
+	c.blocks = nil
 }
 
 var errNotInit = errors.New("aesni: Cipher used before Init")
@@ -75,17 +87,33 @@ func (c *Cipher) mustInit() {
 // Encrypt encrypts one data unit src (len(src) >= 16) into dst under the
 // 128-bit tweak value. dst must be at least as long as src and either equal
 // to src or not overlap it.
+//
+// Encrypt and Decrypt are small enough to be inlined into their callers:
+// a 16-byte unit's whole cost is a few dozen cycles, and every call level
+// (with its stack check and spills) lengthens the instruction stream
+// between one unit's data and the next unit's tweak encryption, which
+// out-of-order execution overlaps only within its window.
 func (c *Cipher) Encrypt(dst, src []byte, tweak *[16]byte) {
-	c.mustInit()
-	checkUnit(dst, src)
-	encryptUnit(c, dst[:len(src)], src, tweak)
+	if c.rounds == 0 || len(src) < BlockSize || len(dst) < len(src) {
+		c.badUnit(dst, src)
+	}
+	encryptUnit(c, unsafe.SliceData(dst), unsafe.SliceData(src), len(src), tweak)
 }
 
 // Decrypt is the inverse of Encrypt.
 func (c *Cipher) Decrypt(dst, src []byte, tweak *[16]byte) {
+	if c.rounds == 0 || len(src) < BlockSize || len(dst) < len(src) {
+		c.badUnit(dst, src)
+	}
+	decryptUnit(c, unsafe.SliceData(dst), unsafe.SliceData(src), len(src), tweak)
+}
+
+// badUnit panics with the reason Encrypt or Decrypt cannot run.
+//
+//go:noinline
+func (c *Cipher) badUnit(dst, src []byte) {
 	c.mustInit()
 	checkUnit(dst, src)
-	decryptUnit(c, dst[:len(src)], src, tweak)
 }
 
 // EncryptSectors encrypts consecutive data units of unit bytes each

@@ -3,8 +3,10 @@ package aesni
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/xtsctl/xtsctl/internal/testutil"
+	"runtime"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/internal/testutil"
 )
 
 // Sizes of the issue's targets (16-byte messages, 512 and 4096-byte sectors,
@@ -17,8 +19,8 @@ var benchSizes = []int{16, 32, 48, 64, 127, 128, 512, 1408, 1420, 4096, 16384}
 // available here, forced.
 func benchImpls() []string {
 	names := []string{"auto"}
-	for _, i := range Impls() {
-		if Available(i) {
+	for _, i := range impls() {
+		if isAvailable(i) {
 			names = append(names, i.String())
 		}
 	}
@@ -27,18 +29,18 @@ func benchImpls() []string {
 
 func benchSelect(b *testing.B, name string) {
 	b.Helper()
-	Reset()
+	resetImpl()
 	if name == "auto" {
 		return
 	}
-	i, err := ParseImpl(name)
-	if err == nil {
-		err = Select(i)
+	i, ok := parseImpl(name)
+	if !ok {
+		b.Fatalf("unknown implementation %q", name)
 	}
-	if err != nil {
+	if err := selectImpl(i); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(Reset)
+	b.Cleanup(resetImpl)
 }
 
 func benchCipher(b *testing.B, keyLen int) *Cipher {
@@ -71,9 +73,11 @@ func benchUnits(b *testing.B, decrypt bool) {
 							c := benchCipher(b, keyLen)
 							buf := make([]byte, size)
 							var tw [16]byte
+							roof := rooflineMBps(b, c.rounds)
 							b.SetBytes(int64(size))
 							b.ReportAllocs()
 							stop := testutil.CPUClock(b, size)
+							start := testutil.ThreadCPUNanos(b)
 							for i := 0; b.Loop(); i++ {
 								// A new sector each call, stored as package xts does.
 								binary.LittleEndian.PutUint64(tw[:8], uint64(i))
@@ -83,6 +87,7 @@ func benchUnits(b *testing.B, decrypt bool) {
 									c.Encrypt(buf, buf, &tw)
 								}
 							}
+							reportRoofline(b, size, start, roof)
 							stop()
 						})
 					}
@@ -93,7 +98,9 @@ func benchUnits(b *testing.B, decrypt bool) {
 }
 
 // BenchmarkEncryptSectors/impl=<name>/unit=<n>/key=<bits>: 64 KiB batches of
-// consecutive data units in one call, the sector layer's path.
+// consecutive data units in one call, the sector layer's path. Like
+// BenchmarkEncrypt it reports cpu-MB/s and of-roofline, the fraction of the
+// raw AES rate of the widest unit here (rooflineMBps).
 func BenchmarkEncryptSectors(b *testing.B) { benchSectors(b, false) }
 
 func BenchmarkDecryptSectors(b *testing.B) { benchSectors(b, true) }
@@ -109,9 +116,11 @@ func benchSectors(b *testing.B, decrypt bool) {
 							benchSelect(b, name)
 							c := benchCipher(b, keyLen)
 							buf := make([]byte, batch)
+							roof := rooflineMBps(b, c.rounds)
 							b.SetBytes(batch)
 							b.ReportAllocs()
 							stop := testutil.CPUClock(b, batch)
+							start := testutil.ThreadCPUNanos(b)
 							for i := uint64(0); b.Loop(); i++ {
 								if decrypt {
 									c.DecryptSectors(buf, buf, unit, i*batch/512, uint64(unit/512))
@@ -119,6 +128,7 @@ func benchSectors(b *testing.B, decrypt bool) {
 									c.EncryptSectors(buf, buf, unit, i*batch/512, uint64(unit/512))
 								}
 							}
+							reportRoofline(b, batch, start, roof)
 							stop()
 						})
 					}
@@ -155,5 +165,45 @@ func BenchmarkEncryptLatency(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// rooflineMBps is the machine's raw AES rate for blocks of the given number
+// of rounds, in MB/s of thread CPU time: the widest unit RawAESRounds runs
+// here, the best of five runs of about 20 ms, measured once per process.
+// Benchmarks report their rate as a fraction of it ("of-roofline"), as
+// `xtsctl bench --roofline` does.
+func rooflineMBps(b *testing.B, rounds int) float64 {
+	b.Helper()
+	if r, ok := roofline[rounds]; ok {
+		return r
+	}
+	units := RooflineUnits()
+	u := units[len(units)-1]
+	bytes := RooflineBlocks(u) * BlockSize
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	best := 0.0
+	for range 5 {
+		start := testutil.ThreadCPUNanos(b)
+		iters := 0
+		for testutil.ThreadCPUNanos(b)-start < 20e6 {
+			RawAESRounds(u, rounds, 1000)
+			iters += 1000
+		}
+		best = max(best, float64(iters*bytes)*1e3/float64(testutil.ThreadCPUNanos(b)-start))
+	}
+	roofline[rounds] = best
+	return best
+}
+
+var roofline = map[int]float64{}
+
+// reportRoofline reports the loop's rate since start (thread CPU time) as a
+// fraction of the roofline roof.
+func reportRoofline(b *testing.B, bytesPerOp int, start int64, roof float64) {
+	elapsed := testutil.ThreadCPUNanos(b) - start
+	if elapsed > 0 && b.N > 0 && roof > 0 {
+		b.ReportMetric(float64(bytesPerOp)*float64(b.N)*1e3/float64(elapsed)/roof, "of-roofline")
 	}
 }

@@ -2,11 +2,7 @@
 
 package aesni
 
-// cpuid executes CPUID with EAX = leaf and ECX = subleaf (cpuid_amd64.s).
-func cpuid(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)
-
-// xgetbv reads XCR0; only valid when CPUID.1:ECX.OSXSAVE is set.
-func xgetbv() (eax, edx uint32)
+import "github.com/xtsctl/xtsctl/internal/cpuid"
 
 // cpuProbe is what our own CPUID probe finds. golang.org/x/sys/cpu sets
 // HasAVX512VAES and HasAVX512VPCLMULQDQ only when AVX-512 is usable, but
@@ -24,13 +20,13 @@ type cpuProbe struct {
 
 func probeCPU() cpuProbe {
 	var p cpuProbe
-	maxLeaf, ebx, ecx, edx := cpuid(0, 0)
+	maxLeaf, ebx, ecx, edx := cpuid.CPUID(0, 0)
 	// "GenuineIntel" is returned in EBX, EDX, ECX.
 	p.intel = ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e
 	if maxLeaf < 1 {
 		return p
 	}
-	eax1, _, ecx1, _ := cpuid(1, 0)
+	eax1, _, ecx1, _ := cpuid.CPUID(1, 0)
 	p.family = eax1 >> 8 & 0xf
 	p.model = eax1 >> 4 & 0xf
 	if p.family == 0xf {
@@ -40,13 +36,13 @@ func probeCPU() cpuProbe {
 		p.model |= (eax1 >> 16 & 0xf) << 4
 	}
 	if ecx1&(1<<27) != 0 { // OSXSAVE
-		xcr0, _ := xgetbv()
+		xcr0, _ := cpuid.XGETBV()
 		p.osYMM = xcr0&6 == 6
 	}
 	if maxLeaf < 7 {
 		return p
 	}
-	_, _, ecx7, _ := cpuid(7, 0)
+	_, _, ecx7, _ := cpuid.CPUID(7, 0)
 	p.vaes = ecx7&(1<<9) != 0
 	p.vpclmulqdq = ecx7&(1<<10) != 0
 	return p

@@ -41,7 +41,7 @@ func init() {
 	available[VAES512] = useVAES512
 
 	widest = chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM)
-	selectFromEnv()
+	registerImpls()
 }
 
 // chooseWidest picks the kernel family: zmm where it runs, unless the core
@@ -55,7 +55,7 @@ func chooseWidest(aesni, vaes256, vaes512, preferYMM bool) Impl {
 	case aesni:
 		return AESNI4
 	}
-	return Generic
+	return Portable
 }
 
 // The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, family
@@ -84,20 +84,11 @@ func chooseWidest(aesni, vaes256, vaes512, preferYMM bool) Impl {
 // Cores with a 7-cycle AESENC (before Skylake) may prefer aesni8; none is
 // here to measure, so it is not chosen.
 
-// autoPick chooses the kernel for an n-byte data unit: a switch on the
-// kernel family chosen once in init. (The VAES kernels switch on the
-// length themselves, see above.)
-func autoPick(int) Impl {
-	switch widest {
-	case VAES512:
-		return VAES512
-	case VAES256:
-		return VAES256
-	case AESNI4:
-		return AESNI4
-	}
-	return Generic
-}
+// autoPick chooses the kernel for an n-byte data unit: the kernel family
+// chosen once in init, whatever the length. (The VAES kernels switch on
+// the length themselves, see above.) It is one load: a switch here cost
+// 128-byte units 4% against the same kernel forced.
+func autoPick(int) Impl { return widest }
 
 func dispatchTable() []DispatchRange { return []DispatchRange{{16, widest}} }
 
@@ -117,10 +108,9 @@ func expandKey(c *Cipher, k1, k2 []byte) {
 }
 
 // encryptUnit and decryptUnit make one direct call per data unit, chosen by
-// a switch (no function values); len(dst) == len(src) >= 16 (checked by
+// a switch (no function values); d and s hold n >= 16 bytes (checked by
 // the caller).
-func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
+func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
@@ -132,13 +122,14 @@ func encryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
 		xtsEncAESNI4(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI1:
 		xtsEncAESNI1(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
+	case Portable:
+		xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 	default:
-		xtsGeneric(c, dst, src, tweak, false)
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, false)
 	}
 }
 
-func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
-	d, s, n := unsafe.SliceData(dst), unsafe.SliceData(src), len(src)
+func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsDecVAES512(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
@@ -150,8 +141,10 @@ func decryptUnit(c *Cipher, dst, src []byte, tweak *[16]byte) {
 		xtsDecAESNI4(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI1:
 		xtsDecAESNI1(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
+	case Portable:
+		xtsPortable(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 	default:
-		xtsGeneric(c, dst, src, tweak, true)
+		xtsGeneric(c, unsafe.Slice(d, n), unsafe.Slice(s, n), tweak, true)
 	}
 }
 
@@ -177,7 +170,7 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		encryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
+		encryptUnit(c, &dst[off], &src[off], unit, &t)
 		sector += step
 	}
 }
@@ -209,7 +202,7 @@ func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 	var t [16]byte
 	for off := 0; off < len(src); off += unit {
 		plain64(&t, sector)
-		decryptUnit(c, dst[off:off+unit], src[off:off+unit], &t)
+		decryptUnit(c, &dst[off], &src[off], unit, &t)
 		sector += step
 	}
 }

@@ -96,18 +96,19 @@ func TestAllImplementations(t *testing.T) {
 	}
 	aesni := has([]string{"aes", "ssse3"}, "aes", "ssse3")
 	want := map[Impl]bool{
-		Generic: true,
-		AESNI1:  aesni,
-		AESNI4:  aesni,
-		AESNI8:  aesni,
+		Generic:  true,
+		Portable: true,
+		AESNI1:   aesni,
+		AESNI4:   aesni,
+		AESNI8:   aesni,
 		VAES256: aesni && has([]string{"pclmulqdq", "avx", "avx2", "vaes", "vpclmulqdq"},
 			"pclmulqdq", "avx", "avx2"),
 		VAES512: aesni && has([]string{"pclmulqdq", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "vaes", "vpclmulqdq"},
 			"pclmulqdq", "avx", "avx2", "avx512", "avx512f", "avx512bw", "avx512vl", "avx512vaes", "avx512vpclmulqdq"),
 	}
-	for _, impl := range Impls() {
-		if want[impl] != Available(impl) {
-			t.Errorf("%v: CPU flags say available=%v, dispatch says %v", impl, want[impl], Available(impl))
+	for _, impl := range impls() {
+		if want[impl] != isAvailable(impl) {
+			t.Errorf("%v: CPU flags say available=%v, dispatch says %v", impl, want[impl], isAvailable(impl))
 		}
 	}
 
@@ -117,13 +118,13 @@ func TestAllImplementations(t *testing.T) {
 	if err := c.Init(make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
-	for _, impl := range Impls() {
+	for _, impl := range impls() {
 		name := impl.String()
 		if impl == Generic {
 			name = "Base"
 		}
 		t.Run(name, func(t *testing.T) {
-			if !Available(impl) {
+			if !isAvailable(impl) {
 				t.Skipf("%v not available on this CPU", impl)
 			}
 			use(t, impl)
@@ -138,20 +139,17 @@ func TestAllImplementations(t *testing.T) {
 }
 
 // TestGODEBUGMasks reruns this test binary with features masked by GODEBUG
-// and with XTSCTL_XTS_IMPL set, and checks what the child can use.
+// and checks what the child can use; and that the environment no longer
+// forces a kernel (XTSCTL_XTS_IMPL did, before internal/impl took over).
 func TestGODEBUGMasks(t *testing.T) {
 	if os.Getenv("XTSCTL_AESNI_CHILD") != "" {
 		var names []string
-		for _, i := range Impls() {
-			if Available(i) {
+		for _, i := range impls() {
+			if isAvailable(i) {
 				names = append(names, i.String())
 			}
 		}
-		errText := "nil"
-		if EnvError != nil {
-			errText = "set"
-		}
-		os.Stdout.WriteString("available=" + strings.Join(names, ",") + " pick4096=" + Pick(4096).String() + " envErr=" + errText + "\n")
+		os.Stdout.WriteString("available=" + strings.Join(names, ",") + " pick4096=" + Pick(4096).String() + "\n")
 		return
 	}
 	exe, err := os.Executable()
@@ -191,16 +189,13 @@ func TestGODEBUGMasks(t *testing.T) {
 	if got := child("GODEBUG=cpu.avx2=off"); contains(got, "vaes512") || contains(got, "vaes256") {
 		t.Errorf("GODEBUG=cpu.avx2=off: %s", got)
 	}
-	if got := child("GODEBUG=cpu.aes=off"); got != "available=generic pick4096=generic envErr=nil" {
+	if got := child("GODEBUG=cpu.aes=off"); got != "available=generic,portable pick4096=portable" {
 		t.Errorf("GODEBUG=cpu.aes=off: %s", got)
 	}
-	if useAESNI {
-		if got := child("XTSCTL_XTS_IMPL=aesni1"); !strings.Contains(got, "pick4096=aesni1 envErr=nil") {
-			t.Errorf("XTSCTL_XTS_IMPL=aesni1: %s", got)
+	if useAESNI && autoPick(4096) != AESNI1 {
+		if got := child("XTSCTL_XTS_IMPL=aesni1"); !strings.HasSuffix(got, "pick4096="+autoPick(4096).String()) {
+			t.Errorf("XTSCTL_XTS_IMPL=aesni1 changed the choice: %s", got)
 		}
-	}
-	if got := child("XTSCTL_XTS_IMPL=nonsense"); !strings.Contains(got, "envErr=set") {
-		t.Errorf("XTSCTL_XTS_IMPL=nonsense: %s", got)
 	}
 }
 
@@ -230,7 +225,7 @@ func TestPreferYMM(t *testing.T) {
 		{true, false, true, true, VAES512},
 		{true, true, false, false, VAES256}, // VAES on ymm without AVX-512
 		{true, false, false, false, AESNI4},
-		{false, false, false, false, Generic},
+		{false, false, false, false, Portable},
 	} {
 		if got := chooseWidest(tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM); got != tc.want {
 			t.Errorf("chooseWidest(%v, %v, %v, %v) = %v, want %v", tc.aesni, tc.vaes256, tc.vaes512, tc.preferYMM, got, tc.want)

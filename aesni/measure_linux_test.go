@@ -29,8 +29,8 @@ func TestMeasureInterleaved(t *testing.T) {
 		t.Skip("needs -measure")
 	}
 	names := []string{"auto"}
-	for _, i := range Impls() {
-		if i != Generic && Available(i) {
+	for _, i := range impls() {
+		if i != Generic && isAvailable(i) {
 			names = append(names, i.String())
 		}
 	}
@@ -93,10 +93,10 @@ func measureAll(t *testing.T, names []string, keyLen int, sizes []int, rounds in
 	}
 	var tw [16]byte
 	run := func(j *job) int64 {
-		Reset()
+		resetImpl()
 		if j.name != "auto" {
-			i, _ := ParseImpl(j.name)
-			if err := Select(i); err != nil {
+			i, _ := parseImpl(j.name)
+			if err := selectImpl(i); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -115,7 +115,7 @@ func measureAll(t *testing.T, names []string, keyLen int, sizes []int, rounds in
 			}
 		}
 		ns := testutil.ThreadCPUNanos(t) - start
-		Reset()
+		resetImpl()
 		return ns
 	}
 	var jobs []*job

@@ -18,6 +18,16 @@ func rawAESRoundsYMM(out *[16]byte, rounds, iters int)
 //go:noescape
 func rawAESRoundsZMM(out *[16]byte, rounds, iters int)
 
+// rawAESChainXMM runs iters iterations of rounds AESENC on one block, each
+// round waiting for the one before: AESENC's latency (benchmarks only).
+//
+//go:noescape
+func rawAESChainXMM(out *[16]byte, rounds, iters int)
+
+// addChain runs 8*iters dependent one-cycle ADDs: the core clock's
+// reference for turning latencies into cycles (benchmarks only).
+func addChain(iters int) int
+
 // rooflineVAES is our CPUID probe's VAES-on-ymm answer (x/sys/cpu reports
 // VAES only with AVX-512), read once.
 var rooflineVAES = func() bool { p := probeCPU(); return p.vaes && p.osYMM }()

@@ -144,3 +144,44 @@ rawAESRoundsZMM_round:
 	VMOVDQU X1, (DI)
 	VZEROUPPER
 	RET
+
+// func rawAESChainXMM(out *[16]byte, rounds, iters int)
+// Requires: AES
+// Latency, not throughput: one block in X1, every AESENC waiting for the
+// one before (rounds per iteration, iters iterations), round key X0 = 0.
+TEXT ·rawAESChainXMM(SB), NOSPLIT, $0-24
+	MOVQ out+0(FP), DI
+	MOVQ rounds+8(FP), AX
+	MOVQ iters+16(FP), BX
+	PXOR X0, X0
+	PXOR X1, X1
+rawAESChainXMM_iter:
+	MOVQ AX, CX
+rawAESChainXMM_round:
+	AESENC X0, X1
+	DECQ CX
+	JNZ  rawAESChainXMM_round
+	DECQ BX
+	JNZ  rawAESChainXMM_iter
+	MOVOU X1, (DI)
+	RET
+
+// func addChain(iters int) int
+// The core clock's reference: 8 dependent one-cycle ADDs per iteration
+// (AX), so iters*8 cycles; returns AX so the chain is not dead.
+TEXT ·addChain(SB), NOSPLIT, $0-16
+	MOVQ iters+0(FP), CX
+	XORQ AX, AX
+addChain_loop:
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	ADDQ $1, AX
+	DECQ CX
+	JNZ  addChain_loop
+	MOVQ AX, ret+8(FP)
+	RET

@@ -72,7 +72,31 @@ DATA laneShiftL<>+32(SB)/8, $0x0000000000000002
 DATA laneShiftL<>+40(SB)/8, $0x0000000000000002
 DATA laneShiftL<>+48(SB)/8, $0x0000000000000003
 DATA laneShiftL<>+56(SB)/8, $0x0000000000000003
-GLOBL laneShiftL<>(SB), RODATA|NOPTR, $64
+DATA laneShiftL<>+64(SB)/8, $0x0000000000000004
+DATA laneShiftL<>+72(SB)/8, $0x0000000000000004
+DATA laneShiftL<>+80(SB)/8, $0x0000000000000005
+DATA laneShiftL<>+88(SB)/8, $0x0000000000000005
+DATA laneShiftL<>+96(SB)/8, $0x0000000000000006
+DATA laneShiftL<>+104(SB)/8, $0x0000000000000006
+DATA laneShiftL<>+112(SB)/8, $0x0000000000000007
+DATA laneShiftL<>+120(SB)/8, $0x0000000000000007
+DATA laneShiftL<>+128(SB)/8, $0x0000000000000008
+DATA laneShiftL<>+136(SB)/8, $0x0000000000000008
+DATA laneShiftL<>+144(SB)/8, $0x0000000000000009
+DATA laneShiftL<>+152(SB)/8, $0x0000000000000009
+DATA laneShiftL<>+160(SB)/8, $0x000000000000000a
+DATA laneShiftL<>+168(SB)/8, $0x000000000000000a
+DATA laneShiftL<>+176(SB)/8, $0x000000000000000b
+DATA laneShiftL<>+184(SB)/8, $0x000000000000000b
+DATA laneShiftL<>+192(SB)/8, $0x000000000000000c
+DATA laneShiftL<>+200(SB)/8, $0x000000000000000c
+DATA laneShiftL<>+208(SB)/8, $0x000000000000000d
+DATA laneShiftL<>+216(SB)/8, $0x000000000000000d
+DATA laneShiftL<>+224(SB)/8, $0x000000000000000e
+DATA laneShiftL<>+232(SB)/8, $0x000000000000000e
+DATA laneShiftL<>+240(SB)/8, $0x000000000000000f
+DATA laneShiftL<>+248(SB)/8, $0x000000000000000f
+GLOBL laneShiftL<>(SB), RODATA|NOPTR, $256
 
 DATA laneShiftR<>+0(SB)/8, $0x0000000000000040
 DATA laneShiftR<>+8(SB)/8, $0x0000000000000040
@@ -82,7 +106,31 @@ DATA laneShiftR<>+32(SB)/8, $0x000000000000003e
 DATA laneShiftR<>+40(SB)/8, $0x000000000000003e
 DATA laneShiftR<>+48(SB)/8, $0x000000000000003d
 DATA laneShiftR<>+56(SB)/8, $0x000000000000003d
-GLOBL laneShiftR<>(SB), RODATA|NOPTR, $64
+DATA laneShiftR<>+64(SB)/8, $0x000000000000003c
+DATA laneShiftR<>+72(SB)/8, $0x000000000000003c
+DATA laneShiftR<>+80(SB)/8, $0x000000000000003b
+DATA laneShiftR<>+88(SB)/8, $0x000000000000003b
+DATA laneShiftR<>+96(SB)/8, $0x000000000000003a
+DATA laneShiftR<>+104(SB)/8, $0x000000000000003a
+DATA laneShiftR<>+112(SB)/8, $0x0000000000000039
+DATA laneShiftR<>+120(SB)/8, $0x0000000000000039
+DATA laneShiftR<>+128(SB)/8, $0x0000000000000038
+DATA laneShiftR<>+136(SB)/8, $0x0000000000000038
+DATA laneShiftR<>+144(SB)/8, $0x0000000000000037
+DATA laneShiftR<>+152(SB)/8, $0x0000000000000037
+DATA laneShiftR<>+160(SB)/8, $0x0000000000000036
+DATA laneShiftR<>+168(SB)/8, $0x0000000000000036
+DATA laneShiftR<>+176(SB)/8, $0x0000000000000035
+DATA laneShiftR<>+184(SB)/8, $0x0000000000000035
+DATA laneShiftR<>+192(SB)/8, $0x0000000000000034
+DATA laneShiftR<>+200(SB)/8, $0x0000000000000034
+DATA laneShiftR<>+208(SB)/8, $0x0000000000000033
+DATA laneShiftR<>+216(SB)/8, $0x0000000000000033
+DATA laneShiftR<>+224(SB)/8, $0x0000000000000032
+DATA laneShiftR<>+232(SB)/8, $0x0000000000000032
+DATA laneShiftR<>+240(SB)/8, $0x0000000000000031
+DATA laneShiftR<>+248(SB)/8, $0x0000000000000031
+GLOBL laneShiftR<>(SB), RODATA|NOPTR, $256
 
 // func expandKey128Asm(key *[16]byte, enc *[240]byte)
 // Requires: AES, SSE2
@@ -1619,29 +1667,36 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x02
+	JAE     wide31
 	VMOVQ   (R8), X10
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_31
+	JE      aes128_32
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_31:
+aes128_32:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -1652,13 +1707,6 @@ aes128_31:
 	VAESENC     -32(R10), X10, X10
 	VAESENC     -16(R10), X10, X10
 	VAESENCLAST (R10), X10, X10
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x02
-	JAE  wide32
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
@@ -1673,8 +1721,8 @@ shortLoop34:
 	TESTQ   DX, DX
 	JZ      shortSteal35
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_37
 	VAESENC 16(AX), X0, X0
@@ -1718,8 +1766,8 @@ shortSteal35:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X1, X0, X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
 	JE      aes128_38
 	VAESENC 16(AX), X0, X0
@@ -1751,8 +1799,8 @@ aes128_38:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
 	JE          aes128_39
 	VAESENC     16(AX), X0, X0
@@ -1777,25 +1825,46 @@ aes128_39:
 shortDone36:
 	RET
 
-wide32:
+wide31:
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
+	VPXOR   (BX), X10, X10
+	CMPQ    R12, $0x0a
+	JE      aes128_40
+	VAESENC 16(BX), X10, X10
+	VAESENC 32(BX), X10, X10
+	VAESENC 48(BX), X10, X10
+	VAESENC 64(BX), X10, X10
+
+aes128_40:
+	VAESENC        -144(R10), X10, X10
+	VAESENC        -128(R10), X10, X10
+	VAESENC        -112(R10), X10, X10
+	VAESENC        -96(R10), X10, X10
+	VAESENC        -80(R10), X10, X10
+	VAESENC        -64(R10), X10, X10
+	VAESENC        -48(R10), X10, X10
+	VAESENC        -32(R10), X10, X10
+	VAESENC        -16(R10), X10, X10
+	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk40
+	JZ             bulk41
 	CMPQ           DX, $0x08
-	JB             stealFirst41
+	JB             stealFirst42
 	VMOVDQA        X10, X11
 	MOVQ           DX, R13
 
-x64_43:
+x64_44:
 	CMPQ       R13, $0x40
-	JB         xrest44
+	JB         xrest45
 	VPCLMULQDQ $0x01, X9, X11, X2
 	VPSLLDQ    $0x08, X11, X11
 	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
-	JMP        x64_43
+	JMP        x64_44
 
-xrest44:
+xrest45:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1807,8 +1876,9 @@ xrest44:
 	VPXOR      X13, X11, X11
 	VPXOR      X14, X11, X11
 
-bulk40:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+bulk41:
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -1816,32 +1886,32 @@ bulk40:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main45:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main46:
 	CMPQ           DX, $0x08
-	JB             vec46
+	JB             vec47
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1856,7 +1926,7 @@ main45:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_49
+	JE             aes128_50
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1878,7 +1948,7 @@ main45:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_49:
+aes128_50:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1938,36 +2008,36 @@ aes128_49:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main45
+	JMP            main46
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec46:
+vec47:
 	CMPQ           DX, $0x02
-	JB             partial47
+	JB             partial48
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_50
+	JE             aes128_51
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -1977,7 +2047,7 @@ vec46:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_50:
+aes128_51:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2006,24 +2076,24 @@ aes128_50:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec46
+	JMP            vec47
 
-partial47:
+partial48:
 	TESTQ DX, DX
-	JZ    bulkDone48
+	JZ    bulkDone49
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_52
+	JE      aes128_53
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_52:
+aes128_53:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2039,13 +2109,13 @@ aes128_52:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone48:
+bulkDone49:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ     R11, R11
-	JZ        stolen53
+	JZ        stolen54
 	VMOVDQU   -16(DI), X0
 	VMOVDQU   -16(SI)(R11*1), X1
 	LEAQ      ctsShuffle<>+0(SB), R8
@@ -2057,16 +2127,16 @@ bulkDone48:
 	VPSHUFB   X3, X0, X5
 	VMOVDQU   X5, -16(DI)(R11*1)
 	VPBLENDVB X2, X0, X1, X0
-	VPXOR     (AX), X0, X0
-	VPXOR     X11, X0, X0
+	VPXOR     (AX), X11, X8
+	VPXOR     X8, X0, X0
 	CMPQ      R12, $0x0a
-	JE        aes128_54
+	JE        aes128_55
 	VAESENC   16(AX), X0, X0
 	VAESENC   32(AX), X0, X0
 	VAESENC   48(AX), X0, X0
 	VAESENC   64(AX), X0, X0
 
-aes128_54:
+aes128_55:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2080,10 +2150,10 @@ aes128_54:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen53:
-	JMP end42
+stolen54:
+	JMP end43
 
-stealFirst41:
+stealFirst42:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
@@ -2098,16 +2168,16 @@ stealFirst41:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_55:
+x64_56:
 	CMPQ       R13, $0x40
-	JB         xrest56
+	JB         xrest57
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_55
+	JMP        x64_56
 
-xrest56:
+xrest57:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2127,16 +2197,16 @@ xrest56:
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X1, X0, X0
+	VPXOR      (AX), X1, X8
+	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_57
+	JE         aes128_58
 	VAESENC    16(AX), X0, X0
 	VAESENC    32(AX), X0, X0
 	VAESENC    48(AX), X0, X0
 	VAESENC    64(AX), X0, X0
 
-aes128_57:
+aes128_58:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2160,16 +2230,16 @@ aes128_57:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_58
+	JE          aes128_59
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_58:
+aes128_59:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2183,7 +2253,8 @@ aes128_58:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -2191,32 +2262,32 @@ aes128_58:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main59:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main60:
 	CMPQ           DX, $0x08
-	JB             vec60
+	JB             vec61
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -2231,7 +2302,7 @@ main59:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_63
+	JE             aes128_64
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2253,7 +2324,7 @@ main59:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_63:
+aes128_64:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2313,36 +2384,36 @@ aes128_63:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main59
+	JMP            main60
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec60:
+vec61:
 	CMPQ           DX, $0x02
-	JB             partial61
+	JB             partial62
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_64
+	JE             aes128_65
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2352,7 +2423,7 @@ vec60:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_64:
+aes128_65:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2381,24 +2452,24 @@ aes128_64:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec60
+	JMP            vec61
 
-partial61:
+partial62:
 	TESTQ DX, DX
-	JZ    bulkDone62
+	JZ    bulkDone63
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_66
+	JE      aes128_67
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_66:
+aes128_67:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2414,8 +2485,8 @@ aes128_66:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone62:
-end42:
+bulkDone63:
+end43:
 	VZEROUPPER
 	RET
 
@@ -2425,36 +2496,45 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES encryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
-	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
+	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
+	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
+	// the 0x87 constant.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x04
+	JAE     wide68
 	VMOVQ   (R8), X12
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_67
+	JE      aes128_69
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_67:
+aes128_69:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2465,37 +2545,30 @@ aes128_67:
 	VAESENC     -32(R10), X12, X12
 	VAESENC     -16(R10), X12, X12
 	VAESENCLAST (R10), X12, X12
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x04
-	JAE  wide68
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail69
+	JZ    shortNoTail70
 	DECQ  DX
 
-shortNoTail69:
+shortNoTail70:
 	VMOVDQA X12, X4
 
-shortLoop70:
+shortLoop71:
 	TESTQ   DX, DX
-	JZ      shortSteal71
+	JZ      shortSteal72
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_73
+	JE      aes128_74
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_73:
+aes128_74:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2516,11 +2589,11 @@ aes128_73:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop70
+	JMP         shortLoop71
 
-shortSteal71:
+shortSteal72:
 	TESTQ   R11, R11
-	JZ      shortDone72
+	JZ      shortDone73
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -2531,16 +2604,16 @@ shortSteal71:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X1, X0, X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_74
+	JE      aes128_75
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_74:
+aes128_75:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2564,16 +2637,16 @@ aes128_74:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X3, X0, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_75
+	JE          aes128_76
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_75:
+aes128_76:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2587,10 +2660,76 @@ aes128_75:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone72:
+shortDone73:
 	RET
 
 wide68:
+	CMPQ            DX, $0x10
+	JB              narrowTweak77
+	VMOVQ           (R8), X12
+	VPINSRQ         $0x01, 8(R8), X12, X12
+	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_79
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_79:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked78
+
+narrowTweak77:
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
+	VPXOR   (BX), X12, X12
+	CMPQ    R12, $0x0a
+	JE      aes128_80
+	VAESENC 16(BX), X12, X12
+	VAESENC 32(BX), X12, X12
+	VAESENC 48(BX), X12, X12
+	VAESENC 64(BX), X12, X12
+
+aes128_80:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked78:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -2608,22 +2747,22 @@ wide68:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk76
+	JZ              bulk81
 	CMPQ            DX, $0x10
-	JB              stealFirst77
+	JB              stealFirst82
 	VMOVDQA         X12, X15
 	MOVQ            DX, R13
 
-x64_79:
+x64_84:
 	CMPQ       R13, $0x40
-	JB         xrest80
+	JB         xrest85
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_79
+	JMP        x64_84
 
-xrest80:
+xrest85:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2634,37 +2773,37 @@ xrest80:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk76:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+bulk81:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main81:
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main86:
 	CMPQ       DX, $0x10
-	JB         vec82
+	JB         vec87
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2673,8 +2812,12 @@ main81:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_85
+	JE         aes128_90
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2692,7 +2835,7 @@ main81:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_85:
+aes128_90:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2705,6 +2848,34 @@ aes128_85:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -2729,53 +2900,33 @@ aes128_85:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main81
+	JMP         main86
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec82:
+vec87:
 	CMPQ       DX, $0x04
-	JB         partial83
+	JB         partial88
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_86
+	JE         aes128_91
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_86:
+aes128_91:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2794,28 +2945,28 @@ aes128_86:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec82
+	JMP         vec87
 
-partial83:
+partial88:
 	TESTQ DX, DX
-	JZ    bulkDone84
+	JZ    bulkDone89
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one87
+	JB         one92
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_88
+	JE         aes128_93
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_88:
+aes128_93:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -2832,19 +2983,19 @@ aes128_88:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone84
+	JZ            bulkDone89
 
-one87:
+one92:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_89
+	JE         aes128_94
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_89:
+aes128_94:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2860,13 +3011,13 @@ aes128_89:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone84:
+bulkDone89:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen90
+	JZ         stolen95
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -2880,13 +3031,13 @@ bulkDone84:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_91
+	JE         aes128_96
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_91:
+aes128_96:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2900,10 +3051,10 @@ aes128_91:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen90:
-	JMP end78
+stolen95:
+	JMP end83
 
-stealFirst77:
+stealFirst82:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
@@ -2918,16 +3069,16 @@ stealFirst77:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_92:
+x64_97:
 	CMPQ       R13, $0x40
-	JB         xrest93
+	JB         xrest98
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_92
+	JMP        x64_97
 
-xrest93:
+xrest98:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2947,13 +3098,13 @@ xrest93:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_94
+	JE         aes128_99
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_94:
+aes128_99:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2979,13 +3130,13 @@ aes128_94:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_95
+	JE          aes128_100
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_95:
+aes128_100:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -2999,36 +3150,36 @@ aes128_95:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main96:
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main101:
 	CMPQ       DX, $0x10
-	JB         vec97
+	JB         vec102
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3037,8 +3188,12 @@ main96:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_100
+	JE         aes128_105
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3056,7 +3211,7 @@ main96:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_100:
+aes128_105:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3069,6 +3224,34 @@ aes128_100:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3093,53 +3276,33 @@ aes128_100:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main96
+	JMP         main101
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec97:
+vec102:
 	CMPQ       DX, $0x04
-	JB         partial98
+	JB         partial103
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_101
+	JE         aes128_106
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_101:
+aes128_106:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3158,28 +3321,28 @@ aes128_101:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec97
+	JMP         vec102
 
-partial98:
+partial103:
 	TESTQ DX, DX
-	JZ    bulkDone99
+	JZ    bulkDone104
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one102
+	JB         one107
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_103
+	JE         aes128_108
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_103:
+aes128_108:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3196,19 +3359,19 @@ aes128_103:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone99
+	JZ            bulkDone104
 
-one102:
+one107:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_104
+	JE         aes128_109
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_104:
+aes128_109:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3224,8 +3387,8 @@ aes128_104:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone99:
-end78:
+bulkDone104:
+end83:
 	VZEROUPPER
 	RET
 
@@ -3242,7 +3405,8 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512.
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -3291,7 +3455,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_105
+	JE              aes128_110
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3301,7 +3465,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_105:
+aes128_110:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3323,7 +3487,9 @@ aes128_105:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group106:
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general114
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3341,7 +3507,7 @@ group106:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_109
+	JE              aes128_115
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3351,7 +3517,7 @@ group106:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_109:
+aes128_115:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3374,39 +3540,34 @@ aes128_109:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit107:
-	MOVQ R10, DX
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main110:
-	CMPQ       DX, $0x10
-	JB         vec111
+	// Per iteration: 16 blocks of one unit, as in the main loop of
+	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
+	// or, in the unit's last iteration, the next unit's are built.
+pipe116:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3415,8 +3576,12 @@ main110:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_114
+	JE         aes128_117
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3434,19 +3599,131 @@ main110:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_114:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
+aes128_117:
+	VAESENC    Z21, Z0, Z0
+	VAESENC    Z21, Z1, Z1
+	VAESENC    Z21, Z2, Z2
+	VAESENC    Z21, Z3, Z3
+	VAESENC    Z22, Z0, Z0
+	VAESENC    Z22, Z1, Z1
+	VAESENC    Z22, Z2, Z2
+	VAESENC    Z22, Z3, Z3
+	VAESENC    Z23, Z0, Z0
+	VAESENC    Z23, Z1, Z1
+	VAESENC    Z23, Z2, Z2
+	VAESENC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd118
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z7
+	JMP        cont121
+
+unitEnd118:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit120
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_122
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_122:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit120:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont121:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3471,53 +3748,230 @@ aes128_114:
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
 	VAESENC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESENCLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESENCLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESENCLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESENCLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main110
+	SUBQ        $0x10, R8
+	JNZ         pipe116
+	JMP         done113
+
+general114:
+group111:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_123
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_123:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit112:
+	MOVQ R10, DX
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main124:
+	CMPQ       DX, $0x10
+	JB         vec125
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_128
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_128:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z4
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z5
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z6
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z7
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main124
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec111:
+vec125:
 	CMPQ       DX, $0x04
-	JB         partial112
+	JB         partial126
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_115
+	JE         aes128_129
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_115:
+aes128_129:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3536,28 +3990,28 @@ aes128_115:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec111
+	JMP         vec125
 
-partial112:
+partial126:
 	TESTQ DX, DX
-	JZ    bulkDone113
+	JZ    bulkDone127
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one116
+	JB         one130
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_117
+	JE         aes128_131
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_117:
+aes128_131:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3574,19 +4028,19 @@ aes128_117:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone113
+	JZ            bulkDone127
 
-one116:
+one130:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_118
+	JE         aes128_132
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_118:
+aes128_132:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3602,15 +4056,15 @@ aes128_118:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone113:
+bulkDone127:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done108
+	JZ      done113
 	DECQ    R11
-	JNZ     unit107
-	JMP     group106
+	JNZ     unit112
+	JMP     group111
 
-done108:
+done113:
 	VZEROUPPER
 	RET
 
@@ -3655,7 +4109,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_119
+	JE             aes128_133
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3665,7 +4119,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_119:
+aes128_133:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3687,7 +4141,7 @@ aes128_119:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group120:
+group134:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3699,7 +4153,7 @@ group120:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_123
+	JE             aes128_137
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -3709,7 +4163,7 @@ group120:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_123:
+aes128_137:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -3732,10 +4186,11 @@ aes128_123:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit121:
+unit135:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -3743,32 +4198,32 @@ unit121:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main124:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main138:
 	CMPQ           DX, $0x08
-	JB             vec125
+	JB             vec139
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -3783,7 +4238,7 @@ main124:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_128
+	JE             aes128_142
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3805,7 +4260,7 @@ main124:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_128:
+aes128_142:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -3865,36 +4320,36 @@ aes128_128:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main124
+	JMP            main138
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec125:
+vec139:
 	CMPQ           DX, $0x02
-	JB             partial126
+	JB             partial140
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_129
+	JE             aes128_143
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -3904,7 +4359,7 @@ vec125:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_129:
+aes128_143:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -3933,24 +4388,24 @@ aes128_129:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec125
+	JMP            vec139
 
-partial126:
+partial140:
 	TESTQ DX, DX
-	JZ    bulkDone127
+	JZ    bulkDone141
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_131
+	JE      aes128_145
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_131:
+aes128_145:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -3966,15 +4421,15 @@ aes128_131:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone127:
+bulkDone141:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done122
+	JZ     done136
 	DECQ   R11
-	JNZ    unit121
-	JMP    group120
+	JNZ    unit135
+	JMP    group134
 
-done122:
+done136:
 	VZEROUPPER
 	RET
 
@@ -4011,7 +4466,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_132
+	JE         aes128_146
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4021,7 +4476,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_132:
+aes128_146:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4049,21 +4504,21 @@ aes128_132:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal133
+	JZ    noSteal147
 	DECQ  DX
 
-noSteal133:
+noSteal147:
 	// One block at a time
-loop1_134:
+loop1_148:
 	TESTQ  DX, DX
-	JZ     steal135
+	JZ     steal149
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_136
+	JE     aes128_150
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4073,7 +4528,7 @@ loop1_134:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_136:
+aes128_150:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4104,11 +4559,11 @@ aes128_136:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_134
+	JMP        loop1_148
 
-steal135:
+steal149:
 	TESTQ R11, R11
-	JZ    done137
+	JZ    done151
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4129,7 +4584,7 @@ steal135:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_138
+	JE     aes128_152
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4139,7 +4594,7 @@ steal135:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_138:
+aes128_152:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4180,7 +4635,7 @@ aes128_138:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_139
+	JE         aes128_153
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4190,7 +4645,7 @@ aes128_138:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_139:
+aes128_153:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4214,7 +4669,7 @@ aes128_139:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done137:
+done151:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4251,7 +4706,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_140
+	JE         aes128_154
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4261,7 +4716,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_140:
+aes128_154:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4289,13 +4744,13 @@ aes128_140:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal141
+	JZ    noSteal155
 	DECQ  DX
 
-noSteal141:
-loop4_143:
+noSteal155:
+loop4_157:
 	CMPQ   DX, $0x04
-	JB     loop1_142
+	JB     loop1_156
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4334,7 +4789,7 @@ loop4_143:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_144
+	JE     aes128_158
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4356,7 +4811,7 @@ loop4_143:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_144:
+aes128_158:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4418,19 +4873,19 @@ aes128_144:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_143
+	JMP        loop4_157
 
 	// One block at a time
-loop1_142:
+loop1_156:
 	TESTQ  DX, DX
-	JZ     steal145
+	JZ     steal159
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_146
+	JE     aes128_160
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4440,7 +4895,7 @@ loop1_142:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_146:
+aes128_160:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4471,11 +4926,11 @@ aes128_146:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_142
+	JMP        loop1_156
 
-steal145:
+steal159:
 	TESTQ R11, R11
-	JZ    done147
+	JZ    done161
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4496,7 +4951,7 @@ steal145:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_148
+	JE     aes128_162
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4506,7 +4961,7 @@ steal145:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_148:
+aes128_162:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4547,7 +5002,7 @@ aes128_148:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_149
+	JE         aes128_163
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4557,7 +5012,7 @@ aes128_148:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_149:
+aes128_163:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4581,7 +5036,7 @@ aes128_149:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done147:
+done161:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4620,7 +5075,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_150
+	JE         aes128_164
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4630,7 +5085,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_150:
+aes128_164:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4658,13 +5113,13 @@ aes128_150:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal151
+	JZ    noSteal165
 	DECQ  DX
 
-noSteal151:
-loop8_153:
+noSteal165:
+loop8_167:
 	CMPQ   DX, $0x08
-	JB     loop4_154
+	JB     loop4_168
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4739,7 +5194,7 @@ loop8_153:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_155
+	JE     aes128_169
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4777,7 +5232,7 @@ loop8_153:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_155:
+aes128_169:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4895,11 +5350,11 @@ aes128_155:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_153
+	JMP        loop8_167
 
-loop4_154:
+loop4_168:
 	CMPQ   DX, $0x04
-	JB     loop1_152
+	JB     loop1_166
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4938,7 +5393,7 @@ loop4_154:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_156
+	JE     aes128_170
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4960,7 +5415,7 @@ loop4_154:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_156:
+aes128_170:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5024,16 +5479,16 @@ aes128_156:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_152:
+loop1_166:
 	TESTQ  DX, DX
-	JZ     steal157
+	JZ     steal171
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_158
+	JE     aes128_172
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5043,7 +5498,7 @@ loop1_152:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_158:
+aes128_172:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5074,11 +5529,11 @@ aes128_158:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_152
+	JMP        loop1_166
 
-steal157:
+steal171:
 	TESTQ R11, R11
-	JZ    done159
+	JZ    done173
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5099,7 +5554,7 @@ steal157:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_160
+	JE     aes128_174
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5109,7 +5564,7 @@ steal157:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_160:
+aes128_174:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5150,7 +5605,7 @@ aes128_160:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_161
+	JE         aes128_175
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5160,7 +5615,7 @@ aes128_160:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_161:
+aes128_175:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5184,7 +5639,7 @@ aes128_161:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done159:
+done173:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5200,29 +5655,36 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x02
+	JAE     wide176
 	VMOVQ   (R8), X10
 	VPINSRQ $0x01, 8(R8), X10, X10
 	VPXOR   (BX), X10, X10
 	CMPQ    R12, $0x0a
-	JE      aes128_162
+	JE      aes128_177
 	VAESENC 16(BX), X10, X10
 	VAESENC 32(BX), X10, X10
 	VAESENC 48(BX), X10, X10
 	VAESENC 64(BX), X10, X10
 
-aes128_162:
+aes128_177:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -5233,37 +5695,30 @@ aes128_162:
 	VAESENC     -32(R10), X10, X10
 	VAESENC     -16(R10), X10, X10
 	VAESENCLAST (R10), X10, X10
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x02
-	JAE  wide163
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail164
+	JZ    shortNoTail178
 	DECQ  DX
 
-shortNoTail164:
+shortNoTail178:
 	VMOVDQA X10, X4
 
-shortLoop165:
+shortLoop179:
 	TESTQ   DX, DX
-	JZ      shortSteal166
+	JZ      shortSteal180
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_168
+	JE      aes128_182
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_168:
+aes128_182:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5284,11 +5739,11 @@ aes128_168:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop165
+	JMP         shortLoop179
 
-shortSteal166:
+shortSteal180:
 	TESTQ   R11, R11
-	JZ      shortDone167
+	JZ      shortDone181
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5299,16 +5754,16 @@ shortSteal166:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X3, X0, X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_169
+	JE      aes128_183
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_169:
+aes128_183:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5332,16 +5787,16 @@ aes128_169:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X1, X0, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_170
+	JE          aes128_184
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_170:
+aes128_184:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5355,13 +5810,34 @@ aes128_170:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone167:
+shortDone181:
 	RET
 
-wide163:
+wide176:
+	VMOVQ   (R8), X10
+	VPINSRQ $0x01, 8(R8), X10, X10
+	VPXOR   (BX), X10, X10
+	CMPQ    R12, $0x0a
+	JE      aes128_185
+	VAESENC 16(BX), X10, X10
+	VAESENC 32(BX), X10, X10
+	VAESENC 48(BX), X10, X10
+	VAESENC 64(BX), X10, X10
+
+aes128_185:
+	VAESENC        -144(R10), X10, X10
+	VAESENC        -128(R10), X10, X10
+	VAESENC        -112(R10), X10, X10
+	VAESENC        -96(R10), X10, X10
+	VAESENC        -80(R10), X10, X10
+	VAESENC        -64(R10), X10, X10
+	VAESENC        -48(R10), X10, X10
+	VAESENC        -32(R10), X10, X10
+	VAESENC        -16(R10), X10, X10
+	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk171
+	JZ             bulk186
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -5372,16 +5848,16 @@ wide163:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_172:
+x64_187:
 	CMPQ       R13, $0x40
-	JB         xrest173
+	JB         xrest188
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_172
+	JMP        x64_187
 
-xrest173:
+xrest188:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5401,16 +5877,16 @@ xrest173:
 	MOVQ       DX, R13
 	SHLQ       $0x04, R13
 	VMOVDQU    (SI)(R13*1), X0
-	VPXOR      (AX), X0, X0
-	VPXOR      X3, X0, X0
+	VPXOR      (AX), X3, X8
+	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_174
+	JE         aes128_189
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_174:
+aes128_189:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5435,7 +5911,8 @@ aes128_174:
 	VMOVDQU     X7, (R14)(R11*1)
 	VPBLENDVB   X5, X0, X2, X11
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -5443,32 +5920,32 @@ aes128_174:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main175:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main190:
 	CMPQ           DX, $0x08
-	JB             vec176
+	JB             vec191
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5483,7 +5960,7 @@ main175:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_179
+	JE             aes128_194
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5505,7 +5982,7 @@ main175:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_179:
+aes128_194:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5565,36 +6042,36 @@ aes128_179:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main175
+	JMP            main190
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec176:
+vec191:
 	CMPQ           DX, $0x02
-	JB             partial177
+	JB             partial192
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_180
+	JE             aes128_195
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5604,7 +6081,7 @@ vec176:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_180:
+aes128_195:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5633,20 +6110,20 @@ aes128_180:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec176
+	JMP            vec191
 
-partial177:
+partial192:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_182
+	JZ             group0_197
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_183
+	JE             aes128_198
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5656,7 +6133,7 @@ partial177:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_183:
+aes128_198:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5679,20 +6156,20 @@ aes128_183:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone181
+	JMP            groupDone196
 
-group0_182:
+group0_197:
 	VMOVDQA X11, X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_184
+	JE      aes128_199
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_184:
+aes128_199:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5706,11 +6183,12 @@ aes128_184:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone181:
-	JMP end185
+groupDone196:
+	JMP end200
 
-bulk171:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+bulk186:
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -5718,32 +6196,32 @@ bulk171:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main186:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main201:
 	CMPQ           DX, $0x08
-	JB             vec187
+	JB             vec202
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5758,7 +6236,7 @@ main186:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_190
+	JE             aes128_205
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5780,7 +6258,7 @@ main186:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_190:
+aes128_205:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5840,36 +6318,36 @@ aes128_190:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main186
+	JMP            main201
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec187:
+vec202:
 	CMPQ           DX, $0x02
-	JB             partial188
+	JB             partial203
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_191
+	JE             aes128_206
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5879,7 +6357,7 @@ vec187:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_191:
+aes128_206:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5908,24 +6386,24 @@ aes128_191:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec187
+	JMP            vec202
 
-partial188:
+partial203:
 	TESTQ DX, DX
-	JZ    bulkDone189
+	JZ    bulkDone204
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_193
+	JE      aes128_208
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_193:
+aes128_208:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5941,8 +6419,8 @@ aes128_193:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone189:
-end185:
+bulkDone204:
+end200:
 	VZEROUPPER
 	RET
 
@@ -5952,36 +6430,45 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES decryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30
-	// key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
+	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
+	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
+	// the 0x87 constant.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
 	// bulk.
-	MOVQ    ks+0(FP), AX
-	MOVQ    tk+8(FP), BX
-	MOVQ    rounds+16(FP), R12
-	MOVQ    dst+24(FP), DI
-	MOVQ    src+32(FP), SI
-	MOVQ    n+40(FP), DX
-	MOVQ    tweak+48(FP), R8
-	MOVQ    R12, R9
-	SHLQ    $0x04, R9
-	MOVQ    R9, R10
-	ADDQ    AX, R9
-	ADDQ    BX, R10
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ    DX, $0x04
+	JAE     wide209
 	VMOVQ   (R8), X12
 	VPINSRQ $0x01, 8(R8), X12, X12
 	VPXOR   (BX), X12, X12
 	CMPQ    R12, $0x0a
-	JE      aes128_194
+	JE      aes128_210
 	VAESENC 16(BX), X12, X12
 	VAESENC 32(BX), X12, X12
 	VAESENC 48(BX), X12, X12
 	VAESENC 64(BX), X12, X12
 
-aes128_194:
+aes128_210:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5992,37 +6479,30 @@ aes128_194:
 	VAESENC     -32(R10), X12, X12
 	VAESENC     -16(R10), X12, X12
 	VAESENCLAST (R10), X12, X12
-	MOVQ        DX, R11
-	ANDQ        $0x0f, R11
-	SHRQ        $0x04, DX
-
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ DX, $0x04
-	JAE  wide195
 
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail196
+	JZ    shortNoTail211
 	DECQ  DX
 
-shortNoTail196:
+shortNoTail211:
 	VMOVDQA X12, X4
 
-shortLoop197:
+shortLoop212:
 	TESTQ   DX, DX
-	JZ      shortSteal198
+	JZ      shortSteal213
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_200
+	JE      aes128_215
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_200:
+aes128_215:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6043,11 +6523,11 @@ aes128_200:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop197
+	JMP         shortLoop212
 
-shortSteal198:
+shortSteal213:
 	TESTQ   R11, R11
-	JZ      shortDone199
+	JZ      shortDone214
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6058,16 +6538,16 @@ shortSteal198:
 	MOVQ    DX, R13
 	SHLQ    $0x04, R13
 	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X3, X0, X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_201
+	JE      aes128_216
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_201:
+aes128_216:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6091,16 +6571,16 @@ aes128_201:
 	LEAQ        (DI)(R13*1), R14
 	VMOVDQU     X14, (R14)(R11*1)
 	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X0, X0
-	VPXOR       X1, X0, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_202
+	JE          aes128_217
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_202:
+aes128_217:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6114,10 +6594,76 @@ aes128_202:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone199:
+shortDone214:
 	RET
 
-wide195:
+wide209:
+	CMPQ            DX, $0x10
+	JB              narrowTweak218
+	VMOVQ           (R8), X12
+	VPINSRQ         $0x01, 8(R8), X12, X12
+	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_220
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_220:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked219
+
+narrowTweak218:
+	VMOVQ   (R8), X12
+	VPINSRQ $0x01, 8(R8), X12, X12
+	VPXOR   (BX), X12, X12
+	CMPQ    R12, $0x0a
+	JE      aes128_221
+	VAESENC 16(BX), X12, X12
+	VAESENC 32(BX), X12, X12
+	VAESENC 48(BX), X12, X12
+	VAESENC 64(BX), X12, X12
+
+aes128_221:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked219:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -6135,7 +6681,7 @@ wide195:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk203
+	JZ              bulk222
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6146,16 +6692,16 @@ wide195:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_204:
+x64_223:
 	CMPQ       R13, $0x40
-	JB         xrest205
+	JB         xrest224
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_204
+	JMP        x64_223
 
-xrest205:
+xrest224:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6175,13 +6721,13 @@ xrest205:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_206
+	JE         aes128_225
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_206:
+aes128_225:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6206,36 +6752,36 @@ aes128_206:
 	VMOVDQU     X7, (R14)(R11*1)
 	VPBLENDVB   X5, X0, X2, X15
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main207:
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main226:
 	CMPQ       DX, $0x10
-	JB         vec208
+	JB         vec227
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6244,8 +6790,12 @@ main207:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_211
+	JE         aes128_230
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6263,7 +6813,7 @@ main207:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_211:
+aes128_230:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6276,6 +6826,34 @@ aes128_211:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6300,53 +6878,33 @@ aes128_211:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main207
+	JMP         main226
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec208:
+vec227:
 	CMPQ       DX, $0x04
-	JB         partial209
+	JB         partial228
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_212
+	JE         aes128_231
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_212:
+aes128_231:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6365,27 +6923,27 @@ aes128_212:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec208
+	JMP         vec227
 
-partial209:
+partial228:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_214
+	JB           group1_233
 	VMOVDQU      (SI), Y0
-	JE           groupZ216
+	JE           groupZ235
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_218
+	JE           aes128_237
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_218:
+aes128_237:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6397,19 +6955,19 @@ aes128_218:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_217
+	JMP         group3_236
 
-groupZ216:
+groupZ235:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_219
+	JE           aes128_238
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_219:
+aes128_238:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -6424,26 +6982,26 @@ aes128_219:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone213
+	JMP           groupDone232
 
-group3_217:
+group3_236:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone213
+	JMP       groupDone232
 
-group1_214:
+group1_233:
 	TESTQ       DX, DX
-	JZ          group0_215
+	JZ          group0_234
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_220
+	JE          aes128_239
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_220:
+aes128_239:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -6456,19 +7014,19 @@ aes128_220:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone213
+	JMP         groupDone232
 
-group0_215:
+group0_234:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_221
+	JE         aes128_240
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_221:
+aes128_240:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6482,40 +7040,40 @@ aes128_221:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone213:
-	JMP end222
+groupDone232:
+	JMP end241
 
-bulk203:
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+bulk222:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main223:
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main242:
 	CMPQ       DX, $0x10
-	JB         vec224
+	JB         vec243
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6524,8 +7082,12 @@ main223:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_227
+	JE         aes128_246
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6543,7 +7105,7 @@ main223:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_227:
+aes128_246:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6556,6 +7118,34 @@ aes128_227:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z13
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z4
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z4
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z5
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z5
+	VPSRLDQ     $0x0e, Z6, Z13
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z6
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z6
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z13, Z13, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z7
+	VPADDQ      Z14, Z14, Z14
+	VPSLLQ      $0x07, Z13, Z13
+	VPTERNLOGD  $0x96, Z13, Z14, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6580,53 +7170,33 @@ aes128_227:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main223
+	JMP         main242
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec224:
+vec243:
 	CMPQ       DX, $0x04
-	JB         partial225
+	JB         partial244
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_228
+	JE         aes128_247
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_228:
+aes128_247:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6645,28 +7215,28 @@ aes128_228:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec224
+	JMP         vec243
 
-partial225:
+partial244:
 	TESTQ DX, DX
-	JZ    bulkDone226
+	JZ    bulkDone245
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one229
+	JB         one248
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_230
+	JE         aes128_249
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_230:
+aes128_249:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -6683,19 +7253,19 @@ aes128_230:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone226
+	JZ            bulkDone245
 
-one229:
+one248:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_231
+	JE         aes128_250
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_231:
+aes128_250:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6711,8 +7281,8 @@ aes128_231:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone226:
-end222:
+bulkDone245:
+end241:
 	VZEROUPPER
 	RET
 
@@ -6729,7 +7299,8 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	// chain runs while the previous group's data is being processed.
 	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
 	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
-	// key2 round key; the rest as in xtsEncVAES512.
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
 	MOVQ            ks+0(FP), AX
 	MOVQ            tk+8(FP), BX
 	MOVQ            rounds+16(FP), R12
@@ -6778,7 +7349,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_232
+	JE              aes128_251
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6788,7 +7359,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_232:
+aes128_251:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6810,7 +7381,9 @@ aes128_232:
 	VBROADCASTI32X4 (CX), Z15
 	VAESENCLAST     Z15, Z14, Z13
 
-group233:
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general255
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -6828,7 +7401,7 @@ group233:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_236
+	JE              aes128_256
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -6838,7 +7411,7 @@ group233:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_236:
+aes128_256:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -6861,39 +7434,34 @@ aes128_236:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit234:
-	MOVQ R10, DX
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^3, T1..T3 = T0*x^4, x^8, x^12.
-	VSHUFI64X2 $0x00, Z12, Z12, Z8
-	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLQ     $0x3c, Z4, Z9
-	VPSLLQ     $0x04, Z4, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLQ     $0x38, Z4, Z9
-	VPSLLQ     $0x08, Z4, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLQ     $0x34, Z4, Z9
-	VPSLLQ     $0x0c, Z4, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^16 (a byte shift and
-	// one carry-less multiplication per vector).
-main237:
-	CMPQ       DX, $0x10
-	JB         vec238
+	// Per iteration: 16 blocks of one unit, as in the main loop of
+	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
+	// or, in the unit's last iteration, the next unit's are built.
+pipe257:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6902,8 +7470,12 @@ main237:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_241
+	JE         aes128_258
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6921,19 +7493,131 @@ main237:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_241:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
+aes128_258:
+	VAESDEC    Z21, Z0, Z0
+	VAESDEC    Z21, Z1, Z1
+	VAESDEC    Z21, Z2, Z2
+	VAESDEC    Z21, Z3, Z3
+	VAESDEC    Z22, Z0, Z0
+	VAESDEC    Z22, Z1, Z1
+	VAESDEC    Z22, Z2, Z2
+	VAESDEC    Z22, Z3, Z3
+	VAESDEC    Z23, Z0, Z0
+	VAESDEC    Z23, Z1, Z1
+	VAESDEC    Z23, Z2, Z2
+	VAESDEC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd259
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPADDQ     Z14, Z14, Z15
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	VPADDQ     Z15, Z15, Z15
+	VPSLLQ     $0x07, Z14, Z14
+	VPTERNLOGD $0x96, Z14, Z15, Z7
+	JMP        cont262
+
+unitEnd259:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit261
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_263
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_263:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit261:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont262:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6958,53 +7642,230 @@ aes128_241:
 	VAESDEC     Z29, Z1, Z1
 	VAESDEC     Z29, Z2, Z2
 	VAESDEC     Z29, Z3, Z3
-	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	VPXORD      Z30, Z5, Z9
 	VAESDECLAST Z9, Z1, Z1
-	VPXORD      Z30, Z6, Z10
 	VAESDECLAST Z10, Z2, Z2
-	VPXORD      Z30, Z7, Z11
 	VAESDECLAST Z11, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	VPSRLDQ     $0x0e, Z4, Z8
-	VPCLMULQDQ  $0x00, Z31, Z8, Z8
-	VPSLLDQ     $0x02, Z4, Z4
-	VPXORD      Z8, Z4, Z4
-	VPSRLDQ     $0x0e, Z5, Z9
-	VPCLMULQDQ  $0x00, Z31, Z9, Z9
-	VPSLLDQ     $0x02, Z5, Z5
-	VPXORD      Z9, Z5, Z5
-	VPSRLDQ     $0x0e, Z6, Z10
-	VPCLMULQDQ  $0x00, Z31, Z10, Z10
-	VPSLLDQ     $0x02, Z6, Z6
-	VPXORD      Z10, Z6, Z6
-	VPSRLDQ     $0x0e, Z7, Z11
-	VPCLMULQDQ  $0x00, Z31, Z11, Z11
-	VPSLLDQ     $0x02, Z7, Z7
-	VPXORD      Z11, Z7, Z7
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main237
+	SUBQ        $0x10, R8
+	JNZ         pipe257
+	JMP         done254
+
+general255:
+group252:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_264
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_264:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit253:
+	MOVQ R10, DX
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main265:
+	CMPQ       DX, $0x10
+	JB         vec266
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_269
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_269:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z4
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z5
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z6
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPADDQ      Z14, Z14, Z15
+	VPTERNLOGD  $0x96, Z15, Z14, Z7
+	VPADDQ      Z15, Z15, Z15
+	VPSLLQ      $0x07, Z14, Z14
+	VPTERNLOGD  $0x96, Z14, Z15, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main265
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec238:
+vec266:
 	CMPQ       DX, $0x04
-	JB         partial239
+	JB         partial267
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_242
+	JE         aes128_270
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_242:
+aes128_270:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7023,28 +7884,28 @@ aes128_242:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec238
+	JMP         vec266
 
-partial239:
+partial267:
 	TESTQ DX, DX
-	JZ    bulkDone240
+	JZ    bulkDone268
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one243
+	JB         one271
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_244
+	JE         aes128_272
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_244:
+aes128_272:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -7061,19 +7922,19 @@ aes128_244:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone240
+	JZ            bulkDone268
 
-one243:
+one271:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_245
+	JE         aes128_273
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_245:
+aes128_273:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7089,15 +7950,15 @@ aes128_245:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone240:
+bulkDone268:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done235
+	JZ      done254
 	DECQ    R11
-	JNZ     unit234
-	JMP     group233
+	JNZ     unit253
+	JMP     group252
 
-done235:
+done254:
 	VZEROUPPER
 	RET
 
@@ -7142,7 +8003,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_246
+	JE             aes128_274
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7152,7 +8013,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_246:
+aes128_274:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7174,7 +8035,7 @@ aes128_246:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group247:
+group275:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7186,7 +8047,7 @@ group247:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_250
+	JE             aes128_278
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -7196,7 +8057,7 @@ group247:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_250:
+aes128_278:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -7219,10 +8080,11 @@ aes128_250:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit248:
+unit276:
 	MOVQ R10, DX
 
-	// Tweak vectors: T0's lanes are T*x^0..T*x^1, T1..T3 = T0*x^2, x^4, x^6.
+	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
 	VPSRLVQ    laneShiftR<>+0(SB), Y13, Y14
 	VPSLLVQ    laneShiftL<>+0(SB), Y13, Y4
@@ -7230,32 +8092,32 @@ unit248:
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y4, Y4
 	VPXOR      Y15, Y4, Y4
-	VPSRLQ     $0x3e, Y4, Y14
-	VPSLLQ     $0x02, Y4, Y5
+	VPSRLVQ    laneShiftR<>+32(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+32(SB), Y13, Y5
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y5, Y5
 	VPXOR      Y15, Y5, Y5
-	VPSRLQ     $0x3c, Y4, Y14
-	VPSLLQ     $0x04, Y4, Y6
+	VPSRLVQ    laneShiftR<>+64(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+64(SB), Y13, Y6
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y6, Y6
 	VPXOR      Y15, Y6, Y6
-	VPSRLQ     $0x3a, Y4, Y14
-	VPSLLQ     $0x06, Y4, Y7
+	VPSRLVQ    laneShiftR<>+96(SB), Y13, Y14
+	VPSLLVQ    laneShiftL<>+96(SB), Y13, Y7
 	VPCLMULQDQ $0x01, Y9, Y14, Y15
 	VPSLLDQ    $0x08, Y14, Y14
 	VPXOR      Y14, Y7, Y7
 	VPXOR      Y15, Y7, Y7
 
 	// Main loop, per iteration: 8 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR, the rounds over all four, the last round
-	// with key^tweak; then every tweak vector times x^8 (a byte shift and
-	// one carry-less multiplication per vector).
-main251:
+	// tweak and key 0, the rounds over all four, the last round with
+	// key^tweak; then every tweak vector times x^8 (a byte shift and one
+	// carry-less multiplication).
+main279:
 	CMPQ           DX, $0x08
-	JB             vec252
+	JB             vec280
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7270,7 +8132,7 @@ main251:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_255
+	JE             aes128_283
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7292,7 +8154,7 @@ main251:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_255:
+aes128_283:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7352,36 +8214,36 @@ aes128_255:
 	VMOVDQU        Y2, 64(DI)
 	VMOVDQU        Y3, 96(DI)
 	VPSRLDQ        $0x0f, Y4, Y13
-	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPSLLDQ        $0x01, Y4, Y4
-	VPXOR          Y13, Y4, Y4
-	VPSRLDQ        $0x0f, Y5, Y14
-	VPCLMULQDQ     $0x00, Y9, Y14, Y14
-	VPSLLDQ        $0x01, Y5, Y5
-	VPXOR          Y14, Y5, Y5
-	VPSRLDQ        $0x0f, Y6, Y15
-	VPCLMULQDQ     $0x00, Y9, Y15, Y15
-	VPSLLDQ        $0x01, Y6, Y6
-	VPXOR          Y15, Y6, Y6
-	VPSRLDQ        $0x0f, Y7, Y13
 	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y4, Y4
+	VPSRLDQ        $0x0f, Y5, Y13
+	VPSLLDQ        $0x01, Y5, Y5
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y5, Y5
+	VPSRLDQ        $0x0f, Y6, Y13
+	VPSLLDQ        $0x01, Y6, Y6
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
+	VPXOR          Y13, Y6, Y6
+	VPSRLDQ        $0x0f, Y7, Y13
 	VPSLLDQ        $0x01, Y7, Y7
+	VPCLMULQDQ     $0x00, Y9, Y13, Y13
 	VPXOR          Y13, Y7, Y7
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main251
+	JMP            main279
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec252:
+vec280:
 	CMPQ           DX, $0x02
-	JB             partial253
+	JB             partial281
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_256
+	JE             aes128_284
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7391,7 +8253,7 @@ vec252:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_256:
+aes128_284:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7420,24 +8282,24 @@ aes128_256:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec252
+	JMP            vec280
 
-partial253:
+partial281:
 	TESTQ DX, DX
-	JZ    bulkDone254
+	JZ    bulkDone282
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
-	VPXOR   (AX), X0, X0
-	VPXOR   X4, X0, X0
+	VPXOR   (AX), X4, X13
+	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_258
+	JE      aes128_286
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_258:
+aes128_286:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7453,14 +8315,14 @@ aes128_258:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone254:
+bulkDone282:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done249
+	JZ     done277
 	DECQ   R11
-	JNZ    unit248
-	JMP    group247
+	JNZ    unit276
+	JMP    group275
 
-done249:
+done277:
 	VZEROUPPER
 	RET

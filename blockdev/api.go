@@ -33,6 +33,11 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
 	req.dev, req.ino = st.Dev, st.Ino
+	if req.Type == TypeLUKS {
+		if err := checkLUKS(req); err != nil {
+			return nil, err
+		}
+	}
 	bname, b, err := pickBackend(req.Backend, req)
 	if err != nil {
 		return nil, err

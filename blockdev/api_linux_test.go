@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
@@ -77,9 +78,13 @@ func TestOpenCloseLifecycle(t *testing.T) {
 	master := v.MasterKey()
 	v.Close()
 
+	lk := filepath.Join(dir, "l.luks")
+	lh, lkey, _ := luksImage(t, lk, 4<<20, luks.FormatOptions{})
+
 	for _, req := range []*Request{
 		{Name: "p", Image: openFile(t, plain), Path: plain, Type: TypePlain, Plain: p, Key: key, Backend: "fuse"},
 		{Name: "v", Image: openFile(t, vol), Path: vol, Type: TypeVolume, Header: h, Key: master, Backend: "auto"},
+		{Name: "l", Image: openFile(t, lk), Path: lk, Type: TypeLUKS, LUKS: lh, Key: lkey, Backend: "fuse"},
 	} {
 		st, err := Open(ctx, req, Options{Warn: t.Logf})
 		if err != nil {
@@ -140,6 +145,15 @@ func TestOpenCloseLifecycle(t *testing.T) {
 			codec.Encrypt(want, data, (1<<20)/4096)
 			if !bytes.Equal(img[1<<20:1<<20+len(data)], want) {
 				t.Error("the plain image does not hold the ciphertext of what was written")
+			}
+		case TypeLUKS:
+			img, _ := os.ReadFile(lk)
+			var out bytes.Buffer
+			if _, err := lh.Decrypt(ctx, lkey, bytes.NewReader(img), int64(len(img)), &out); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out.Bytes()[1<<20:1<<20+len(data)], data) {
+				t.Error("package luks does not decrypt what was written to the LUKS image")
 			}
 		case TypeVolume:
 			w, err := volume.Open(vol, tagPass, true)

@@ -80,19 +80,24 @@ func imageSize(path string) (int64, error) {
 
 // dmTarget is the dm-crypt mapping of req's encrypted data: the volume's
 // data area where its header puts it (the table info --dm-table prints),
+// a LUKS image's data segment as cryptsetup maps it (luks.Header.DMTable),
 // or a plain image's data after --offset, with --skip, --sector-size and
 // --iv-large-sectors. It fails when dm-crypt cannot express it (with
 // sectors above 512 bytes, --offset and --skip must be multiples of the
 // sector size).
 func dmTarget(req *Request, size int64) (devmapper.CryptTable, error) {
 	var t devmapper.CryptTable
-	if req.Type == TypeVolume {
+	var err error
+	switch req.Type {
+	case TypeVolume:
 		t = req.Header.CryptTable()
-	} else {
-		var err error
-		if t, err = req.Plain.CryptTable(size); err != nil {
-			return t, err
-		}
+	case TypeLUKS:
+		t, err = req.LUKS.DMTable(size)
+	default:
+		t, err = req.Plain.CryptTable(size)
+	}
+	if err != nil {
+		return t, err
 	}
 	probe := cryptTable(t, make([]byte, len(req.Key)), "7:0", false)
 	return t, probe.Validate()
@@ -206,7 +211,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	st.Device = dev
 
 	if req.Mount != "" {
-		if st.FSType, err = mountFilesystem(req.Path, dev, req.Mount, req.FSType, ro); err != nil {
+		if st.FSType, err = mountFilesystem(req.Path, req.Type, dev, req.Mount, req.FSType, ro); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { mount.Unmount(req.Mount) })

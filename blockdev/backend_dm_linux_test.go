@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
@@ -75,11 +76,26 @@ func TestDMTable(t *testing.T) {
 		}
 		return p
 	}
+	// LUKS2 images as package luks formats them, the first with
+	// cryptsetup's default layout (data at 16 MiB = sector 32768), the
+	// second with persistent flags, which become options in the order
+	// the kernel prints them.
+	luksDefault := filepath.Join(dir, "default.luks")
+	hDefault, _, _ := luksImage(t, luksDefault, 1<<20, luks.FormatOptions{})
+	luksFlags := filepath.Join(dir, "flags.luks")
+	hFlags, _, _ := luksImage(t, luksFlags, 64<<10, luks.FormatOptions{SectorSize: 512, KeySize: 32, DataOffset: 1 << 20})
+	hFlags.Flags = []string{"no-read-workqueue", "allow-discards", "same-cpu-crypt"}
 	for _, c := range []struct {
 		name string
 		req  Request
 		want string
 	}{
+		{"luks2, cryptsetup's default layout",
+			Request{Type: TypeLUKS, Path: luksDefault, LUKS: hDefault, Key: key64},
+			"0 2048 crypt aes-xts-plain64 " + hex64 + " 0 7:5 32768 1 sector_size:4096"},
+		{"luks2, 512-byte sectors, AES-128, persistent flags",
+			Request{Type: TypeLUKS, Path: luksFlags, LUKS: hFlags, Key: key32},
+			"0 128 crypt aes-xts-plain64 " + hex32 + " 0 7:5 2048 3 allow_discards same_cpu_crypt no_read_workqueue"},
 		{"volume, no tags, 1024-byte sectors",
 			Request{Type: TypeVolume, Header: goldenHeader(t, "disk-xtsctl-nointegrity.vol"), Key: key64},
 			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 2048 1 sector_size:1024"},
@@ -268,7 +284,7 @@ func TestDMStateRecord(t *testing.T) {
 	unlock()
 	st := &State{
 		Name: "rec", Backend: "dm", Image: "/srv/disk.vol", ImageDev: 2049, ImageIno: 77,
-		Type: TypeVolume, Cipher: "aes-xts-plain64, 512-bit key, 4096-byte sectors, no integrity tags",
+		Type: TypeVolume, Cipher: Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096, DataOffset: 1 << 20, Integrity: "none"},
 		Device: "/dev/mapper/rec", Loop: "/dev/loop4", Mountpoint: "/mnt/rec", FSType: "ext4",
 		Opened: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Recovered: &Recovery{DirtyRegions: 2},
 	}

@@ -94,7 +94,7 @@ func (fuseBackend) open(a *run, req *Request) (*State, error) {
 
 	cfg := &serverConfig{
 		Name: req.Name, RunDir: runDir(), Image: req.Path, ImageDev: req.dev, ImageIno: req.ino,
-		Type: req.Type, Plain: req.Plain, Cipher: req.Cipher, ReadOnly: req.ReadOnly,
+		Type: req.Type, Plain: req.Plain, LUKS: req.segment, Cipher: req.Cipher, ReadOnly: req.ReadOnly,
 		Mount: req.Mount, FSType: req.FSType, Recover: req.Recover,
 	}
 	werr := writeConfig(cfgW, cfg, req.Key)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -23,6 +24,7 @@ import (
 const (
 	TypePlain  = "plain"  // cryptsetup plain mode: no header, a raw key
 	TypeVolume = "volume" // an xtsctl volume
+	TypeLUKS   = "luks"   // LUKS1 or LUKS2 (package luks): its data segment, served like a plain image
 )
 
 // A Request asks Open to serve an unlocked image as NAME.
@@ -34,13 +36,18 @@ type Request struct {
 	// served. Path is its absolute path, for the record and messages.
 	Image  *os.File
 	Path   string
-	Type   string         // TypePlain or TypeVolume
+	Type   string         // TypePlain, TypeVolume or TypeLUKS
 	Plain  volume.Plain   // TypePlain: the mapping
 	Header *volume.Header // TypeVolume: the unlocked volume's header
-	// Key is the XTS key of a plain image, or the master key of a volume
-	// (the caller unlocked it). The caller wipes it.
+	// LUKS (TypeLUKS) is the image's LUKS header, read from the image or
+	// from a detached header file (cryptsetup --header; Image is then the
+	// data device). The data segment it describes is served.
+	LUKS *luks.Header
+	// Key is the XTS key of a plain image, the master key of a volume or
+	// the volume key of a LUKS image (the caller unlocked it). The caller
+	// wipes it.
 	Key      []byte
-	Cipher   string // human description of the encryption, for status
+	Cipher   Cipher // the encryption, for status
 	ReadOnly bool
 	Mount    string // the real path of the directory to mount on, or ""
 	FSType   string // filesystem type for Mount; "" detects it
@@ -50,7 +57,30 @@ type Request struct {
 	Recover bool
 	Backend string // "fuse", "dm" or "auto"
 
-	dev, ino uint64 // the image file's identity, from Image
+	dev, ino uint64   // the image file's identity, from Image
+	segment  *segment // TypeLUKS: the data segment, from LUKS (checkLUKS)
+}
+
+// checkLUKS checks a TypeLUKS request against its image and finds the data
+// segment to serve: the header must be one package luks decrypts, the
+// segment must lie in the image, and the key must have the header's size.
+func checkLUKS(req *Request) error {
+	if req.LUKS == nil {
+		return usageError(errors.New("a LUKS image to open without its header"))
+	}
+	size, err := imageSize(req.path())
+	if err != nil {
+		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
+	}
+	off, n, err := req.LUKS.DataRange(size)
+	if err != nil {
+		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
+	}
+	if k := req.LUKS.KeySize; k != 0 && len(req.Key) != k {
+		return withKind(KindKey, fmt.Errorf("image %s: a %d-byte key for a %d-byte volume key", req.Path, len(req.Key), k))
+	}
+	req.segment = &segment{Offset: off, Length: n, Sector: req.LUKS.SectorParams()}
+	return nil
 }
 
 // path names the image through the file the caller checked.

@@ -36,7 +36,8 @@ type serverConfig struct {
 	ImageIno uint64       `json:"image_ino"`
 	Type     string       `json:"type"`
 	Plain    volume.Plain `json:"plain"`
-	Cipher   string       `json:"cipher"`
+	LUKS     *segment     `json:"luks,omitempty"` // TypeLUKS: the data segment
+	Cipher   Cipher       `json:"cipher"`
 	ReadOnly bool         `json:"read_only"`
 	Mount    string       `json:"mount,omitempty"`
 	FSType   string       `json:"fstype,omitempty"`

@@ -12,9 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountFilesystem mounts the filesystem on device (serving image) at dir
-// and returns its type: fstype, or the type found on the device.
-func mountFilesystem(image, device, dir, fstype string, readOnly bool) (string, error) {
+// mountFilesystem mounts the filesystem on device (serving image, of type
+// typ) at dir and returns its type: fstype, or the type found on the
+// device.
+func mountFilesystem(image, typ, device, dir, fstype string, readOnly bool) (string, error) {
 	if fstype == "" {
 		var err error
 		fstype, err = mount.Detect(device)
@@ -22,8 +23,15 @@ func mountFilesystem(image, device, dir, fstype string, readOnly bool) (string, 
 			return "", withKind(KindDevice, err)
 		}
 		if fstype == "" {
-			return "", withKind(KindDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device),
-				"pass --fstype if the filesystem is there, or open without --mount and run mkfs on the device")
+			// A plain image decrypts with any key or options: no
+			// filesystem is first of all a sign of a wrong one. mkfs
+			// would erase what the image holds.
+			hints := []string{"pass --fstype if the filesystem is there but not recognised"}
+			if typ == TypePlain {
+				hints = append([]string{"a wrong key or wrong options (--sector-size, --offset, --skip, --iv-large-sectors) decrypt a plain image to noise: check them first"}, hints...)
+			}
+			hints = append(hints, "only for a new, empty image: open it without --mount and make a filesystem on the device (mkfs erases what the device holds)")
+			return "", withKind(KindDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device), hints...)
 		}
 	}
 	if err := mount.Mount(device, dir, fstype, readOnly); err != nil {

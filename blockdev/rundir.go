@@ -44,8 +44,8 @@ type State struct {
 	Image      string    `json:"image"`   // absolute path
 	ImageDev   uint64    `json:"image_dev"`
 	ImageIno   uint64    `json:"image_ino"`
-	Type       string    `json:"type"` // "plain" or "volume"
-	Cipher     string    `json:"cipher"`
+	Type       string    `json:"type"` // "plain", "volume" or "luks"
+	Cipher     Cipher    `json:"cipher"`
 	Device     string    `json:"device"`
 	Loop       string    `json:"loop,omitempty"` // dm: the loop device on the image, under the table
 	Mountpoint string    `json:"mountpoint,omitempty"`
@@ -197,4 +197,53 @@ func processStart(pid int) uint64 {
 // processAlive reports whether pid still is the process that started at start.
 func processAlive(pid int, start uint64) bool {
 	return pid > 0 && start != 0 && processStart(pid) == start
+}
+
+// Cipher describes an open image's encryption, field by field (status
+// --json); String gives the one-line summary.
+type Cipher struct {
+	Name           string `json:"name"` // dm-crypt's cipher spec: "aes-xts-plain64"
+	KeyBits        int    `json:"key_bits"`
+	SectorSize     int    `json:"sector_size"`
+	IVLargeSectors bool   `json:"iv_large_sectors"`
+	IVOffset       uint64 `json:"iv_offset"`           // added to each tweak, in 512-byte units (cryptsetup --skip)
+	DataOffset     int64  `json:"data_offset"`         // where the encrypted data starts in the image, in bytes
+	Integrity      string `json:"integrity,omitempty"` // volumes: "blake2b" (per-sector tags) or "none"; "" for plain images
+	TagSize        int    `json:"tag_size,omitempty"`
+}
+
+// UnmarshalJSON also reads the one-line text that state files of earlier
+// versions recorded, so that status shows images they opened.
+func (c *Cipher) UnmarshalJSON(b []byte) error {
+	var text string
+	if json.Unmarshal(b, &text) == nil {
+		*c = Cipher{Name: text}
+		return nil
+	}
+	type plain Cipher
+	return json.Unmarshal(b, (*plain)(c))
+}
+
+func (c Cipher) String() string {
+	if c.KeyBits == 0 {
+		return c.Name
+	}
+	s := fmt.Sprintf("%s, %d-bit key, %d-byte sectors", c.Name, c.KeyBits, c.SectorSize)
+	if c.IVLargeSectors {
+		s += ", iv_large_sectors"
+	}
+	if c.IVOffset != 0 {
+		s += fmt.Sprintf(", skip %d", c.IVOffset)
+	}
+	switch c.Integrity {
+	case "": // plain: where the data starts is one of its parameters
+		if c.DataOffset != 0 {
+			s += fmt.Sprintf(", offset %d", c.DataOffset/512)
+		}
+	case "none":
+		s += ", no integrity tags"
+	default:
+		s += fmt.Sprintf(", %s %d-byte tags", c.Integrity, c.TagSize)
+	}
+	return s
 }

@@ -159,7 +159,7 @@ func (s *server) start(key []byte) (err error) {
 	loop := s.srv.LoopDevice().Path
 
 	if cfg.Mount != "" {
-		s.fstype, err = mountFilesystem(cfg.Image, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
+		s.fstype, err = mountFilesystem(cfg.Image, cfg.Type, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
 		if err != nil {
 			return err
 		}
@@ -201,23 +201,31 @@ func (s *server) checkImage(f *os.File) error {
 }
 
 // openStore unlocks the image with key: the raw key of a plain image, the
-// master key of a volume (open checked the passphrase).
+// master key of a volume, the volume key of a LUKS image (open checked the
+// passphrase).
 func (s *server) openStore(key []byte) (fusefile.Store, error) {
 	cfg := s.cfg
 	if cfg.Type == TypeVolume {
 		return s.openVolume(key)
+	}
+	params := cfg.Plain.Sector
+	if cfg.Type == TypeLUKS {
+		if cfg.LUKS == nil {
+			return nil, withKind(KindFailure, errors.New("the configuration of a LUKS image has no data segment"))
+		}
+		params = cfg.LUKS.Sector
 	}
 	c, err := xts.NewCipher(key)
 	if err != nil {
 		return nil, withKind(KindKey, err)
 	}
 	s.wipe = c.Wipe
-	codec, err := sector.NewCodec(c, cfg.Plain.Sector)
+	codec, err := sector.NewCodec(c, params)
 	if err != nil {
 		return nil, usageError(err)
 	}
 	codec.SetWorkers(serveWorkers())
-	store, err := openPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, codec)
+	store, err := openPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, cfg.LUKS, codec)
 	if errors.Is(err, volume.ErrInUse) {
 		// One server per image, whatever the run directory says: two
 		// servers writing one image would corrupt it.

@@ -11,10 +11,12 @@ import (
 	"github.com/xtsctl/xtsctl/volume"
 )
 
-// plainStore serves a cryptsetup plain-mode image: no header, no tags, the
-// data area starts Offset*512 bytes into the file. It has no integrity to
-// check and nothing to recover after a crash; a torn write leaves a sector
-// half old, half new, as on dm-crypt.
+// plainStore serves a cryptsetup plain-mode image (no header, no tags,
+// the data area starts Offset*512 bytes into the file), or the data
+// segment of a LUKS image, which is the same thing between the offset and
+// the length its header gives. It has no integrity to check and nothing to
+// recover after a crash; a torn write leaves a sector half old, half new,
+// as on dm-crypt.
 type plainStore struct {
 	f       *os.File
 	codec   *sector.Codec
@@ -32,9 +34,9 @@ type plainStore struct {
 // ownership of f. The data area is everything after p's offset and must
 // be a whole, non-zero number of sectors.
 func newPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*plainStore, error) {
-	size, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
+	size, err := fileSize(f)
 	if err != nil {
-		return nil, fmt.Errorf("cannot size image: %w", err)
+		return nil, err
 	}
 	data := size - p.OffsetBytes()
 	ss := int64(p.Sector.Size)
@@ -44,9 +46,45 @@ func newPlainStore(f *os.File, p volume.Plain, codec *sector.Codec) (*plainStore
 	case data%ss != 0:
 		return nil, fmt.Errorf("image holds %d bytes after the offset, not a whole number of %d-byte sectors", data, ss)
 	}
-	s := &plainStore{f: f, codec: codec, start: p.OffsetBytes(), sectors: uint64(data / ss), ss: int(ss)}
+	return newSegmentStore(f, segment{Offset: p.OffsetBytes(), Length: data, Sector: p.Sector}, codec)
+}
+
+// A segment is a run of whole sectors of an image served as is, after
+// decryption: a LUKS data segment (luks.Header.DataRange and
+// SectorParams), or a plain image's data area. Sector 0 of the device is
+// the segment's first, and its tweak comes from Sector.
+type segment struct {
+	Offset int64         `json:"offset"` // bytes from the start of the image
+	Length int64         `json:"length"` // bytes
+	Sector sector.Params `json:"sector"`
+}
+
+// newSegmentStore serves seg of the image open in f through codec (made
+// for seg.Sector). It takes ownership of f. The segment must hold whole
+// sectors and lie inside the image.
+func newSegmentStore(f *os.File, seg segment, codec *sector.Codec) (*plainStore, error) {
+	size, err := fileSize(f)
+	if err != nil {
+		return nil, err
+	}
+	ss := int64(seg.Sector.Size)
+	switch {
+	case ss <= 0 || seg.Offset < 0 || seg.Length <= 0 || seg.Length%ss != 0:
+		return nil, fmt.Errorf("data segment of %d bytes at byte %d is not a whole, non-zero number of %d-byte sectors", seg.Length, seg.Offset, ss)
+	case seg.Offset > size || seg.Length > size-seg.Offset:
+		return nil, fmt.Errorf("data segment of %d bytes at byte %d runs past the end of the %d-byte image", seg.Length, seg.Offset, size)
+	}
+	s := &plainStore{f: f, codec: codec, start: seg.Offset, sectors: uint64(seg.Length / ss), ss: int(ss)}
 	s.scratch.New = func() any { b := fusefile.AlignedBuffer(fusefile.MaxRequest + 2*sector.MaxSize); return &b }
 	return s, nil
+}
+
+func fileSize(f *os.File) (int64, error) {
+	size, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
+	if err != nil {
+		return 0, fmt.Errorf("cannot size image: %w", err)
+	}
+	return size, nil
 }
 
 // Direct reports whether the image is read and written with O_DIRECT.

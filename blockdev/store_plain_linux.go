@@ -18,7 +18,10 @@ import (
 // only take memory, and fsync has no page cache to write back. It also
 // lets the image be read and written with the same large, parallel
 // requests the loop device sends us.
-func openPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Codec) (*plainStore, error) {
+//
+// seg is the data the store serves (a LUKS data segment); nil serves the
+// plain image p.
+func openPlainStore(path string, readOnly bool, p volume.Plain, seg *segment, codec *sector.Codec) (*plainStore, error) {
 	f, err := volume.LockImage(path, readOnly, unix.O_DIRECT)
 	direct := err == nil
 	if errors.Is(err, unix.EINVAL) { // the filesystem has no O_DIRECT
@@ -27,7 +30,12 @@ func openPlainStore(path string, readOnly bool, p volume.Plain, codec *sector.Co
 	if err != nil {
 		return nil, err
 	}
-	s, err := newPlainStore(f, p, codec)
+	var s *plainStore
+	if seg != nil {
+		s, err = newSegmentStore(f, *seg, codec)
+	} else {
+		s, err = newPlainStore(f, p, codec)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err

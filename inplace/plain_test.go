@@ -23,7 +23,7 @@ func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
 	}
 	codec, _ := sector.NewCodec(c, p.Sector)
 	var out bytes.Buffer
-	if err := volume.EncryptPlain(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
+	if _, err := volume.EncryptPlain(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()

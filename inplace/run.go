@@ -13,6 +13,10 @@ type Options struct {
 	Progress func(phase string, done, total int64)
 	// Workers is how many goroutines convert at once (0: GOMAXPROCS).
 	Workers int
+	// NoDigest: a volume decryption does not hash the plaintext (decrypt
+	// --digest none); the tags are checked all the same. Once a run of a
+	// decryption had it, the rest of that decryption does not either.
+	NoDigest bool
 }
 
 func (o *Options) workers() int {

@@ -36,6 +36,10 @@ type VolumeResult struct {
 	// Digest: the end-to-end digest the volume records (encryption) or
 	// of the plaintext written (decryption).
 	Digest [blake2b.Size]byte
+	// DigestComputed: Digest holds one (not with Options.NoDigest, nor for
+	// a volume made without one, nor after a decryption that hashed only
+	// part of the data because a run of it had NoDigest).
+	DigestComputed bool
 	// DigestChecked: decryption compared Digest with the one the volume
 	// recorded; DigestMatch: they are equal. Not checked: none recorded,
 	// or stale (the volume was written since).
@@ -236,9 +240,11 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 
 	// The digest first: the data is converted from its end, the digest
 	// hashes it from its start, and nothing may change before it is done.
-	digest, err := hashData(ctx, t, length, opts)
-	if err != nil {
-		return nil, err
+	var digest [blake2b.Size]byte
+	if !create.NoDigest {
+		if digest, err = hashData(ctx, t, length, opts); err != nil {
+			return nil, err
+		}
 	}
 	h, key, err := volume.NewHeader(length, create)
 	if err != nil {
@@ -249,8 +255,10 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, errors.New("inplace: the header's layout is not the one checked")
 	}
 	h.Flags |= volume.FlagEncrypting
-	if err := h.SealDigest(key, &digest); err != nil {
-		return nil, err
+	if !create.NoDigest {
+		if err := h.SealDigest(key, &digest); err != nil {
+			return nil, err
+		}
 	}
 	if err := h.Authenticate(key); err != nil {
 		return nil, err
@@ -438,7 +446,7 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 		// copy still marked (the last header update was interrupted).
 		res.AlreadyDone, res.Length = true, a.Length
 		if d, ok, err := r.h.OpenDigest(key); err == nil && ok {
-			res.Digest = d
+			res.Digest, res.DigestComputed = d, true
 		}
 		if hs, err := volume.ReadHeaders(t, size); err != nil || len(hs.Warnings) > 0 {
 			if err := volume.WriteHeaders(t, r.hs, r.h); err != nil {
@@ -572,7 +580,7 @@ func (r *volumeRun) startDecrypt(ctx context.Context, res *VolumeResult) (*Volum
 	if err != nil {
 		return nil, err
 	}
-	r.decryptState(recorded && !st.DigestStale, nil)
+	r.decryptState(recorded && !st.DigestStale, true, nil)
 
 	// The anchor and the first record, durable; then the header says a
 	// decryption is in progress (both copies, crash-safely). Until then
@@ -737,7 +745,7 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 	}
 	res.Header = done
 	if d, ok, err := done.OpenDigest(r.key); err == nil && ok {
-		res.Digest = d
+		res.Digest, res.DigestComputed = d, true
 	}
 	return r.clearRunArea()
 }
@@ -789,35 +797,39 @@ func newestRecord(t io.ReaderAt, records int64) int64 {
 }
 
 // The digest's state travels in the records of a decryption: whether the
-// recorded digest applies (one byte), then the BLAKE2b state of the
-// plaintext so far, sealed with XChaCha20-Poly1305 under a key of the run
-// (the state of a plaintext hash tells as much as the digest, which the
-// volume keeps encrypted too).
+// recorded digest applies and whether the plaintext was hashed (one byte),
+// then the BLAKE2b state of the plaintext so far, sealed with
+// XChaCha20-Poly1305 under a key of the run (the state of a plaintext hash
+// tells as much as the digest, which the volume keeps encrypted too).
 type decryptState struct {
 	applies bool
+	hashed  bool // every zone so far was hashed (no run had NoDigest)
 	sum     hash.Hash
 	mu      sync.Mutex
-	hashed  int64
 	snaps   map[int64][]byte // state after the zones before the key
 }
 
-func (r *volumeRun) decryptState(applies bool, sum hash.Hash) *decryptState {
+func (r *volumeRun) decryptState(applies, hashed bool, sum hash.Hash) *decryptState {
 	if sum == nil {
 		sum, _ = blake2b.New512(nil)
 	}
-	st := &decryptState{applies: applies, sum: sum, snaps: map[int64][]byte{}}
+	hashed = hashed && !r.opts.NoDigest
+	st := &decryptState{applies: applies, hashed: hashed, sum: sum, snaps: map[int64][]byte{}}
 	next := r.e.rec.Next
-	st.hashed = r.e.g.length - r.e.g.remaining(next)
+	pos := r.e.g.length - r.e.g.remaining(next)
 	b, _ := sum.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
 	st.snaps[next] = b
-	r.e.tr.ordered = func(buf []byte) {
-		st.sum.Write(buf)
-		st.hashed += int64(len(buf))
-		if st.hashed%r.e.g.zone == 0 || st.hashed == r.e.g.length {
-			b, _ := st.sum.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
-			st.mu.Lock()
-			st.snaps[(st.hashed+r.e.g.zone-1)/r.e.g.zone] = b
-			st.mu.Unlock()
+	r.e.tr.ordered = nil
+	if hashed {
+		r.e.tr.ordered = func(buf []byte) {
+			st.sum.Write(buf)
+			pos += int64(len(buf))
+			if pos%r.e.g.zone == 0 || pos == r.e.g.length {
+				b, _ := st.sum.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+				st.mu.Lock()
+				st.snaps[(pos+r.e.g.zone-1)/r.e.g.zone] = b
+				st.mu.Unlock()
+			}
 		}
 	}
 	r.e.tr.seal = func(next int64) ([]byte, error) {
@@ -829,15 +841,28 @@ func (r *volumeRun) decryptState(applies bool, sum hash.Hash) *decryptState {
 			}
 		}
 		st.mu.Unlock()
-		if !ok {
+		if !ok && st.hashed {
 			return nil, fmt.Errorf("inplace: no digest state for zone %d", next)
 		}
-		return sealState(r.e.keys.seal, r.a.RunID, next, applies, b)
+		if !st.hashed {
+			b = st.snaps[next] // not hashing: the state is a placeholder
+			if b == nil {
+				b, _ = st.sum.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+			}
+		}
+		return sealState(r.e.keys.seal, r.a.RunID, next, applies, st.hashed, b)
 	}
 	return st
 }
 
-func sealState(key []byte, runID [16]byte, next int64, applies bool, state []byte) ([]byte, error) {
+// The first byte of a sealed state: whether the recorded digest applies,
+// and whether the plaintext so far was hashed.
+const (
+	stateApplies byte = 1 << 0
+	stateHashed  byte = 1 << 1
+)
+
+func sealState(key []byte, runID [16]byte, next int64, applies, hashed bool, state []byte) ([]byte, error) {
 	a, err := chacha20poly1305.NewX(key)
 	if err != nil {
 		return nil, err
@@ -848,25 +873,28 @@ func sealState(key []byte, runID [16]byte, next int64, applies bool, state []byt
 	}
 	plain := append([]byte{0}, state...)
 	if applies {
-		plain[0] = 1
+		plain[0] |= stateApplies
+	}
+	if hashed {
+		plain[0] |= stateHashed
 	}
 	return a.Seal(nonce, nonce, plain, stateAD(runID, next)), nil
 }
 
-func openState(key []byte, runID [16]byte, next int64, sealed []byte) (applies bool, state []byte, err error) {
+func openState(key []byte, runID [16]byte, next int64, sealed []byte) (applies, hashed bool, state []byte, err error) {
 	a, err := chacha20poly1305.NewX(key)
 	if err != nil {
-		return false, nil, err
+		return false, false, nil, err
 	}
 	n := chacha20poly1305.NonceSizeX
 	if len(sealed) < n+1+chacha20poly1305.Overhead {
-		return false, nil, errors.New("the in-place run's digest state is missing")
+		return false, false, nil, errors.New("the in-place run's digest state is missing")
 	}
 	plain, err := a.Open(nil, sealed[:n], sealed[n:], stateAD(runID, next))
-	if err != nil {
-		return false, nil, errors.New("the in-place run's digest state does not decrypt")
+	if err != nil || plain[0]&^(stateApplies|stateHashed) != 0 {
+		return false, false, nil, errors.New("the in-place run's digest state does not decrypt")
 	}
-	return plain[0] == 1, plain[1:], nil
+	return plain[0]&stateApplies != 0, plain[0]&stateHashed != 0, plain[1:], nil
 }
 
 func stateAD(runID [16]byte, next int64) []byte {
@@ -883,7 +911,7 @@ func (r *volumeRun) decryptTransform() error {
 	e := r.e
 	if e.tr.seal == nil {
 		// Resumed: the state comes from the record.
-		applies, state, err := openState(e.keys.seal, r.a.RunID, e.rec.Next, e.rec.Sealed)
+		applies, hashed, state, err := openState(e.keys.seal, r.a.RunID, e.rec.Next, e.rec.Sealed)
 		if err != nil {
 			return err
 		}
@@ -891,7 +919,7 @@ func (r *volumeRun) decryptTransform() error {
 		if err := sum.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(state); err != nil {
 			return errors.New("the in-place run's digest state is invalid")
 		}
-		r.decryptState(applies, sum)
+		r.decryptState(applies, hashed, sum)
 	}
 	scratch := newTagScratch(dc, volume.Slots(e.workers))
 	e.tr.read = func(slot int, buf []byte, x int64) error {
@@ -928,7 +956,7 @@ func (e *DigestMismatchError) Error() string {
 // last.
 func (r *volumeRun) finishDecrypt(res *VolumeResult) error {
 	e, t, l := r.e, r.t, r.h.Layout
-	applies, state, err := openState(e.keys.seal, r.a.RunID, e.rec.Next, e.rec.Sealed)
+	applies, hashed, state, err := openState(e.keys.seal, r.a.RunID, e.rec.Next, e.rec.Sealed)
 	if err != nil {
 		return err
 	}
@@ -936,9 +964,12 @@ func (r *volumeRun) finishDecrypt(res *VolumeResult) error {
 	if err := sum.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(state); err != nil {
 		return errors.New("the in-place run's digest state is invalid")
 	}
-	copy(res.Digest[:], sum.Sum(nil))
 	var mismatch error
-	if recorded, ok, err := r.h.OpenDigest(r.key); err == nil && ok && applies {
+	if hashed {
+		copy(res.Digest[:], sum.Sum(nil))
+		res.DigestComputed = true
+	}
+	if recorded, ok, err := r.h.OpenDigest(r.key); err == nil && ok && applies && hashed {
 		res.DigestChecked = true
 		res.DigestMatch = recorded == res.Digest
 		if !res.DigestMatch {

@@ -42,7 +42,7 @@ func checkVolume(t *testing.T, b []byte, plaintext []byte) {
 		t.Fatalf("verify: %v, %+v", err, res)
 	}
 	var out bytes.Buffer
-	if _, err := v.Decrypt(context.Background(), &out, nil); err != nil {
+	if _, err := v.Decrypt(context.Background(), &out, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), plaintext) {
@@ -357,5 +357,50 @@ func TestVolumeDecryptState(t *testing.T) {
 	copy(want[3*4096:], patch)
 	if res.DigestChecked || res.Digest != blake2b.Sum512(want) || !bytes.Equal(img.b, want) {
 		t.Fatalf("a volume written since: %+v", res)
+	}
+}
+
+// TestVolumeNoDigest: encrypt without the digest records none (and skips
+// its pass); a decryption with NoDigest computes none, and one resumed
+// with the digest after a run without it computes none either (part of
+// the plaintext went unhashed), but checks every tag.
+func TestVolumeNoDigest(t *testing.T) {
+	ctx := context.Background()
+	in := pattern(3<<20, 14)
+	img := &memDev{b: bytes.Clone(in)}
+	opts := createOpts(32)
+	opts.NoDigest = true
+	res, err := EncryptVolume(ctx, img, opts, 0, Options{})
+	if err != nil || res.DigestComputed || res.Header.Flags&volume.FlagDigest != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	vol := bytes.Clone(img.b)
+	dres, err := DecryptVolume(ctx, img, unlockWith(testPass), Options{NoDigest: true})
+	if err != nil || dres.DigestComputed || dres.DigestChecked || !bytes.Equal(img.b, in) {
+		t.Fatalf("%+v %v", dres, err)
+	}
+	// Interrupted without the digest, resumed with it.
+	d := &memDev{b: bytes.Clone(vol), failAfter: 9}
+	if _, err := DecryptVolume(ctx, d, unlockWith(testPass), Options{NoDigest: true}); !errors.Is(err, errInjected) {
+		t.Fatalf("not interrupted: %v", err)
+	}
+	d.failAfter = 0
+	dres, err = DecryptVolume(ctx, d, unlockWith(testPass), Options{})
+	if err != nil || !dres.Resumed || dres.DigestComputed || !bytes.Equal(d.b, in) {
+		t.Fatalf("%+v %v", dres, err)
+	}
+	// And with the digest throughout, resumed, it is the plaintext's.
+	img = &memDev{b: bytes.Clone(in)}
+	if _, err := EncryptVolume(ctx, img, createOpts(32), 0, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	d = &memDev{b: bytes.Clone(img.b), failAfter: 9}
+	if _, err := DecryptVolume(ctx, d, unlockWith(testPass), Options{}); !errors.Is(err, errInjected) {
+		t.Fatalf("not interrupted: %v", err)
+	}
+	d.failAfter = 0
+	dres, err = DecryptVolume(ctx, d, unlockWith(testPass), Options{})
+	if err != nil || !dres.Resumed || !dres.DigestMatch || dres.Digest != blake2b.Sum512(in) {
+		t.Fatalf("%+v %v", dres, err)
 	}
 }

@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 cpuinfo() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo 2>/dev/null | sed 's/.*: //'; }
 echo "cpu: $(cpuinfo 'model name') (family $(cpuinfo 'cpu family'), model $(cpuinfo model)), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-echo "xtsctl: dispatch ${XTSCTL_XTS_IMPL:-auto}; go test -bench Peers ./xts, -benchtime=$BENCHTIME per round"
+echo "xtsctl: automatic dispatch; go test -bench Peers ./xts, -benchtime=$BENCHTIME per round"
 have_openssl=false
 if command -v openssl >/dev/null; then
 	have_openssl=true

@@ -14,8 +14,12 @@ declare -A need=(
   [losetup]=mount        # scripts/bench-mount.sh: the unencrypted baseline
   [unshare]=util-linux   # open tests: hide /dev/fuse in a private mount namespace
   [qemu-system-x86_64]=qemu-system-x86 # scripts/test-dm-vm.sh: dm-crypt in a guest kernel
+  [qemu-aarch64-static]=qemu-user-static # scripts/test.bash: the portable path's tests on arm64
   [cpio]=cpio
   [depmod]=kmod
+  [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
+  [dmsetup]=dmsetup      # scripts/test-dm-vm.sh copies it into the guest
+  [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -26,6 +30,9 @@ done
 if ! /usr/bin/python3 -c 'import cryptography, argon2, nacl' >/dev/null 2>&1; then
   missing+=(python3-cryptography python3-argon2 python3-nacl)
 fi
+# cmd/xtsctl discover.txtar runs the bash completion script, which needs
+# bash-completion's helpers.
+[ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   if [ "$(id -u)" = 0 ]; then

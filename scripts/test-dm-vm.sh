@@ -14,11 +14,15 @@
 # same test binary encrypts on the host with our xts package.
 #
 # --payload DIR  copy DIR into the guest as /payload and run /payload/run
-#                instead (as root, in /payload, busybox on PATH, /tmp a tmpfs,
-#                modules loaded: loop dm-mod dm-crypt xts aesni-intel; ext4
-#                is built in). Its exit status is the verdict. cmd/xtsctl's
-#                TestDMBackendVM uses it for "xtsctl open --backend dm": a
-#                static xtsctl, the images and a run script in DIR.
+#                instead (as root, in /payload, busybox, cryptsetup and
+#                dmsetup on PATH, /tmp a tmpfs, modules loaded: loop dm-mod
+#                dm-crypt xts aesni-intel af_alg algif_skcipher; ext4 is
+#                built in). Its exit status is the verdict. cmd/xtsctl's
+#                TestDMBackendVM uses it for "xtsctl open --backend dm" (and
+#                cryptsetup open of the LUKS2 image xtsctl wrote): a static
+#                xtsctl, the images and a run script in DIR; luks's
+#                TestKernelOpensOurImages for cryptsetup open of LUKS2
+#                images the luks package wrote.
 # --timeout S    give up on the guest after S seconds (default 300).
 # --verbose      print the guest console as it was captured.
 # --rebuild-guest  rebuild the cached kernel and initramfs.
@@ -26,9 +30,11 @@
 # Environment: XTSCTL_DM_VM_CACHE (cache dir, default
 # ${XDG_CACHE_HOME:-/var/cache}/xtsctl-dm-vm), XTSCTL_DM_VM_KERNEL (kernel
 # package, default linux-image-cloud-amd64), XTSCTL_DM_VM_MEM (MiB, 1024).
-# Run as root the first time: missing qemu-system-x86, cpio and kmod are
-# installed with apt-get, and the kernel and busybox-static packages are
-# downloaded (apt-get download, nothing installed) into the cache.
+# Run as root the first time: missing qemu-system-x86, cpio, kmod,
+# cryptsetup-bin and dmsetup are installed with apt-get, and the kernel and
+# busybox-static packages are downloaded (apt-get download, nothing
+# installed) into the cache. The guest's cryptsetup and dmsetup are the
+# host's, copied with the shared libraries ldd lists.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,8 +42,11 @@ CACHE=${XTSCTL_DM_VM_CACHE:-${XDG_CACHE_HOME:-/var/cache}/xtsctl-dm-vm}
 KERNEL_PKG=${XTSCTL_DM_VM_KERNEL:-linux-image-cloud-amd64}
 MEM=${XTSCTL_DM_VM_MEM:-1024}
 # Bump when the guest's layout, init or module list changes.
-GUEST_FORMAT=1
-GUEST_MODULES="loop dm-mod dm-crypt xts aesni-intel"
+GUEST_FORMAT=2
+# af_alg and algif_skcipher: cryptsetup decrypts keyslot areas through the
+# kernel's crypto API (without them it would map each one with dm-crypt).
+GUEST_MODULES="loop dm-mod dm-crypt xts aesni-intel af_alg algif_skcipher"
+GUEST_TOOLS="cryptsetup dmsetup"
 
 PAYLOAD='' TIMEOUT=300 VERBOSE=0 REBUILD=0
 while [ $# -gt 0 ]; do
@@ -67,6 +76,8 @@ ensure_tools() {
   command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
   command -v cpio >/dev/null || need+=(cpio)
   command -v depmod >/dev/null || need+=(kmod)
+  command -v cryptsetup >/dev/null || need+=(cryptsetup-bin)
+  command -v dmsetup >/dev/null || need+=(dmsetup)
   [ ${#need[@]} -eq 0 ] && return
   [ "$(id -u)" = 0 ] || die "missing ${need[*]}: install them or run as root"
   note "installing ${need[*]}"
@@ -97,6 +108,27 @@ add_module() { # src root
   echo "$base" >> "$2/etc/xtsvm/modules"
 }
 
+# Copy the host's cryptsetup and dmsetup into the initramfs tree, with the
+# shared libraries and the loader they need (ldd), and libgcc_s, which
+# glibc loads when a thread exits (cryptsetup's Argon2 runs threads).
+add_tools() { # root
+  local t path lib
+  for t in $GUEST_TOOLS; do
+    path=$(command -v "$t") || die "$t is missing (install cryptsetup-bin and dmsetup)"
+    cp -L "$path" "$1/sbin/$t"
+    for lib in $(ldd "$path" | awk '/=> \// {print $3} /^[[:space:]]*\// {print $1}'); do
+      mkdir -p "$1$(dirname "$lib")"
+      cp -L "$lib" "$1$lib"
+    done
+  done
+  for lib in /lib/x86_64-linux-gnu/libgcc_s.so.1 /usr/lib/x86_64-linux-gnu/libgcc_s.so.1; do
+    [ -f "$lib" ] || continue
+    mkdir -p "$1$(dirname "$lib")"
+    cp -L "$lib" "$1$lib"
+    break
+  done
+}
+
 build_guest() {
   local kimg stamp=$CACHE/guest.stamp
   kimg=$(kernel_image_pkg)
@@ -109,7 +141,7 @@ build_guest() {
     [ -f "$stamp" ] || die "cannot resolve $KERNEL_PKG (apt-get update as root first)"
     kimg=$(cut -d' ' -f2 "$stamp")
   fi
-  local want="v$GUEST_FORMAT $kimg $GUEST_MODULES"
+  local want="v$GUEST_FORMAT $kimg $GUEST_MODULES $(cryptsetup --version)"
   if [ "$REBUILD" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
      [ -f "$CACHE/vmlinuz" ] && [ -f "$CACHE/base.cpio.gz" ]; then
     return
@@ -128,8 +160,9 @@ build_guest() {
   [ -f "$w/k/boot/vmlinuz-$kver" ] || die "no vmlinuz-$kver in $kimg"
 
   local r=$w/root
-  mkdir -p "$r"/{bin,dev,proc,sys,tmp,etc/xtsvm,lib/modules,payload}
+  mkdir -p "$r"/{bin,sbin,dev,proc,sys,tmp,etc/xtsvm,lib/modules,payload}
   cp "$w/bb/bin/busybox" "$r/bin/busybox" || die "no busybox in busybox-static"
+  add_tools "$r"
   # Modules with their dependencies, in load order; built-in ones are
   # skipped (modprobe reports them as builtin).
   depmod -b "$w/k" "$kver"
@@ -161,7 +194,7 @@ write_init() {
   cat <<'EOF'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/bin HOME=/tmp
+export PATH=/bin:/sbin HOME=/tmp
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev

@@ -2,7 +2,8 @@
 # test.bash: the whole test suite, as CI runs it (.ci/run calls this).
 # Installs missing test dependencies first (scripts/install-deps.sh), then:
 # formatting, vet (also for arm64 and purego), staticcheck, module checks,
-# the tests, the tests again under -tags purego, with the race detector on
+# the tests, the tests again under -tags purego and cross-compiled for
+# arm64 under qemu-user (the portable path), with the race detector on
 # the concurrent packages, and with the wide CPU features masked off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,14 @@ fi
 step go test -tags purego
 go test -count=1 -tags purego ./...
 
+step 'the portable path on arm64, under qemu-user (correctness only; never quote its speed)'
+armtests=$(mktemp -d)
+for pkg in aesni xts sector blake2b; do
+  GOARCH=arm64 go test -c -o "$armtests/$pkg.test" "./$pkg"
+  (cd "$pkg" && qemu-aarch64-static "$armtests/$pkg.test" -test.short -test.count=1)
+done
+rm -rf "$armtests"
+
 step go test -race
 go test -count=1 -race ./sector ./volume/... ./inplace ./blockdev/... ./internal/...
 
@@ -74,6 +83,7 @@ scripts/check-generated.bash
 step 'device-mapper in a qemu guest (the host kernel has none): our ioctls, then open --backend dm'
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMVM$' ./internal/devmapper
 XTSCTL_DM_VM=1 go test -count=1 -run '^TestDMBackendVM$' ./cmd/xtsctl
+XTSCTL_DM_VM=1 go test -count=1 -run '^TestKernelOpensOurImages$' ./luks
 
 step fuzz targets, briefly
 scripts/fuzz.sh 5s

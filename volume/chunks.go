@@ -21,11 +21,17 @@ type ChunkStages struct {
 func Slots(workers int) int { return max(1, workers) * buffersPerWorker }
 
 // RunChunks is the streaming engine of encrypt and decrypt, for code that
-// moves a volume's data itself (package inplace): size bytes in chunks of
-// ChunkSize, on workers goroutines, with the stages of st.
+// moves a volume's data itself (package inplace): size bytes (known in
+// advance, at least 0) in chunks of ChunkSize, on workers goroutines, with
+// the stages of st.
 func RunChunks(ctx context.Context, size int64, workers int, st ChunkStages) error {
 	return runChunks(ctx, size, workers, chunkStages{
-		load:        st.Load,
+		load: func(slot int, buf []byte, off int64) (int, error) {
+			if err := st.Load(slot, buf, off); err != nil {
+				return 0, err
+			}
+			return len(buf), nil
+		},
 		loadInOrder: st.LoadInOrder,
 		ordered:     st.Ordered,
 		work:        st.Work,

@@ -70,7 +70,7 @@ func TestVolumeBuiltByHandOpens(t *testing.T) {
 			t.Fatalf("tags %d: state %+v", tagSize, st)
 		}
 		var out bytes.Buffer
-		dc, err := v.Decrypt(context.Background(), &out, nil)
+		dc, err := v.Decrypt(context.Background(), &out, true, nil)
 		if err != nil || !dc.Match {
 			t.Fatalf("tags %d: decrypt: %v %+v", tagSize, err, dc)
 		}

@@ -374,6 +374,8 @@ func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte
 		return nil, 0, &SlotsDamagedError{Slots: slices.Clone(hs.Damaged)}
 	case tried == 0:
 		return nil, 0, ErrNoKeySlots
+	case opts.Slot >= 0:
+		return nil, 0, fmt.Errorf("%w (key slot %d: only that slot was tried)", ErrWrongPassphrase, opts.Slot)
 	}
 	return nil, 0, ErrWrongPassphrase
 }

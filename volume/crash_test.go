@@ -93,7 +93,7 @@ func TestHeaderUpdatesAreCrashSafe(t *testing.T) {
 	// it swaps two disjoint slot sets, the hardest case for torn writes.
 	withOther := base.clone()
 	hs, _ := ReadHeaders(withOther, withOther.size())
-	if _, err := AddSlot(withOther, hs, masterKey, newPass, testKDF); err != nil {
+	if _, err := AddSlot(withOther, hs, masterKey, newPass, testKDF, -1); err != nil {
 		t.Fatal(err)
 	}
 	hs.Header.Slots[3], hs.Header.Slots[1] = hs.Header.Slots[1], KeySlot{}
@@ -109,7 +109,7 @@ func TestHeaderUpdatesAreCrashSafe(t *testing.T) {
 	ops := map[string]func(dev Device, hs *Headers) error{
 		"change": func(dev Device, hs *Headers) error { return ChangeSlot(dev, hs, masterKey, 0, newPass, testKDF) },
 		"add": func(dev Device, hs *Headers) error {
-			_, err := AddSlot(dev, hs, masterKey, newPass, testKDF)
+			_, err := AddSlot(dev, hs, masterKey, newPass, testKDF, -1)
 			return err
 		},
 		"remove": func(dev Device, hs *Headers) error { return RemoveSlot(dev, hs, 0) },
@@ -122,7 +122,7 @@ func TestHeaderUpdatesAreCrashSafe(t *testing.T) {
 		start := base.clone()
 		if name == "remove" { // removing needs a second passphrase to keep
 			hs, _ := ReadHeaders(start, start.size())
-			if _, err := AddSlot(start, hs, masterKey, newPass, testKDF); err != nil {
+			if _, err := AddSlot(start, hs, masterKey, newPass, testKDF, -1); err != nil {
 				t.Fatal(err)
 			}
 		}

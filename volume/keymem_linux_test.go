@@ -300,7 +300,7 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	master := v.MasterKey()
-	if _, err := AddSlot(dev, v.Headers(), master, testPass, testKDF); err != nil {
+	if _, err := AddSlot(dev, v.Headers(), master, testPass, testKDF, -1); err != nil {
 		t.Fatal(err)
 	}
 	hs, err := ReadHeaders(dev, dev.size())

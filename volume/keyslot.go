@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -62,7 +63,7 @@ func (p KDFParams) Check() error {
 }
 
 func (p KDFParams) String() string {
-	return fmt.Sprintf("argon2id, %d passes, %d KiB, %d threads", p.Time, p.MemoryKiB, p.Threads)
+	return fmt.Sprintf("argon2id, %d %s, %d KiB, %d %s", p.Time, pluralNoun(int64(p.Time), "pass", "passes"), p.MemoryKiB, p.Threads, pluralNoun(int64(p.Threads), "thread", "threads"))
 }
 
 // Work is the Argon2id cost that grows with both memory and passes: the
@@ -98,7 +99,7 @@ var UnlimitedKDF = KDFLimits{MaxMemoryKiB: math.MaxUint32, MaxWork: math.MaxUint
 // three quarters of what this machine has available.
 func DefaultKDFLimits() KDFLimits {
 	l := KDFLimits{MaxMemoryKiB: MaxKDFMemoryKiB, MaxWork: MaxKDFWork}
-	if avail := availableMemoryKiB(); avail > 0 {
+	if avail := sysmem.AvailableKiB(); avail > 0 {
 		l.MaxMemoryKiB = uint32(min(uint64(l.MaxMemoryKiB), avail/4*3))
 	}
 	return l
@@ -304,46 +305,79 @@ const defaultKDFMemoryKiB = 1 << 20
 // DefaultKDFMemory is the memory in KiB Argon2id uses by default:
 // defaultKDFMemoryKiB, or half the available RAM if that is less.
 func DefaultKDFMemory() uint32 {
-	if avail := availableMemoryKiB(); avail > 0 {
+	if avail := sysmem.AvailableKiB(); avail > 0 {
 		return uint32(min(defaultKDFMemoryKiB, avail/2))
 	}
 	return defaultKDFMemoryKiB
 }
 
-// CalibrateKDF picks Argon2id costs taking about target on this machine,
-// like cryptsetup's PBKDF benchmark: memory as given (0: defaultKDFMemoryKiB,
-// lowered to half the available RAM), threads up to 4, and as many passes
-// as fit in target; if one pass at that memory is already too slow, the
-// memory is lowered instead.
-func CalibrateKDF(target time.Duration, memoryKiB uint32) KDFParams {
+// CalibrateKDF picks Argon2id costs that take about target to unlock on
+// this machine, as cryptsetup's PBKDF benchmark does: memory as given (0:
+// DefaultKDFMemory), threads up to 4, and as many passes as fit in target;
+// if one pass at that memory already takes longer, the memory is lowered
+// instead. It measures with the memory the slot will use (a smaller probe
+// scaled up misjudges the cost of touching fresh memory), then runs the
+// costs it chose and corrects them once if they miss by more than a tenth.
+// It returns the costs and the time the last run took: what unlocking
+// takes here.
+func CalibrateKDF(target time.Duration, memoryKiB uint32) (KDFParams, time.Duration) {
 	if memoryKiB == 0 {
 		memoryKiB = DefaultKDFMemory()
 	}
 	p := KDFParams{Time: 1, Threads: uint8(min(4, max(1, runtime.NumCPU()))), MemoryKiB: memoryKiB}
 	p.MemoryKiB = max(p.MemoryKiB, 8*uint32(p.Threads))
 	if kdfTestHook != nil {
-		return kdfTestHook(p)
+		return kdfTestHook(p), 0
 	}
-	// Measure one pass at a fraction of the memory (cost is linear in
-	// memory × passes) so calibrating costs well under the target itself.
-	probe := p
-	probe.MemoryKiB = max(8*uint32(p.Threads), p.MemoryKiB/8)
-	salt := make([]byte, saltSize)
-	start := time.Now()
-	argon2.IDKey([]byte("xtsctl calibration"), salt, probe.Time, probe.MemoryKiB, probe.Threads, 32)
-	perPass := time.Since(start) * time.Duration(p.MemoryKiB) / time.Duration(probe.MemoryKiB)
-	return fitKDF(p, perPass, target)
+	one := timeKDF(p)
+	if one > target {
+		// One pass is too slow at this memory: fit the memory instead.
+		p = fitKDF(p, one, one, target)
+		return p, timeKDF(p)
+	}
+	// Two passes give the cost of a pass apart from the fixed cost
+	// (allocating and touching the memory, starting the lanes).
+	two := timeKDF(KDFParams{Time: 2, MemoryKiB: p.MemoryKiB, Threads: p.Threads})
+	p = fitKDF(p, one, max(two-one, one/4), target)
+	got := timeKDF(p)
+	if p.Time > 1 && (got > target+target/10 || got < target-target/10) {
+		// Correct in proportion to what the chosen costs really took.
+		passes := max(1, int64(float64(p.Time)*float64(target)/float64(got)+0.5))
+		p.Time = uint32(min(passes, MaxKDFTime))
+		got = timeKDF(p)
+	}
+	return p, got
 }
 
-// fitKDF scales p (one pass taking perPass) to take about target: more
-// passes, or, if one pass is already too slow, less memory.
-func fitKDF(p KDFParams, perPass, target time.Duration) KDFParams {
+// timeKDF runs Argon2id with p once and returns how long it took.
+func timeKDF(p KDFParams) time.Duration {
+	salt := make([]byte, saltSize)
+	start := time.Now()
+	k := argon2.IDKey([]byte("xtsctl calibration"), salt, p.Time, p.MemoryKiB, p.Threads, 32)
+	d := time.Since(start)
+	clear(k)
+	return d
+}
+
+// fitKDF scales p to take about target, given that one pass takes first
+// and each further pass perPass: more passes, or, if one pass is already
+// too slow, less memory (never below 8 KiB per lane).
+func fitKDF(p KDFParams, first, perPass, target time.Duration) KDFParams {
 	perPass = max(perPass, time.Microsecond)
-	if passes := target / perPass; passes >= 1 {
+	if first <= target {
+		passes := 1 + int64((target-first)/perPass)
 		p.Time = uint32(min(passes, MaxKDFTime))
 		return p
 	}
 	p.Time = 1
-	p.MemoryKiB = max(8*uint32(p.Threads), uint32(float64(p.MemoryKiB)*float64(target)/float64(perPass)))
+	p.MemoryKiB = max(8*uint32(p.Threads), uint32(float64(p.MemoryKiB)*float64(target)/float64(first)))
 	return p
+}
+
+// pluralNoun picks the singular for n == 1.
+func pluralNoun(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

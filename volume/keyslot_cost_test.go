@@ -37,7 +37,7 @@ func TestExpensiveSlotIsNotRun(t *testing.T) {
 	v.Close()
 	hs, _ := ReadHeaders(dev, dev.size())
 	other := []byte("the second passphrase")
-	if _, err := AddSlot(dev, hs, key, other, testKDF); err != nil {
+	if _, err := AddSlot(dev, hs, key, other, testKDF, -1); err != nil {
 		t.Fatal(err)
 	}
 	huge := KDFParams{Time: MaxKDFTime, MemoryKiB: MaxKDFMemoryKiB, Threads: 255}

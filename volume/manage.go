@@ -23,16 +23,20 @@ func (h *Header) ActiveSlots() []int {
 	return s
 }
 
-// AddSlot wraps key (the master key, from Unlock) under passphrase in the
-// first free slot and writes the header; it returns the slot number.
-func AddSlot(dev Device, hs *Headers, key, passphrase []byte, kdf KDFParams) (int, error) {
+// AddSlot wraps key (the master key, from Unlock) under passphrase in
+// slot (or the first free slot, if slot is -1) and writes the header; it
+// returns the slot number.
+func AddSlot(dev Device, hs *Headers, key, passphrase []byte, kdf KDFParams, slot int) (int, error) {
 	h := *hs.Header
 	free := -1
 	for i := range h.Slots {
-		if !h.Slots[i].Active && !hs.isDamaged(i) {
+		if !h.Slots[i].Active && !hs.isDamaged(i) && (slot < 0 || i == slot) {
 			free = i
 			break
 		}
+	}
+	if free < 0 && slot >= 0 {
+		return -1, fmt.Errorf("key slot %d is in use or damaged", slot)
 	}
 	if free < 0 {
 		return -1, ErrSlotsFull

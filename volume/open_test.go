@@ -5,8 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xtsctl/xtsctl/internal/sysmem"
 )
 
 func writeTestImage(t *testing.T, dev *memDevice) string {
@@ -84,25 +88,68 @@ func TestCalibrateKDF(t *testing.T) {
 	restore := func(old func(KDFParams) KDFParams) { kdfTestHook = old }
 	defer restore(kdfTestHook)
 	kdfTestHook = nil
-	if p := CalibrateKDF(50*time.Millisecond, 16<<10); p.Check() != nil || p.MemoryKiB > 16<<10 {
-		t.Fatalf("CalibrateKDF = %+v", p)
+	if p, took := CalibrateKDF(50*time.Millisecond, 16<<10); p.Check() != nil || p.MemoryKiB > 16<<10 || took <= 0 {
+		t.Fatalf("CalibrateKDF = %+v, %v", p, took)
 	}
 	base := KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}
 	for _, c := range []struct {
-		perPass, target time.Duration
-		want            KDFParams
+		first, perPass, target time.Duration
+		want                   KDFParams
 	}{
-		{500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 4, MemoryKiB: 1 << 20, Threads: 4}},
-		{2 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}},
-		{4 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 19, Threads: 4}},
-		{time.Nanosecond, 2 * time.Second, KDFParams{Time: MaxKDFTime, MemoryKiB: 1 << 20, Threads: 4}},
-		{time.Hour, time.Millisecond, KDFParams{Time: 1, MemoryKiB: 32, Threads: 4}},
+		{500 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 4, MemoryKiB: 1 << 20, Threads: 4}},
+		// A fixed cost of 300 ms in the first pass leaves room for fewer.
+		{800 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 3, MemoryKiB: 1 << 20, Threads: 4}},
+		{2 * time.Second, 2 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}},
+		{4 * time.Second, 4 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 19, Threads: 4}},
+		{time.Nanosecond, time.Nanosecond, 2 * time.Second, KDFParams{Time: MaxKDFTime, MemoryKiB: 1 << 20, Threads: 4}},
+		{time.Hour, time.Hour, time.Millisecond, KDFParams{Time: 1, MemoryKiB: 32, Threads: 4}},
 	} {
-		if got := fitKDF(base, c.perPass, c.target); got != c.want {
-			t.Errorf("fitKDF(%v per pass, target %v) = %+v, want %+v", c.perPass, c.target, got, c.want)
+		if got := fitKDF(base, c.first, c.perPass, c.target); got != c.want {
+			t.Errorf("fitKDF(%v first, %v per pass, target %v) = %+v, want %+v", c.first, c.perPass, c.target, got, c.want)
 		}
 	}
-	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > availableMemoryKiB()/2 {
-		t.Fatalf("default memory %d KiB with %d KiB available", m, availableMemoryKiB())
+	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > sysmem.AvailableKiB()/2 {
+		t.Fatalf("default memory %d KiB with %d KiB available", m, sysmem.AvailableKiB())
 	}
+}
+
+// TestCalibrationHitsTarget: a slot calibrated for a time unlocks in about
+// that time here (within a factor of 1.5). It measures: when the machine
+// is too busy for the measurement to mean anything (this process got less
+// than two thirds of the CPU its lanes could use), it says so and skips.
+func TestCalibrationHitsTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	defer func(old func(KDFParams) KDFParams) { kdfTestHook = old }(kdfTestHook)
+	kdfTestHook = nil
+	for _, c := range []struct {
+		target time.Duration
+		memKiB uint32
+	}{{400 * time.Millisecond, 32 << 10}, {600 * time.Millisecond, 64 << 10}} {
+		p, took := CalibrateKDF(c.target, c.memKiB)
+		if p.MemoryKiB != c.memKiB {
+			t.Errorf("memory %d KiB asked for, %d KiB chosen", c.memKiB, p.MemoryKiB)
+		}
+		cpu0 := processCPU()
+		start := time.Now()
+		unlock := timeKDF(p)
+		wall := time.Since(start)
+		busy := float64(processCPU()-cpu0) / float64(wall) / float64(min(int(p.Threads), runtime.NumCPU()))
+		if busy < 0.67 {
+			t.Skipf("the machine is busy: the measurement got %.0f%% of the CPU its %d lanes could use", 100*busy, p.Threads)
+		}
+		ratio := float64(unlock) / float64(c.target)
+		t.Logf("target %v at %d KiB: %d passes, calibration's own run %v, unlocking %v (%.2fx)", c.target, p.MemoryKiB, p.Time, took, unlock, ratio)
+		if ratio > 1.5 || ratio < 1/1.5 {
+			t.Errorf("target %v: unlocking takes %v, %.2fx the target", c.target, unlock, ratio)
+		}
+	}
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -26,12 +26,17 @@ type CreateOptions struct {
 	RegionSize int64  // data bytes per dirty-region bit; 0 means DefaultRegion
 	KDF        KDFParams
 	Passphrase []byte // unlocks key slot 0
+	// NoDigest leaves out the end-to-end digest (encrypt --digest none):
+	// the one sequential pass over the plaintext, whose speed bounds
+	// Create's. The tags, if any, still cover every sector.
+	NoDigest bool
 }
 
 // Create writes a new volume to dev holding the size bytes of plaintext
 // that r holds from offset 0 (zeros make an empty volume), and returns its
 // header and the end-to-end digest of the plaintext (its BLAKE2b-512, as
-// Digest computes it), which the header records. dev must read as zeros
+// Digest computes it), which the header records (unless opts.NoDigest:
+// then no digest, and the header's FlagDigest is clear). dev must read as zeros
 // where nothing was written (a new file). The caller syncs dev. progress,
 // if not nil, receives the bytes done.
 func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
@@ -93,13 +98,18 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 			return nil, digest, &WriteError{err}
 		}
 	}
-	sum, _ := blake2b.New512(nil)
+	var sum hash.Hash
+	var ordered func([]byte)
+	if !opts.NoDigest {
+		sum, _ = blake2b.New512(nil)
+		ordered = func(buf []byte) { sum.Write(buf) }
+	}
 	scratch := e.scratch()
 	err = runChunks(ctx, size, e.workers, chunkStages{
-		load: func(_ int, buf []byte, off int64) error {
-			return readFull(r, buf, off, size)
+		load: func(_ int, buf []byte, off int64) (int, error) {
+			return len(buf), readFull(r, buf, off, size)
 		},
-		ordered: func(buf []byte) { sum.Write(buf) },
+		ordered: ordered,
 		work: func(w int, buf []byte, off int64) error {
 			e.encrypt(scratch[w], buf, uint64(off/int64(l.SectorSize)))
 			return nil
@@ -137,9 +147,11 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
 		return nil, digest, &WriteError{err}
 	}
-	copy(digest[:], sum.Sum(nil))
-	if err := h.sealDigest(key, &digest); err != nil {
-		return nil, digest, err
+	if sum != nil {
+		copy(digest[:], sum.Sum(nil))
+		if err := h.sealDigest(key, &digest); err != nil {
+			return nil, digest, err
+		}
 	}
 	if h.MAC, err = h.computeMAC(key); err != nil {
 		return nil, digest, err
@@ -283,11 +295,12 @@ func (v *Volume) digestState() (recorded [blake2b.Size]byte, ok, stale bool, err
 
 // Decrypt writes the plaintext of the data area to w, checking every tag
 // (the first chunk with a bad sector stops it with an *IntegrityError, so w
-// never receives unverified plaintext) and the end-to-end digest at the end
-// (*DigestMismatchError, after all the data went to w: the caller discards
-// its output then).
-func (v *Volume) Decrypt(ctx context.Context, w io.Writer, progress func(int64)) (DigestCheck, error) {
-	return v.scan(ctx, w, true, progress, nil)
+// never receives unverified plaintext) and, if digest, the end-to-end
+// digest at the end (*DigestMismatchError, after all the data went to w:
+// the caller discards its output then). Without digest the plaintext is
+// not hashed at all (decrypt --digest none).
+func (v *Volume) Decrypt(ctx context.Context, w io.Writer, digest bool, progress func(int64)) (DigestCheck, error) {
+	return v.scan(ctx, w, true, digest, progress, nil)
 }
 
 // VerifyResult is what Verify found in the data area.
@@ -308,21 +321,22 @@ func (v *Volume) Verify(ctx context.Context, progress func(int64), bad func(BadS
 			bad(b)
 		}
 	}
-	d, err := v.scan(ctx, io.Discard, false, progress, count)
+	d, err := v.scan(ctx, io.Discard, false, true, progress, count)
 	res.Digest = d
 	return res, err
 }
 
 // scan streams the data area through the tag check, decryption when
-// needed, and the digest. With onBad nil, a bad sector stops the scan.
-func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress func(int64), onBad func(BadSector)) (DigestCheck, error) {
+// needed, and the digest (if digest). With onBad nil, a bad sector stops
+// the scan.
+func (v *Volume) scan(ctx context.Context, w io.Writer, output, digest bool, progress func(int64), onBad func(BadSector)) (DigestCheck, error) {
 	var dc DigestCheck
 	recorded, ok, stale, err := v.digestState()
 	if err != nil {
 		return dc, err
 	}
 	dc.Recorded, dc.Stale = ok, ok && stale
-	hashIt := output || ok && !stale
+	hashIt := digest && (output || ok && !stale)
 	decrypt := output || hashIt
 	if !decrypt && v.l.Integrity == IntegrityNone {
 		return dc, nil // nothing to check
@@ -342,17 +356,17 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 	scratch := e.scratch()
 	var done int64
 	err = runChunks(ctx, l.DataLength, e.workers, chunkStages{
-		load: func(w int, buf []byte, off int64) error {
+		load: func(w int, buf []byte, off int64) (int, error) {
 			s := &scratch[w]
 			if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
-				return err
+				return 0, err
 			}
 			first := uint64(off / int64(l.SectorSize))
 			t := *s
 			e.fit(&t, len(buf))
 			if t.tags != nil {
 				if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
-					return &ReadError{fmt.Errorf("cannot read tags: %w", err)}
+					return 0, &ReadError{fmt.Errorf("cannot read tags: %w", err)}
 				}
 				blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
 				s.bad = v.compareTags(t.stored, t.tags, first)
@@ -360,7 +374,7 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output bool, progress fu
 			if decrypt {
 				e.codec.Decrypt(buf, buf, first)
 			}
-			return nil
+			return len(buf), nil
 		},
 		ordered: ordered,
 		commit: func(wk int, buf []byte, off int64) error {

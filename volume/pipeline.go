@@ -3,8 +3,11 @@ package volume
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // ReadError reports that the input could not be read, or ended early.
@@ -44,8 +47,11 @@ const buffersPerWorker = 3
 type chunkStages struct {
 	// load fills the buffer (reading, and whatever must come before
 	// ordered); the workers run it in parallel, or one chunk after the
-	// other, in order, with loadInOrder (reading a sequential input).
-	load        func(slot int, buf []byte, off int64) error
+	// other, in order, with loadInOrder (reading a sequential input). When
+	// the size is not known in advance (runChunks' size < 0), it fills
+	// what it can and returns how much: n < len(buf) or io.EOF ends the
+	// input.
+	load        func(slot int, buf []byte, off int64) (n int, err error)
 	loadInOrder bool
 	// ordered, if not nil, sees every chunk after load, in order, on a
 	// goroutine of its own. It must not change buf. The end-to-end digest,
@@ -78,17 +84,34 @@ type chunkStages struct {
 // the buffers allow, so that it always has the next chunk, and finish
 // (work, commit) the chunks behind it. At most workers × buffersPerWorker
 // chunks are ever in memory.
+//
+// A size below zero means the input's size is unknown (a pipe): the loads,
+// which must then be in order and without an ordered stage, say where it
+// ends; runChunksCounted returns how many bytes were processed.
 func runChunks(ctx context.Context, size int64, workers int, st chunkStages) error {
+	_, err := runChunksCounted(ctx, size, workers, st)
+	return err
+}
+
+func runChunksCounted(ctx context.Context, size int64, workers int, st chunkStages) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	n := (size + chunkSize - 1) / chunkSize
+	unknown := size < 0
+	if unknown && (!st.loadInOrder || st.ordered != nil) {
+		panic("volume: runChunks of an unknown size needs loadInOrder and no ordered stage")
+	}
+	n := (size + chunkSize - 1) / chunkSize // chunks; with an unknown size, set when the input ends
+	bufLen := min(chunkSize, max(size, 1))
+	if unknown {
+		n, bufLen = math.MaxInt64, chunkSize
+	}
 	workers = int(max(1, min(int64(workers), n)))
 
 	slots := workers * buffersPerWorker
 	bufs := make([][]byte, slots)
 	free := make(chan int, slots)
 	for i := range bufs {
-		bufs[i] = make([]byte, min(chunkSize, max(size, 1)))
+		bufs[i] = make([]byte, bufLen)
 		free <- i
 	}
 	defer func() {
@@ -96,14 +119,19 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 			clear(b)
 		}
 	}()
-	// chunkBuf is the buffer of chunk i held in slot.
+	// chunkBuf is the buffer of chunk i held in slot (all of it, for an
+	// unknown size: load says how much it filled).
 	chunkBuf := func(slot int, i int64) []byte {
+		if unknown {
+			return bufs[slot]
+		}
 		return bufs[slot][:min(chunkSize, size-i*chunkSize)]
 	}
 
 	type chunk struct {
 		slot int
 		i    int64
+		len  int
 	}
 	var wg sync.WaitGroup
 	// Chunk i reaches the ordered goroutine through toOrdered[i % slots],
@@ -131,7 +159,7 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 				case <-ctx.Done():
 					return
 				}
-				st.ordered(chunkBuf(c.slot, c.i))
+				st.ordered(bufs[c.slot][:c.len])
 				ordered <- c
 			}
 			close(ordered)
@@ -142,6 +170,7 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 		slot int
 		buf  []byte
 	}
+	var processed atomic.Int64 // bytes committed
 	var (
 		mu         sync.Mutex
 		next       int64 // next chunk to take
@@ -167,6 +196,7 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 			off := current * chunkSize
 			mu.Unlock()
 			err := st.commit(d.slot, d.buf, off)
+			processed.Add(int64(len(d.buf)))
 			free <- d.slot
 			mu.Lock()
 			if err != nil {
@@ -181,7 +211,7 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 	// finish runs work on a chunk and commits what is ready; false means
 	// runChunks is stopping.
 	finish := func(c chunk) bool {
-		buf := chunkBuf(c.slot, c.i)
+		buf := bufs[c.slot][:c.len]
 		if st.work != nil {
 			if err := st.work(c.slot, buf, c.i*chunkSize); err != nil {
 				cancel(err)
@@ -213,17 +243,29 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 		mu.Lock()
 		i := next
 		next++
-		if st.loadInOrder && i < n {
-			for loaded != i && ctx.Err() == nil {
+		if st.loadInOrder {
+			for i < n && loaded != i && ctx.Err() == nil {
 				turn.Wait()
 			}
 		}
+		stop := i >= n || ctx.Err() != nil
 		mu.Unlock()
-		if i >= n || ctx.Err() != nil {
+		if stop {
 			free <- slot
 			return chunk{}, false
 		}
-		err := st.load(slot, chunkBuf(slot, i), i*chunkSize)
+		buf := chunkBuf(slot, i)
+		got, err := st.load(slot, buf, i*chunkSize)
+		if unknown && (errors.Is(err, io.EOF) || err == nil && got < len(buf)) {
+			// The input ends in this chunk: no chunk after it.
+			err = nil
+			mu.Lock()
+			n = i + 1
+			if got == 0 {
+				n = i
+			}
+			mu.Unlock()
+		}
 		if st.loadInOrder {
 			mu.Lock()
 			loaded++
@@ -234,7 +276,14 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 			cancel(err)
 			return chunk{}, false
 		}
-		return chunk{slot, i}, true
+		if got == 0 && unknown {
+			free <- slot
+			return chunk{}, false
+		}
+		if !unknown {
+			got = len(buf)
+		}
+		return chunk{slot, i, got}, true
 	}
 
 	for range workers {
@@ -291,10 +340,10 @@ func runChunks(ctx context.Context, size int64, workers int, st chunkStages) err
 	// The last chunks may have become ready after their committer left.
 	commitReady()
 	if err := context.Cause(ctx); err != nil {
-		return err
+		return processed.Load(), err
 	}
 	if current != n {
-		return context.Canceled
+		return processed.Load(), context.Canceled
 	}
-	return nil
+	return processed.Load(), nil
 }

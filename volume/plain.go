@@ -63,41 +63,50 @@ func (p Plain) Check() error {
 // plaintext from r were written through the mapping: Offset*512 zero bytes
 // (the area before the mapping, never written by dm-crypt), then the
 // ciphertext of every sector. Reading, encrypting (on every core) and
-// writing overlap. progress, if not nil, receives the bytes written.
-func EncryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) error {
+// writing overlap. A size below zero reads r to its end (a pipe), which
+// must then hold whole sectors. progress, if not nil, receives the bytes
+// written. It returns the number of plaintext bytes encrypted.
+func EncryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) (int64, error) {
 	if err := writeZeros(w, p.OffsetBytes()); err != nil {
-		return &WriteError{err}
+		return 0, &WriteError{err}
 	}
 	return streamPlain(ctx, w, r, size, p, codec.Encrypt, progress)
 }
 
 // DecryptPlain reads the size bytes of ciphertext that follow the offset
-// (r must already be positioned there) and writes the plaintext to w.
-func DecryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) error {
+// (r must already be positioned there; a size below zero reads to the
+// end) and writes the plaintext to w. It returns the number of bytes.
+func DecryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) (int64, error) {
 	return streamPlain(ctx, w, r, size, p, codec.Decrypt, progress)
 }
 
-// streamPlain runs size bytes from r through fn (the codec's Encrypt or
+// streamPlain runs the bytes from r through fn (the codec's Encrypt or
 // Decrypt, in place) to w, with runChunks: reads and writes in order, the
 // chunks in between on every core.
-func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, fn func(dst, src []byte, first uint64), progress func(int64)) error {
+func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, fn func(dst, src []byte, first uint64), progress func(int64)) (int64, error) {
 	ss := int64(p.Sector.Size)
-	if size%ss != 0 {
-		return fmt.Errorf("volume: %d bytes are not a whole number of %d-byte sectors", size, ss)
+	if size >= 0 && size%ss != 0 {
+		return 0, fmt.Errorf("volume: %d bytes are not a whole number of %d-byte sectors", size, ss)
 	}
 	if size == 0 {
-		return nil
+		return 0, nil
 	}
-	return runChunks(ctx, size, runtime.GOMAXPROCS(0), chunkStages{
+	return runChunksCounted(ctx, size, runtime.GOMAXPROCS(0), chunkStages{
 		loadInOrder: true,
-		load: func(_ int, buf []byte, off int64) error {
-			if got, err := io.ReadFull(r, buf); err != nil {
-				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-					return &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(got), size)}
+		load: func(_ int, buf []byte, off int64) (int, error) {
+			got, err := io.ReadFull(r, buf)
+			switch {
+			case size < 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+				if int64(got)%ss != 0 {
+					return got, &ReadError{fmt.Errorf("input is %d bytes, not a whole number of %d-byte sectors", off+int64(got), ss)}
 				}
-				return &ReadError{fmt.Errorf("cannot read input: %w", err)}
+				return got, nil
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				return got, &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(got), size)}
+			case err != nil:
+				return got, &ReadError{fmt.Errorf("cannot read input: %w", err)}
 			}
-			return nil
+			return got, nil
 		},
 		work: func(_ int, buf []byte, off int64) error {
 			fn(buf, buf, uint64(off/ss))

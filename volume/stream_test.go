@@ -51,7 +51,7 @@ func TestPlainStreams(t *testing.T) {
 		for _, reader := range []func(io.Reader) io.Reader{iotest.HalfReader, iotest.DataErrReader} {
 			var out bytes.Buffer
 			var last int64
-			if err := EncryptPlain(context.Background(), &out, reader(bytes.NewReader(in)), int64(size), p, codec, func(n int64) { last = n }); err != nil {
+			if _, err := EncryptPlain(context.Background(), &out, reader(bytes.NewReader(in)), int64(size), p, codec, func(n int64) { last = n }); err != nil {
 				t.Fatalf("size %d: %v", size, err)
 			}
 			if got := out.Bytes(); !bytes.Equal(got[:p.OffsetBytes()], make([]byte, p.OffsetBytes())) || !bytes.Equal(got[p.OffsetBytes():], want) {
@@ -61,7 +61,7 @@ func TestPlainStreams(t *testing.T) {
 				t.Fatalf("size %d: progress ended at %d", size, last)
 			}
 			var back bytes.Buffer
-			if err := DecryptPlain(context.Background(), &back, reader(bytes.NewReader(want)), int64(size), p, codec, nil); err != nil || !bytes.Equal(back.Bytes(), in) {
+			if _, err := DecryptPlain(context.Background(), &back, reader(bytes.NewReader(want)), int64(size), p, codec, nil); err != nil || !bytes.Equal(back.Bytes(), in) {
 				t.Fatalf("size %d: decrypt: %v", size, err)
 			}
 		}
@@ -70,7 +70,7 @@ func TestPlainStreams(t *testing.T) {
 
 func TestPlainStreamShortInput(t *testing.T) {
 	p := Plain{Sector: sector.Params{Size: 512}}
-	err := DecryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, p, testCodec(t, p.Sector), nil)
+	_, err := DecryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, p, testCodec(t, p.Sector), nil)
 	var re *ReadError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "input ended after 1000 bytes, expected 4096") {
 		t.Fatalf("err = %v", err)
@@ -104,7 +104,7 @@ func TestPlainStreamErrorsStopEverything(t *testing.T) {
 	codec := testCodec(t, p.Sector)
 	size := int64(64 * chunkSize)
 	in := &countingReader{r: bytes.NewReader(make([]byte, size))}
-	err := DecryptPlain(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
+	_, err := DecryptPlain(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
 	var we *WriteError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("write error: %v", err)
@@ -113,7 +113,7 @@ func TestPlainStreamErrorsStopEverything(t *testing.T) {
 		t.Errorf("read %d of %d bytes after the write failed", n, size)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	err = DecryptPlain(ctx, io.Discard, bytes.NewReader(make([]byte, size)), size, p, codec, func(int64) { cancel() })
+	_, err = DecryptPlain(ctx, io.Discard, bytes.NewReader(make([]byte, size)), size, p, codec, func(int64) { cancel() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
@@ -126,7 +126,7 @@ func TestRunChunksLoadInOrder(t *testing.T) {
 		var next, active atomic.Int64
 		err := runChunks(context.Background(), 20*chunkSize+7, workers, chunkStages{
 			loadInOrder: true,
-			load: func(_ int, buf []byte, off int64) error {
+			load: func(_ int, buf []byte, off int64) (int, error) {
 				if active.Add(1) != 1 {
 					t.Error("two loads at once")
 				}
@@ -134,12 +134,36 @@ func TestRunChunksLoadInOrder(t *testing.T) {
 				if want := next.Add(1) - 1; off != want*chunkSize {
 					t.Errorf("%d workers: loaded the chunk at %d, want %d", workers, off, want*chunkSize)
 				}
-				return nil
+				return len(buf), nil
 			},
 			commit: func(int, []byte, int64) error { return nil },
 		})
 		if err != nil || next.Load() != 21 {
 			t.Fatalf("%d workers: %v, %d loads", workers, err, next.Load())
 		}
+	}
+}
+
+// TestPlainStreamUnknownSize: from a pipe (size -1) the whole input is
+// encrypted, whatever its length in sectors, and a length that is not a
+// whole number of sectors is an error naming it.
+func TestPlainStreamUnknownSize(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	p := Plain{Sector: sector.Params{Size: 512}}
+	codec := testCodec(t, p.Sector)
+	for _, size := range []int{0, 512, chunkSize, chunkSize + 512, 3 * chunkSize, 3*chunkSize + 4096} {
+		in := randomBytes(r, size)
+		want := make([]byte, size)
+		codec.Encrypt(want, in, 0)
+		var out bytes.Buffer
+		n, err := EncryptPlain(context.Background(), &out, iotest.HalfReader(bytes.NewReader(in)), -1, p, codec, nil)
+		if err != nil || n != int64(size) || !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("size %d: %d bytes, %v, equal %v", size, n, err, bytes.Equal(out.Bytes(), want))
+		}
+	}
+	_, err := EncryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, chunkSize+100)), -1, p, codec, nil)
+	var re *ReadError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "not a whole number of 512-byte sectors") {
+		t.Fatalf("ragged input: %v", err)
 	}
 }

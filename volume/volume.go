@@ -531,14 +531,7 @@ func (v *Volume) writeBitmapLocked() error {
 		}
 		v.knownBitmaps = [][stateMACSize]byte{v.state.bitmapMAC}
 	}
-	for blk := range v.bitmapDirty {
-		off := blk * bitmapAlign
-		if _, err := v.dev.WriteAt(v.bitmap[off:off+bitmapAlign], BitmapOffset+off); err != nil {
-			return fmt.Errorf("cannot write the dirty-region bitmap: %w", err)
-		}
-		delete(v.bitmapDirty, blk)
-	}
-	return nil
+	return v.flushBitmapBlocksLocked()
 }
 
 // State returns the volume's state as last read or written.

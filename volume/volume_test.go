@@ -187,7 +187,7 @@ func TestIntegrityDetects(t *testing.T) {
 			t.Fatalf("%s: Verify = %+v, %v, listed %v", name, res, err, listed)
 		}
 		var out bytes.Buffer
-		if _, err := v.Decrypt(context.Background(), &out, nil); !errors.As(err, &ie) {
+		if _, err := v.Decrypt(context.Background(), &out, true, nil); !errors.As(err, &ie) {
 			t.Fatalf("%s: Decrypt err = %v", name, err)
 		}
 		if out.Len() != 0 {
@@ -204,7 +204,7 @@ func TestDecryptVerifyDigest(t *testing.T) {
 	dev, _ := newTestVolume(t, plain, 4096, 16, 64)
 	v := mustOpen(t, dev, true)
 	var out bytes.Buffer
-	dc, err := v.Decrypt(context.Background(), &out, nil)
+	dc, err := v.Decrypt(context.Background(), &out, true, nil)
 	if err != nil || !dc.Match || !bytes.Equal(out.Bytes(), plain) {
 		t.Fatalf("Decrypt: %+v, %v", dc, err)
 	}
@@ -516,7 +516,7 @@ func TestDigestIsBLAKE2b512(t *testing.T) {
 			t.Fatalf("%d bytes: the header records %x... (%v, %v)", c.n, recorded[:8], ok, err)
 		}
 		var out bytes.Buffer
-		dc, err := v.Decrypt(context.Background(), &out, nil)
+		dc, err := v.Decrypt(context.Background(), &out, true, nil)
 		if err != nil || !dc.Match || dc.Computed != want || !bytes.Equal(out.Bytes(), plain) {
 			t.Fatalf("%d bytes: Decrypt: %+v, %v", c.n, dc, err)
 		}
@@ -525,5 +525,62 @@ func TestDigestIsBLAKE2b512(t *testing.T) {
 			t.Fatalf("%d bytes: Verify: %+v, %v", c.n, res, err)
 		}
 		v.Close()
+	}
+}
+
+// TestNoDigest: a volume made with NoDigest records none (FlagDigest
+// clear, sealed field zero), decrypts to its plaintext without hashing it,
+// and its tags still catch a changed sector in Decrypt and Verify.
+func TestNoDigest(t *testing.T) {
+	plain := randomData(11, chunkSize+3*4096)
+	dev := &memDevice{}
+	h, digest, err := Create(context.Background(), dev, bytes.NewReader(plain), int64(len(plain)),
+		CreateOptions{SectorSize: 4096, TagSize: 32, KDF: testKDF, Passphrase: testPass, NoDigest: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Flags&FlagDigest != 0 || h.SealedDigest != ([SealedDigestSize]byte{}) || digest != ([64]byte{}) {
+		t.Fatalf("NoDigest recorded a digest: flags %#x", h.Flags)
+	}
+	v := mustOpen(t, dev, true)
+	for _, hash := range []bool{false, true} {
+		var out bytes.Buffer
+		dc, err := v.Decrypt(context.Background(), &out, hash, nil)
+		if err != nil || dc.Recorded || dc.Match || dc.Done != hash || !bytes.Equal(out.Bytes(), plain) {
+			t.Fatalf("Decrypt(digest %v): %+v, %v", hash, dc, err)
+		}
+		if hash && dc.Computed != xblake2b.Sum512(plain) {
+			t.Fatal("Decrypt computed a wrong digest")
+		}
+	}
+	res, err := v.Verify(context.Background(), nil, nil)
+	if err != nil || res.Digest.Recorded || res.BadSectors != 0 {
+		t.Fatalf("Verify: %+v, %v", res, err)
+	}
+	v.Close()
+
+	dev.b[h.DataOffset+4096*5] ^= 1
+	v = mustOpen(t, dev, true)
+	defer v.Close()
+	var ie *IntegrityError
+	if _, err := v.Decrypt(context.Background(), io.Discard, false, nil); !errors.As(err, &ie) || ie.Sectors[0].Sector != 5 {
+		t.Fatalf("Decrypt without digest of a changed sector: %v", err)
+	}
+	if res, _ := v.Verify(context.Background(), nil, nil); res.BadSectors != 1 {
+		t.Fatalf("Verify of a changed sector: %+v", res)
+	}
+}
+
+// TestDecryptWithoutDigestSkipsIt: Decrypt(digest false) of a volume that
+// records a digest neither computes nor compares it.
+func TestDecryptWithoutDigestSkipsIt(t *testing.T) {
+	plain := randomData(12, 8*4096)
+	dev, _ := newTestVolume(t, plain, 4096, 16, 64)
+	v := mustOpen(t, dev, true)
+	defer v.Close()
+	var out bytes.Buffer
+	dc, err := v.Decrypt(context.Background(), &out, false, nil)
+	if err != nil || !dc.Recorded || dc.Done || dc.Match || !bytes.Equal(out.Bytes(), plain) {
+		t.Fatalf("Decrypt: %+v, %v", dc, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
 // FuzzXTS compares every kernel this machine runs with the pure-Go
@@ -33,18 +34,18 @@ func FuzzXTS(f *testing.F) {
 		copy(tweak[:], tweakBytes)
 		off := int(align % 16)
 
-		if err := aesni.Select(aesni.Generic); err != nil {
+		if err := impl.Select(aesni.ImplPackage, aesni.Generic.String()); err != nil {
 			t.Fatal(err)
 		}
 		want := make([]byte, len(data))
 		c.EncryptTweak(want, data, &tweak)
-		aesni.Reset()
+		impl.Reset(aesni.ImplPackage)
 
-		for _, impl := range aesni.Impls() {
-			if !aesni.Available(impl) {
+		for _, name := range impl.List(aesni.ImplPackage) {
+			if !impl.Available(aesni.ImplPackage, name) {
 				continue
 			}
-			if err := aesni.Select(impl); err != nil {
+			if err := impl.Select(aesni.ImplPackage, name); err != nil {
 				t.Fatal(err)
 			}
 			src := make([]byte, len(data)+off)[off:]
@@ -52,15 +53,15 @@ func FuzzXTS(f *testing.F) {
 			dst := make([]byte, len(data)+2*off)[2*off%16:][:len(data)]
 			c.EncryptTweak(dst, src, &tweak)
 			if !bytes.Equal(dst, want) {
-				aesni.Reset()
-				t.Fatalf("%v: %d bytes, alignment %d: differs from the reference", impl, len(data), off)
+				impl.Reset(aesni.ImplPackage)
+				t.Fatalf("%v: %d bytes, alignment %d: differs from the reference", name, len(data), off)
 			}
 			c.DecryptTweak(dst, dst, &tweak)
 			if !bytes.Equal(dst, data) {
-				aesni.Reset()
-				t.Fatalf("%v: %d bytes: in-place decryption does not invert encryption", impl, len(data))
+				impl.Reset(aesni.ImplPackage)
+				t.Fatalf("%v: %d bytes: in-place decryption does not invert encryption", name, len(data))
 			}
 		}
-		aesni.Reset()
+		impl.Reset(aesni.ImplPackage)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -19,18 +20,43 @@ const (
 
 func checkType(typ string) error {
 	if typ != typeVolume && typ != typePlain {
-		return usageError(fmt.Errorf("unknown --type %q (want %s or %s)", typ, typeVolume, typePlain))
+		return usageError(fmt.Errorf("unknown --type %q (want %s, %s or luks2)", typ, typeVolume, typePlain))
 	}
 	return nil
 }
 
+// digestFlag is --digest of encrypt and decrypt: whether a volume's
+// plaintext is hashed end to end.
+type digestFlag string
+
+const (
+	digestBLAKE2b = "blake2b"
+	digestNone    = "none"
+)
+
+func (d *digestFlag) register(fs *pflag.FlagSet, usage string) {
+	fs.StringVar((*string)(d), "digest", digestBLAKE2b, usage)
+}
+
+// enabled validates --digest and says whether to compute the digest.
+func (d digestFlag) enabled() (bool, error) {
+	switch d {
+	case digestBLAKE2b:
+		return true, nil
+	case digestNone:
+		return false, nil
+	}
+	return false, usageError(fmt.Errorf("unknown --digest %q (want %s or %s)", string(d), digestBLAKE2b, digestNone))
+}
+
 func newEncryptCmd(a *app) *cobra.Command {
 	var (
-		typ   string
-		force bool
-		pf    plainFlags
-		cf    createFlags
-		ip    inPlaceFlags
+		typ    string
+		force  bool
+		pf     plainFlags
+		cf     createFlags
+		digest digestFlag
+		ip     inPlaceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "encrypt IN OUT | encrypt --in-place TARGET",
@@ -45,8 +71,11 @@ for the passphrase (asked twice on the terminal, or --passphrase-file), the
 data encrypted as dm-crypt's aes-xts-plain64, and a keyed BLAKE2b tag per
 sector (--integrity none to leave them out). encrypt prints the end-to-end
 digest of IN, its BLAKE2b-512 (the hex digits b2sum prints for IN); the
-volume records it, encrypted, and decrypt and verify check it. Passphrase
-hashing (Argon2id) is calibrated to take --kdf-time on this machine.
+volume records it, encrypted, and decrypt and verify check it. The digest
+is one sequential pass over IN, which bounds encrypt's speed on a fast
+disk: --digest none leaves it out (the tags still cover every sector; info
+says the volume has no digest). Passphrase hashing (Argon2id) is
+calibrated to take --kdf-time on this machine.
 
 With --type plain, OUT is byte for byte what the device would hold after
 writing IN through
@@ -74,14 +103,27 @@ says how.`,
   xtsctl encrypt --in-place --type plain --key-file disk.key --journal /root/sdb1.journal /dev/sdb1`,
 		Args: inPlaceArgs(&ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if isLUKSType(typ) {
+				if ip.on {
+					return usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), "cryptsetup reencrypt --encrypt converts a device to LUKS in place")
+				}
+				return luksEncrypt(a, cmd, typ, args[0], args[1], force)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
 			if ip.on {
-				return encryptInPlace(a, cmd, typ, &pf, &cf, &ip, args[0])
+				withDigest, err := digest.enabled()
+				if err != nil {
+					return err
+				}
+				return encryptInPlace(a, cmd, typ, &pf, &cf, &ip, args[0], withDigest)
 			}
 			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, createOnly); err != nil {
+				if err := rejectFlags(cmd, typ, append(createOnly, "digest")); err != nil {
 					return err
 				}
 				return encryptPlain(a, &pf, args[0], args[1], force)
@@ -89,13 +131,21 @@ says how.`,
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return encryptVolume(a, cmd, &cf, args[0], args[1], force)
+			withDigest, err := digest.enabled()
+			if err != nil {
+				return err
+			}
+			return encryptVolume(a, cmd, &cf, args[0], args[1], force, withDigest)
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume or plain")
+	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume, plain or luks2")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	pf.register(cmd.Flags())
+	cmd.Flags().Lookup("sector-size").Usage = fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, defaultVolumeSectorSize)
 	cf.register(cmd.Flags())
+	digest.register(cmd.Flags(), "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
+	registerKeyWindow(a, cmd.Flags())
+	addLUKSFlags(cmd, luksCreateFlags)
 	registerProgressFlag(a, cmd.Flags())
 	ip.register(cmd.Flags(), true)
 	return cmd
@@ -107,6 +157,7 @@ func newDecryptCmd(a *app) *cobra.Command {
 		force    bool
 		pf       plainFlags
 		passFile string
+		digest   digestFlag
 		ip       inPlaceFlags
 	)
 	cmd := &cobra.Command{
@@ -121,7 +172,8 @@ An xtsctl volume (the default type) is unlocked with its passphrase; every
 sector's tag is checked before it is decrypted (a bad one stops decrypt, and
 OUT is not written) and the end-to-end digest at the end. decrypt prints
 the digest of OUT (its BLAKE2b-512, as b2sum prints it), which equals the
-one encrypt printed.
+one encrypt printed. --digest none skips the digest (the tags are still
+checked): faster where the disk is, with nothing printed on stdout.
 
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,
@@ -137,14 +189,27 @@ same command again after an interruption.`,
   xtsctl decrypt --in-place disk.vol`,
 		Args: inPlaceArgs(&ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				if ip.on {
+					return usageError(fmt.Errorf("--in-place does not apply to LUKS images (%s is one)", args[0]), "cryptsetup reencrypt --decrypt converts a LUKS device in place")
+				}
+				return luksDecrypt(a, cmd, args[0], args[1], force)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			if err := checkType(typ); err != nil {
 				return err
 			}
 			if ip.on {
-				return decryptInPlace(a, cmd, typ, &pf, passFile, &ip, args[0])
+				withDigest, err := digest.enabled()
+				if err != nil {
+					return err
+				}
+				return decryptInPlace(a, cmd, typ, &pf, passFile, &ip, args[0], withDigest)
 			}
 			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 					return err
 				}
 				return decryptPlain(a, &pf, args[0], args[1], force)
@@ -152,14 +217,20 @@ same command again after an interruption.`,
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
 			}
-			return decryptVolume(a, cmd, passFile, args[0], args[1], force)
+			withDigest, err := digest.enabled()
+			if err != nil {
+				return err
+			}
+			return decryptVolume(a, cmd, passFile, args[0], args[1], force, withDigest)
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain")
+	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain (LUKS images are recognised)")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, cmd.Flags())
 	pf.register(cmd.Flags())
+	digest.register(cmd.Flags(), "volume: check the end-to-end digest and print OUT's: blake2b, or none (every tag is still checked)")
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	registerProgressFlag(a, cmd.Flags())
 	ip.register(cmd.Flags(), false)
 	return cmd

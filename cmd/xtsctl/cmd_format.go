@@ -32,6 +32,12 @@ appears only when complete. format prints the volume's UUID.`,
   xtsctl format disk.vol --size 64M --sector-size 512 --integrity none --passphrase-file pass.txt`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if typ := flagString(cmd, "type"); typ != typeVolume {
+				return luksFormatType(a, cmd, typ, args[0], size, force)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return format(a, cmd, &cf, args[0], size, force)
 		},
 	}
@@ -40,6 +46,8 @@ appears only when complete. format prints the volume's UUID.`,
 	f.IntVar(&sectorSize, "sector-size", defaultVolumeSectorSize, "sector (XTS data unit and tag) size: 512, 1024, 2048 or 4096")
 	f.BoolVarP(&force, "force", "f", false, "overwrite IMAGE if it exists")
 	cf.register(f)
+	registerKeyWindow(a, f)
+	addLUKSFlags(cmd, luksCreateFlags|luksKeyFileFlag)
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }
@@ -64,12 +72,15 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 	if err != nil {
 		return err
 	}
+	if err := needFile(out); err != nil {
+		return err
+	}
 	h, _, err := createVolume(a, cf, opts, out.File, zeros{}, size, image, "formatting")
 	if err := finish(out, err); err != nil {
 		return volumeError(image, err)
 	}
 	a.resultf("%s", h.UUIDString())
-	a.infof("formatted %s: %s of data (image %s), %s", image, humanBytes(size), humanBytes(h.Size), describeVolume(h))
+	a.infof("formatted %s: %s of data (image %s), %s", image, humanBytes(size), humanBytes(h.Size), volumeCipher(h))
 	return nil
 }
 

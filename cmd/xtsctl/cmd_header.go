@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/volume"
@@ -45,10 +46,14 @@ FILE (8192 bytes, mode 0600). FILE appears only when complete.`,
 		Example: "  xtsctl header backup disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksHeaderBackup(a, cmd, args[0], args[1], force)
+			}
 			return headerBackup(a, args[0], args[1], force)
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite FILE if it exists")
+	addLUKSFlags(cmd, luksHeaderFlag)
 	return cmd
 }
 
@@ -62,15 +67,23 @@ IMAGE: the passphrases become those the backup has. The copies are written
 one at a time, each synced, so a crash leaves IMAGE opening with its old
 header or the restored one.
 
+Restoring brings back passphrases removed or changed since the backup and
+drops ones added since: when it would, xtsctl says which and asks you to
+type yes (on the terminal); --batch-mode goes on without asking.
+
 The backup must come from the same volume (same UUID) and fit the image.
 --force restores it all the same, also onto an image that holds no
 readable volume header at all.`,
 		Example: "  xtsctl header restore disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) || isLUKSBackup(args[1]) {
+				return luksHeaderRestore(a, cmd, args[0], args[1], force)
+			}
 			return headerRestore(a, args[0], args[1], force)
 		},
 	}
+	addLUKSFlags(cmd, luksHeaderFlag)
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "restore even if the backup is of another volume, or IMAGE has no readable header")
 	return cmd
 }
@@ -151,6 +164,13 @@ func headerRestore(a *app, image, file string, force bool) error {
 	default:
 		return volumeError(image, err)
 	}
+	if current != nil {
+		if change := slotRollback(current.Header, backup); change != "" {
+			if err := confirm(a, fmt.Sprintf("restoring %s onto %s %s", file, image, change)); err != nil {
+				return err
+			}
+		}
+	}
 	h, err := volume.Restore(f, size, current, backup, force)
 	if err != nil {
 		return volumeError(image, err)
@@ -176,4 +196,41 @@ func readBackup(file string) ([]byte, error) {
 		return nil, withCode(exitInput, fmt.Errorf("%s is not a header backup: %d bytes, a backup has %d", file, len(b), volume.CopySize))
 	}
 	return b, nil
+}
+
+// slotRollback says how restoring backup changes the key slots of cur:
+// passphrases it brings back (removed or changed since the backup) and
+// ones it removes (added since); "" if none.
+func slotRollback(cur *volume.Header, backup []byte) string {
+	old, err := volume.ParseHeader(backup)
+	if err != nil || old.UUID != cur.UUID {
+		return "" // Restore refuses it, naming why
+	}
+	var back, gone []int
+	for i := range old.Slots {
+		o, c := old.Slots[i], cur.Slots[i]
+		switch {
+		case o.Active && (!c.Active || o.Salt != c.Salt):
+			back = append(back, i)
+		case !o.Active && c.Active:
+			gone = append(gone, i)
+		}
+	}
+	var parts []string
+	if len(back) > 0 {
+		parts = append(parts, fmt.Sprintf("brings back the %s as they were (removed or changed since the backup)", slotsNoun(back)))
+	}
+	if len(gone) > 0 {
+		parts = append(parts, fmt.Sprintf("removes the %s (added since)", slotsNoun(gone)))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// slotsNoun names the passphrases of some key slots: "passphrase of key
+// slot 0", "passphrases of key slots 1, 3".
+func slotsNoun(slots []int) string {
+	if len(slots) == 1 {
+		return fmt.Sprintf("passphrase of key slot %d", slots[0])
+	}
+	return "passphrases of key slots " + intList(slots)
 }

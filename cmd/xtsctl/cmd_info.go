@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -55,6 +55,12 @@ FILE (mode 0600), never to a pipe.`,
   xtsctl info --dm-table --show-key --key-output table.txt --device /dev/loop0 disk.vol`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksInfo(a, cmd, &f, args[0])
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return info(a, cmd, &f, args[0])
 		},
 	}
@@ -67,6 +73,7 @@ FILE (mode 0600), never to a pipe.`,
 	fs.StringVar(&f.passFile, "passphrase-file", "", "with --show-key: read the passphrase from FILE instead of the terminal")
 	registerUnlockFlags(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "with --key-output: overwrite FILE if it exists")
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	fs.StringVar(&f.journal, "journal", "", "the journal of an interrupted plain in-place run of IMAGE (default: IMAGE.xtsctl-journal)")
 	return cmd
 }
@@ -118,7 +125,12 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 
 // infoJSON is the output of info --json; its field names are part of the
 // CLI's interface.
+// infoSchema names the layout of info --json (docs/CLI.md); it changes
+// when a field changes meaning or goes, not when one is added.
+const infoSchema = "xtsctl-info/1"
+
 type infoJSON struct {
+	Schema          string     `json:"schema"`
 	Image           string     `json:"image"`
 	Format          string     `json:"format"`
 	Version         int        `json:"version"`
@@ -181,7 +193,8 @@ type stateJSON struct {
 func infoOf(image string, size int64, hs *volume.Headers, st volume.State) infoJSON {
 	h := hs.Header
 	j := infoJSON{
-		Image: image, Format: "xtsctl-volume", Version: int(h.Version), Generation: h.Generation,
+		Schema: infoSchema,
+		Image:  image, Format: "xtsctl-volume", Version: int(h.Version), Generation: h.Generation,
 		UUID: h.UUIDString(), Label: h.Label, Cipher: volume.CipherName, KeyBits: 8 * h.KeySize,
 		SectorSize: h.SectorSize, DataOffset: h.DataOffset, DataLength: h.DataLength, Sectors: h.Sectors(),
 		Integrity: h.Integrity.String(), TagSize: h.TagSize, TagOffset: h.TagOffset, TagLength: h.TagLength,
@@ -246,7 +259,7 @@ func printInfo(a *app, j infoJSON) {
 	row("header copies", "%s", strings.Join(copies, "; "))
 	for _, s := range j.KeySlots {
 		if s.Active {
-			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %d passes, %s, %d threads", s.Time, humanBytes(int64(s.MemoryKiB)*1024), s.Threads)
+			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %s, %s, %s", plural(int64(s.Time), "pass"), humanBytes(int64(s.MemoryKiB)*1024), plural(int64(s.Threads), "thread"))
 		}
 	}
 	switch {
@@ -257,14 +270,18 @@ func printInfo(a *app, j infoJSON) {
 	default:
 		row("state", "not closed cleanly")
 	}
-	row("dirty regions", "%d of %s", j.Regions, humanBytes(j.RegionSize))
+	row("write tracking", "%s of %s", plural(j.Regions, "region"), humanBytes(j.RegionSize))
 	switch j.Digest {
 	case "recorded":
 		row("digest", "BLAKE2b-512 of the plaintext, recorded (encrypted)")
 	case "stale":
 		row("digest", "recorded, but the volume was written since")
 	default:
-		row("digest", "none")
+		if j.Integrity == volume.IntegrityNone.String() {
+			row("digest", "none (made with --digest none; without tags either, nothing checks the data)")
+		} else {
+			row("digest", "none (made with --digest none: verify and decrypt check the tags only)")
+		}
 	}
 	row("volume size", "%d bytes (secondary header at byte %d)", j.VolumeSize, j.SecondaryOffset)
 }
@@ -286,7 +303,7 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 		return usageError(errors.New("--show-key prints the master key only to a terminal; stdout is not one"),
 			"write it to a file instead: --key-output FILE")
 	}
-	var out *safefile.File
+	var out *output
 	if f.keyOutput != "" {
 		o, err := createOutput(f.keyOutput, in, f.force)
 		if err != nil {
@@ -308,18 +325,25 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 	if err != nil {
 		return withCode(exitFailure, err)
 	}
-	line = append(line, '\n')
 	defer clear(line)
-	if out == nil {
-		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
-		if _, err := a.stdout.Write(line); err != nil {
+	// The newline goes separately: appending it could copy the line (and
+	// the key) to a new array that nothing wipes.
+	writeLine := func(w io.Writer) error {
+		if _, err := w.Write(line); err != nil {
+			return withCode(exitOutput, err)
+		}
+		if _, err := w.Write([]byte{'\n'}); err != nil {
 			return withCode(exitOutput, err)
 		}
 		return nil
 	}
+	if out == nil {
+		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
+		return writeLine(a.stdout)
+	}
 	a.warningf("%s holds the master key of %s: it decrypts the volume whatever its passphrases; keep it secret, delete it after use", f.keyOutput, image)
-	if _, err := out.Write(line); err != nil {
-		return withCode(exitOutput, err)
+	if err := writeLine(out); err != nil {
+		return err
 	}
 	if err := out.Commit(); err != nil {
 		return withCode(exitOutput, err)

@@ -149,12 +149,12 @@ func describeStatus(st *inplace.Status) string {
 	return fmt.Sprintf("%s of %s (%s) converted", humanBytes(st.Done), humanBytes(st.Length), st.Percent())
 }
 
-func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string) error {
+func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string, withDigest bool) error {
 	if cmd.Flags().Changed("force") {
 		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
 	}
 	if typ == typePlain {
-		if err := rejectFlags(cmd, typ, createOnly); err != nil {
+		if err := rejectFlags(cmd, typ, slices.Concat(createOnly, []string{"digest"})); err != nil {
 			return err
 		}
 		return plainInPlace(a, pf, ip, target, inplace.Encrypt)
@@ -185,30 +185,37 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 		return inPlaceError(target, &inplace.DirectionError{Kind: st.Kind, Direction: st.Direction})
 	case st != nil && st.Started:
 		a.infof("%s: resuming the interrupted in-place encryption: %s", target, describeStatus(st))
+		if cmd.Flags().Changed("digest") {
+			a.warningf("--digest applies when a run starts: the interrupted one's choice stands")
+		}
 		res, err = resumeVolume(r, cf.passphraseOpt)
 	default:
 		if st != nil {
 			a.infof("%s: an in-place encryption stopped before it converted anything: starting again", target)
 		}
-		res, err = startVolumeEncryption(r, cmd, cf, room, size)
+		res, err = startVolumeEncryption(r, cmd, cf, room, size, withDigest)
 	}
 	r.finishProgress()
 	if err != nil {
 		return err
 	}
-	printDigest(a, res.Digest[:])
+	if res.DigestComputed {
+		printDigest(a, res.Digest[:])
+	} else {
+		a.infof("%s records no end-to-end digest (--digest none)", target)
+	}
 	h := &res.Header
 	switch {
 	case res.AlreadyDone:
 		a.infof("%s was already encrypted in place (the interrupted run had finished); removed what it left", target)
 	default:
-		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, humanBytes(res.Length), describeVolume(h), h.UUIDString())
+		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, humanBytes(res.Length), volumeCipher(h), h.UUIDString())
 	}
 	return nil
 }
 
 // startVolumeEncryption asks for the new passphrase and runs.
-func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, room, size int64) (*inplace.VolumeResult, error) {
+func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, room, size int64, withDigest bool) (*inplace.VolumeResult, error) {
 	a := r.a
 	ss, err := volumeSectorSize(cmd)
 	if err != nil {
@@ -217,6 +224,10 @@ func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, r
 	opts, err := cf.options(cmd, ss)
 	if err != nil {
 		return nil, err
+	}
+	opts.NoDigest = !withDigest
+	if opts.NoDigest && opts.TagSize == 0 {
+		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", r.target)
 	}
 	// The checks that need no passphrase come first: the format's limits,
 	// the room, not a volume already.
@@ -273,12 +284,12 @@ func resumeVolume(r *inPlaceRun, passFile string) (*inplace.VolumeResult, error)
 	return res, nil
 }
 
-func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string) error {
+func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string, withDigest bool) error {
 	if cmd.Flags().Changed("force") {
 		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
 	}
 	if typ == typePlain {
-		if err := rejectFlags(cmd, typ, []string{"passphrase-file"}); err != nil {
+		if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 			return err
 		}
 		return plainInPlace(a, pf, ip, target, inplace.Decrypt)
@@ -321,9 +332,11 @@ func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, pass
 	if st == nil || !st.Started {
 		a.infof("decrypting %s in place; if this is interrupted, run the same command again to resume", target)
 	}
+	opts := r.options()
+	opts.NoDigest = !withDigest
 	res, err := inplace.DecryptVolume(a.ctx, r.t, func(hs *volume.Headers) ([]byte, int, error) {
 		return hs.UnlockWith(pass, a.unlockOptions(target))
-	}, r.options())
+	}, opts)
 	r.finishProgress()
 	var dm *inplace.DigestMismatchError
 	if errors.As(err, &dm) {
@@ -333,15 +346,17 @@ func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, pass
 	if err != nil {
 		return inPlaceError(target, err)
 	}
+	if res.DigestComputed {
+		printDigest(a, res.Digest[:])
+	}
 	switch {
 	case res.AlreadyDone:
 		a.infof("%s was already decrypted in place (the interrupted run had finished); removed what it left", target)
-		return nil
 	case res.DigestMatch:
-		printDigest(a, res.Digest[:])
 		a.infof("decrypted %s in place (%s): every sector tag and the end-to-end digest verified", target, humanBytes(res.Length))
+	case !res.DigestComputed:
+		a.infof("decrypted %s in place (%s); the end-to-end digest was not computed (--digest none)", target, humanBytes(res.Length))
 	default:
-		printDigest(a, res.Digest[:])
 		a.infof("decrypted %s in place (%s); the end-to-end digest was not checked (none recorded, or the volume was written since)", target, humanBytes(res.Length))
 	}
 	return nil
@@ -410,7 +425,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	switch {
 	case st == nil:
 		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
-			verb, target, describePlain(p, 8*len(key)), j.Path)
+			verb, target, plainCipher(p, 8*len(key)), j.Path)
 	case st.Direction == dir:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(st))
 	}
@@ -425,7 +440,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 		return inPlaceError(target, err)
 	}
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
-		target, humanBytes(res.Length), res.Length/int64(p.Sector.Size), describePlain(p, 8*len(key)))
+		target, humanBytes(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
 	return nil
 }
 

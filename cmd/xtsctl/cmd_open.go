@@ -18,6 +18,7 @@ func init() { registerCommand(newOpenCmd) }
 func newOpenCmd(a *app) *cobra.Command {
 	var (
 		typ, backendName, passFile string
+		testPass                   bool
 		pf                         plainFlags
 		req                        blockdev.Request
 	)
@@ -73,10 +74,33 @@ Needs root.`,
   xtsctl open --mount /mnt disk.vol secret
   xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc other
   xtsctl open --backend dm --mount /mnt fast.vol fast  # a volume made with --integrity none`,
-		Args: argsNamed("IMAGE", "NAME"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if testPass {
+				return argsNamed("IMAGE")(cmd, args)
+			}
+			return argsNamed("IMAGE", "NAME")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				if err := luksRejectFlags(cmd, luksOpenOnly...); err != nil {
+					return err
+				}
+				if testPass {
+					return luksTestPassphrase(a, cmd, args[0])
+				}
+				return openImage(a, cmd, &pf, typeLUKS, backendName, passFile, args[0], args[1], &req)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			if err := checkType(typ); err != nil {
 				return err
+			}
+			if testPass {
+				if typ != typeVolume {
+					return usageError(errors.New("--test-passphrase checks a volume's passphrase; a plain image has none"))
+				}
+				return testPassphrase(a, passFile, args[0])
 			}
 			if typ == typePlain {
 				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "recover"}); err != nil {
@@ -88,23 +112,25 @@ Needs root.`,
 					return err
 				}
 			}
-			return openImage(a, &pf, typ, backendName, passFile, args[0], args[1], &req)
+			return openImage(a, cmd, &pf, typ, backendName, passFile, args[0], args[1], &req)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", typeVolume, "image format: volume or plain")
+	f.BoolVar(&testPass, "test-passphrase", false, "only check that the passphrase opens IMAGE (which key slot), and serve nothing; NAME is not needed")
 	f.StringVar(&req.Mount, "mount", "", "mount the filesystem on the device at `DIR`")
 	f.StringVar(&req.FSType, "fstype", "", "filesystem type for --mount (default: detected)")
-	f.BoolVar(&req.ReadOnly, "read-only", false, "serve and mount read-only; the image is never written")
+	f.BoolVarP(&req.ReadOnly, "read-only", "r", false, "serve and mount read-only; the image is never written (also --readonly)")
 	f.BoolVar(&req.Recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
 	f.StringVar(&backendName, "backend", "auto", "how to serve: "+blockdev.BackendNames())
 	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
 	registerUnlockFlags(a, f)
 	pf.register(f)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	return cmd
 }
 
-func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
+func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
 	if err := blockdev.CheckName(name); err != nil {
 		return fromBlockdev(err)
 	}
@@ -133,6 +159,14 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 			return withCode(exitDevice, err)
 		case !fi.IsDir():
 			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.Mount))
+		}
+		// mount(8) does it too, but silently: files there would seem lost.
+		if d, err := os.Open(abs); err == nil {
+			names, _ := d.Readdirnames(1)
+			d.Close()
+			if len(names) > 0 {
+				a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
+			}
 		}
 		req.Mount = abs
 	}
@@ -185,7 +219,12 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		}
 		defer clear(key)
 		req.Key = key
-		req.Cipher = describePlain(req.Plain, 8*len(key))
+		req.Cipher = plainCipher(req.Plain, 8*len(key))
+	} else if typ == typeLUKS {
+		if err := luksOpenRequest(a, cmd, image, img, req); err != nil {
+			return err
+		}
+		defer secret.Wipe(req.Key)
 	} else {
 		// Unlock here, so that a wrong passphrase is reported like
 		// everywhere else and the terminal prompt happens in this
@@ -204,7 +243,7 @@ func openImage(a *app, pf *plainFlags, typ, backendName, passFile, image, name s
 		defer secret.Wipe(key)
 		req.Key = key
 		req.Header = &h
-		req.Cipher = describeVolume(&h)
+		req.Cipher = volumeCipher(&h)
 	}
 	st, err := blockdev.Open(a.ctx, req, a.blockdevOptions())
 	if err != nil {
@@ -254,4 +293,20 @@ func reportRecovery(a *app, r *blockdev.Recovery, image string) {
 		image, checked, plural(int64(r.Mismatched), "sector"), list)
 	a.hintf("a crash of xtsctl's server leaves in this state at most the sectors it was writing at that moment; a sector it was not writing was changed outside xtsctl")
 	a.hintf("to accept what these sectors hold now, close the volume and open it again with --recover (or rewrite them)")
+}
+
+// testPassphrase unlocks image read-only and says which key slot the
+// passphrase opens, like cryptsetup open --test-passphrase: exit 0 when it
+// opens one, 4 when it does not.
+func testPassphrase(a *app, passFile, image string) error {
+	v, err := unlockVolume(a, image, passFile, true)
+	if err != nil {
+		return err
+	}
+	slot := v.Slot()
+	if err := v.Close(); err != nil {
+		return volumeError(image, err)
+	}
+	a.infof("%s: the passphrase opens key slot %d", image, slot)
+	return nil
 }

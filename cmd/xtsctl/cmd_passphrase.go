@@ -57,16 +57,24 @@ func newPassphraseAddCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add IMAGE",
 		Short: "Add a passphrase in a free key slot",
-		Long: `Add a passphrase to the xtsctl volume IMAGE, in the first free key slot.
-An existing passphrase unlocks the master key, which the new passphrase then
-wraps too.`,
-		Example: "  xtsctl passphrase add disk.vol",
+		Long: `Add a passphrase to the xtsctl volume IMAGE, in the first free key slot
+(or in slot N with --key-slot N). An existing passphrase unlocks the master
+key, which the new passphrase then wraps too.`,
+		Example: "  xtsctl passphrase add disk.vol\n  xtsctl passphrase add --key-slot 7 disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "add", false)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return changeSlots(a, args[0], &f, "add")
 		},
 	}
 	f.register(a, cmd, true)
+	cmd.Flags().Lookup("key-slot").Usage = "put the new passphrase in key slot `N` (0-7; LUKS2: 0-31), which must be free"
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags|luksNewKeyFlag)
 	return cmd
 }
 
@@ -76,18 +84,28 @@ func newPassphraseRemoveCmd(a *app) *cobra.Command {
 		Use:   "remove IMAGE",
 		Short: "Remove a passphrase",
 		Long: `Remove the passphrase given (its key slot is erased) from the xtsctl volume
-IMAGE. Removing the last passphrase makes the volume impossible to open
-(short of a header backup): it needs --force.
+IMAGE; or, with --key-slot N, remove key slot N, authorised by any
+passphrase of the volume (as cryptsetup luksKillSlot). Removing the last
+passphrase makes the volume impossible to open (short of a header backup):
+it needs --force.
 
 A header backup taken before still holds the removed passphrase's key slot.`,
-		Example: "  xtsctl passphrase remove disk.vol",
+		Example: "  xtsctl passphrase remove disk.vol\n  xtsctl passphrase remove --key-slot 3 disk.vol  # any passphrase authorises",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "remove", f.force)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return changeSlots(a, args[0], &f, "remove")
 		},
 	}
 	f.register(a, cmd, false)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
 	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "remove the last passphrase too")
+	cmd.Flags().Lookup("key-slot").Usage = "remove key slot `N` (0-7; LUKS2: 0-31), whichever passphrase of the volume is given"
 	return cmd
 }
 
@@ -97,14 +115,21 @@ func newPassphraseChangeCmd(a *app) *cobra.Command {
 		Use:   "change IMAGE",
 		Short: "Change a passphrase",
 		Long: `Replace a passphrase of the xtsctl volume IMAGE with a new one, in the same
-key slot.`,
+key slot. With --key-slot N, the passphrase given must be slot N's.`,
 		Example: "  xtsctl passphrase change disk.vol",
 		Args:    argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsLUKS(cmd, args[0]) {
+				return luksChangeSlots(a, cmd, args[0], "change", false)
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return changeSlots(a, args[0], &f, "change")
 		},
 	}
 	f.register(a, cmd, true)
+	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags|luksNewKeyFlag)
 	return cmd
 }
 
@@ -141,16 +166,37 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 		return err
 	}
 	defer f.Close()
+	// --key-slot, as cryptsetup: add puts the new passphrase in that
+	// slot; change changes that slot (unlocked with its passphrase);
+	// remove removes that slot, authorised by any passphrase of the
+	// volume (luksKillSlot), where without it the passphrase given is
+	// the one removed.
+	target := a.keySlot
 	prompt := map[string]string{
 		"add":    "an existing passphrase for " + image,
 		"change": "the passphrase to change of " + image,
 		"remove": "the passphrase to remove from " + image,
 	}[op]
+	opts := a.unlockOptions(image)
+	if op != "change" {
+		opts.Slot = -1
+	}
+	if target >= 0 {
+		active := hs.Header.Slots[target].Active
+		switch {
+		case op == "add" && active:
+			return usageError(fmt.Errorf("key slot %d of %s is in use", target, image), "choose a free one: xtsctl info "+image)
+		case op != "add" && !active:
+			return usageError(fmt.Errorf("key slot %d of %s is empty", target, image), "xtsctl info "+image+" lists the slots in use")
+		case op == "remove":
+			prompt = fmt.Sprintf("a passphrase of %s (any slot) to authorise removing key slot %d", image, target)
+		}
+	}
 	pass, err := readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
 	if err != nil {
 		return err
 	}
-	key, slot, err := hs.UnlockWith(pass, a.unlockOptions(image))
+	key, slot, err := hs.UnlockWith(pass, opts)
 	clear(pass)
 	if err != nil {
 		return volumeError(image, err)
@@ -158,6 +204,9 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 	defer clear(key)
 
 	if op == "remove" {
+		if target >= 0 {
+			slot = target
+		}
 		if len(hs.Header.ActiveSlots()) == 1 && !sf.force {
 			return usageError(fmt.Errorf("key slot %d holds the last passphrase of %s: without it the volume cannot be opened", slot, image),
 				"add another passphrase first (xtsctl passphrase add), or use --force")
@@ -180,7 +229,7 @@ func changeSlots(a *app, image string, sf *slotFlags, op string) error {
 		return err
 	}
 	if op == "add" {
-		n, err := volume.AddSlot(f, hs, key, newPass, kdf)
+		n, err := volume.AddSlot(f, hs, key, newPass, kdf, target)
 		if errors.Is(err, volume.ErrSlotsFull) {
 			return withCode(exitUsage, fmt.Errorf("%s: %w", image, err), "remove one first: xtsctl passphrase remove "+image)
 		}

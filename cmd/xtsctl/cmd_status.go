@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -56,7 +58,11 @@ func status(a *app, args []string, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		b, err := json.MarshalIndent(out, "", "  ")
+		doc := statusDoc{Schema: statusSchema, Volumes: make([]statusJSON, 0, len(out))}
+		for i := range out {
+			doc.Volumes = append(doc.Volumes, statusOfOpen(&out[i]))
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -143,4 +149,51 @@ func printStatus(a *app, vs *blockdev.Status) {
 		}
 		a.resultf("%s", line)
 	}
+}
+
+// statusSchema names the layout of status --json (docs/CLI.md); it changes
+// when a field changes meaning or goes, not when one is added.
+const statusSchema = "xtsctl-status/1"
+
+// statusDoc is status --json: what scripts read, spelled out here rather
+// than the run directory's records, which are internal.
+type statusDoc struct {
+	Schema  string       `json:"schema"`
+	Volumes []statusJSON `json:"volumes"`
+}
+
+type statusJSON struct {
+	Name       string             `json:"name"`
+	State      string             `json:"state"` // open, opening, dead, unreachable
+	Backend    string             `json:"backend,omitempty"`
+	Image      string             `json:"image,omitempty"`
+	Type       string             `json:"type,omitempty"`
+	Cipher     *blockdev.Cipher   `json:"cipher,omitempty"`
+	Device     string             `json:"device,omitempty"`
+	Loop       string             `json:"loop,omitempty"`
+	Mountpoint string             `json:"mountpoint,omitempty"`
+	FSType     string             `json:"fstype,omitempty"`
+	ReadOnly   bool               `json:"read_only"`
+	PID        int                `json:"pid,omitempty"`
+	Opened     *time.Time         `json:"opened,omitempty"`
+	Recovered  *blockdev.Recovery `json:"recovered,omitempty"`
+	Upgraded   bool               `json:"upgraded,omitempty"`
+	Stats      *fusefile.Stats    `json:"stats,omitempty"`
+	DM         *blockdev.DMStatus `json:"dm,omitempty"`
+}
+
+func statusOfOpen(vs *blockdev.Status) statusJSON {
+	st := &vs.State
+	j := statusJSON{
+		Name: vs.Name, State: vs.Condition, Backend: st.Backend, Image: st.Image, Type: st.Type,
+		Device: st.Device, Loop: st.Loop, Mountpoint: st.Mountpoint, FSType: st.FSType, ReadOnly: st.ReadOnly,
+		PID: st.PID, Recovered: st.Recovered, Upgraded: st.Upgraded, Stats: vs.Stats, DM: vs.DM,
+	}
+	if st.Cipher != (blockdev.Cipher{}) {
+		j.Cipher = &st.Cipher
+	}
+	if !st.Opened.IsZero() {
+		j.Opened = &st.Opened
+	}
+	return j
 }

@@ -31,6 +31,12 @@ and never writes to IMAGE.`,
   xtsctl verify --passphrase-file pass.txt disk.vol`,
 		Args: argsNamed("IMAGE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if hasLUKSHeader(args[0]) {
+				return luksVerify(args[0])
+			}
+			if err := notLUKS(cmd); err != nil {
+				return err
+			}
 			return verify(a, args[0], passFile)
 		},
 	}
@@ -66,7 +72,7 @@ func verify(a *app, image, passFile string) error {
 	if len(hs.Damaged) > 0 {
 		problems = append(problems, fmt.Sprintf("key slots %v are damaged in both copies", hs.Damaged))
 	}
-	a.resultf("key slots: %s in use; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
+	a.resultf("key slots in use: %s; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
 
 	st := v.State()
 	var torn map[int64]bool // regions being written when it was not closed cleanly
@@ -128,7 +134,7 @@ func verify(a *app, image, passFile string) error {
 	case d.Stale:
 		a.resultf("digest: not checked (the volume was written since it was recorded)")
 	case !d.Recorded:
-		a.resultf("digest: none recorded")
+		a.resultf("digest: none recorded (made with --digest none)")
 	}
 	if len(problems) > 0 {
 		return withCode(exitIntegrity, fmt.Errorf("%s: %s", image, strings.Join(problems, "; ")))
@@ -148,10 +154,14 @@ func intList[T int | uint64](xs []T) string {
 	return strings.Join(s, ", ")
 }
 
-// plural formats a count with a noun: "1 bad sector", "2 bad sectors".
+// plural formats a count with a noun: "1 bad sector", "2 bad sectors",
+// "3 passes".
 func plural(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -20,10 +20,13 @@ import (
 // here, on the host, with that same binary: an ext4 filesystem (mkfs.ext4
 // -d) holding known files, encrypted (1) as a volume without integrity
 // tags, (2) as a plain image with --offset, --skip, 4096-byte sectors and
-// iv_large_sectors, and (3) as a volume with tags and 512-byte sectors. The guest opens each
-// with --backend dm (or auto), mounts it, checks the files' SHA-256 sums,
+// iv_large_sectors, (3) as a volume with tags and 512-byte sectors, and
+// (4) as a LUKS2 image (encrypt --type luks2). The guest opens each with
+// --backend dm (or auto), mounts it, checks the files' SHA-256 sums,
 // writes, reads status and closes, and checks that no device, loop device,
-// mount or record is left. It takes about a minute with a cached guest.
+// mount or record is left; the LUKS2 image it also opens with the real
+// cryptsetup (copied into the guest by the script), before and after
+// xtsctl wrote to it. It takes about a minute with a cached guest.
 func TestDMBackendVM(t *testing.T) {
 	if os.Getenv("XTSCTL_DM_VM") != "1" {
 		t.Skip("set XTSCTL_DM_VM=1 to test the dm backend against a real kernel in a qemu guest")
@@ -94,6 +97,16 @@ func TestDMBackendVM(t *testing.T) {
 	host(append(append([]string{xtsctl, "encrypt", "--sector-size", "512"}, kdf...), fs, filepath.Join(payload, "vol-tags.vol"))...)
 	host(xtsctl, "encrypt", "--type", "plain", "--key-file", filepath.Join(payload, "plain.key"),
 		"--sector-size", "4096", "--iv-large-sectors", "--offset", "16", "--skip", "8", fs, filepath.Join(payload, "plain.enc"))
+	// LUKS2 as cryptsetup lays it out; the key file is the passphrase as
+	// cryptsetup reads it, whole.
+	write("luks.pass", []byte("LUKS2 in a guest"))
+	host(xtsctl, "encrypt", "--type", "luks2", "--key-file", filepath.Join(payload, "luks.pass"), "--kdf-iterations", "4", "--kdf-memory", "1024",
+		fs, filepath.Join(payload, "luks.img"))
+	fsData, err := os.ReadFile(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("fs.sha256", fmt.Appendf(nil, "%x\n", sha256.Sum256(fsData)))
 
 	script, err := filepath.Abs("../../scripts/test-dm-vm.sh")
 	if err != nil {

@@ -103,7 +103,7 @@ func goldenVolume(t *testing.T, from string, version int, name string, sectorSiz
 				t.Fatalf("info --json exited %d: %s", code, stdout)
 			}
 			if info.SectorSize != c.sectorSize || info.KeyBits != c.keyBits || info.TagSize != c.ts ||
-				info.Label != c.label || info.DataLength != 2<<20 || !info.State.Clean || info.Version != version {
+				info.Label != c.label || info.DataLength != 2<<20 || !info.State.Clean || info.Version != version || info.Schema != infoSchema {
 				t.Fatalf("info: %+v", info)
 			}
 			if code, _, stderr := runOut(t, "verify", "--passphrase-file", filepath.Join(dir, "nosuch"), vol); code != exitKey {

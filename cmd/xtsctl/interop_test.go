@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
 // plainImages are the encrypted images in testimages/plain, made by an
@@ -56,15 +57,15 @@ func TestPlainInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, impl := range aesni.Impls() {
-		if !aesni.Available(impl) {
+	for _, name := range impl.List(aesni.ImplPackage) {
+		if !impl.Available(aesni.ImplPackage, name) {
 			continue
 		}
-		t.Run(impl.String(), func(t *testing.T) {
-			if err := aesni.Select(impl); err != nil {
+		t.Run(name, func(t *testing.T) {
+			if err := impl.Select(aesni.ImplPackage, name); err != nil {
 				t.Fatal(err)
 			}
-			defer aesni.Reset()
+			defer impl.Reset(aesni.ImplPackage)
 			for _, img := range plainImages {
 				dir := t.TempDir()
 				key := privateKey(t, dir, img.key)

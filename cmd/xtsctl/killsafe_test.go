@@ -39,7 +39,7 @@ func TestHeaderCommandsSurviveKill(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, op := range [][]string{
 		{"passphrase", "change", "--passphrase-file", p1, "--new-passphrase-file", p2},
-		{"header", "restore"},
+		{"header", "restore", "--batch-mode"},
 	} {
 		// Time one uninterrupted run, then kill runs at random moments
 		// before that much time has passed.

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -34,6 +35,26 @@ type app struct {
 	allowExpensiveKDF bool
 	// progressJSON (--progress-json) reports progress as JSON lines.
 	progressJSON bool
+	// keySlot (--key-slot) is the only key slot to try, or -1.
+	keySlot int
+	// batch (--batch-mode) answers yes to every question instead of asking.
+	batch bool
+	// keyWindow (--keyfile-offset, --keyfile-size) selects the bytes of
+	// the key or passphrase file that hold the secret.
+	keyWindow keyWindow
+	// stdinTaken names what standard input is read for ("" if nothing):
+	// it can serve only one of the input, a key, a passphrase.
+	stdinTaken string
+}
+
+// takeStdin claims standard input for what, or says what already has it.
+func (a *app) takeStdin(what string) error {
+	if a.stdinTaken != "" {
+		return usageError(fmt.Errorf("standard input cannot give both %s and %s", a.stdinTaken, what),
+			"give one of them as a file")
+	}
+	a.stdinTaken = what
+	return nil
 }
 
 // commandFactories holds one constructor per subcommand (registered from
@@ -45,7 +66,7 @@ func registerCommand(f func(*app) *cobra.Command) { commandFactories = append(co
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &app{ui: ui{stdout: stdout, stderr: stderr}, ctx: ctx, stdin: stdin}
+	a := &app{ui: ui{stdout: stdout, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -65,10 +86,9 @@ func newRootCmd(a *app) *cobra.Command {
           --cipher aes-xts-plain64 (the kernel's dm-crypt reads it)
   volume  an xtsctl volume: header, passphrase key slots, per-sector
           BLAKE2b integrity tags; its data area stays dm-crypt compatible`,
-		Version:           versionString(),
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -77,11 +97,29 @@ func newRootCmd(a *app) *cobra.Command {
 		return usageError(err, fmt.Sprintf("see '%s --help'", cmd.CommandPath()))
 	})
 	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "print only errors and warnings")
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say more about what is done (the AES kernel, key slots tried)")
+	root.PersistentFlags().BoolVar(&a.batch, "batch-mode", false, "ask no questions: proceed where xtsctl would ask for a confirmation (cryptsetup's --batch-mode)")
+	root.Flags().BoolP("version", "V", false, "print the version")
+	// cryptsetup's spellings, where they mean the same.
+	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if n, ok := flagAliases[name]; ok {
+			name = n
+		}
+		return pflag.NormalizedName(name)
+	})
+	root.PersistentPreRun = func(cmd *cobra.Command, args []string) {
+		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Flags().Lookup("type") != nil
+	}
 	for _, f := range commandFactories {
 		root.AddCommand(f(a))
 	}
+	root.InitDefaultCompletionCmd()
+	registerCompletions(root)
 	return root
 }
+
+// flagAliases maps other spellings of a flag to ours.
+var flagAliases = map[string]string{"readonly": "read-only"}
 
 // argsNamed checks the positional arguments against their names, so a
 // missing one is reported by name.

@@ -204,14 +204,14 @@ func formatExt4(t *testing.T, img, name string, flags []string) {
 }
 
 // statusOf returns status --json for name.
-func statusOf(t *testing.T, name string) blockdev.Status {
+func statusOf(t *testing.T, name string) statusJSON {
 	t.Helper()
-	var vs []blockdev.Status
+	var doc statusDoc
 	out := mustRun(t, "status", "--json", name).stdout
-	if err := json.Unmarshal([]byte(out), &vs); err != nil || len(vs) != 1 {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Volumes) != 1 || doc.Schema != statusSchema {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
-	return vs[0]
+	return doc.Volumes[0]
 }
 
 func writeSynced(t *testing.T, path string, data []byte) {
@@ -274,16 +274,24 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 	os.Mkdir(mnt, 0o755)
 	r := mustRun(t, args("open", flags, "--mount", mnt, img, "rt")...)
 	dev := strings.TrimSpace(r.stdout)
-	if !strings.Contains(r.stderr, "mounted on "+mnt) {
-		t.Errorf("open did not report the mount: %q", r.stderr)
+	if !strings.Contains(r.stderr, "mounted on "+mnt) || strings.Contains(r.stderr, "warning") {
+		t.Errorf("open did not report the mount, or warned: %q", r.stderr)
 	}
 	if src := mount.Source(mnt); src != dev {
 		t.Fatalf("%s is mounted from %q, want %s", mnt, src, dev)
 	}
 	files := makeFiles(t, mnt)
 	vs := statusOf(t, "rt")
-	if vs.Condition != "open" || vs.State.Device != dev || vs.State.Mountpoint != mnt || vs.State.FSType != "ext4" {
+	if vs.State != "open" || vs.Device != dev || vs.Mountpoint != mnt || vs.FSType != "ext4" {
 		t.Errorf("status: %+v %+v", vs, vs.State)
+	}
+	want := blockdev.Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096}
+	if vs.Cipher == nil || *vs.Cipher != want {
+		t.Errorf("status cipher %+v, want %+v", vs.Cipher, want)
+	}
+	// The run directory's internals stay out of status --json.
+	if raw := mustRun(t, "status", "--json").stdout; strings.Contains(raw, "image_ino") || strings.Contains(raw, "pid_start") || !strings.Contains(raw, `"schema": "xtsctl-status/1"`) {
+		t.Errorf("status --json:\n%s", raw)
 	}
 	if vs.Stats == nil || vs.Stats.Writes == 0 || vs.Stats.WriteBytes < 5<<20 || vs.Stats.Syncs == 0 {
 		t.Errorf("status counters after writing and syncing files: %+v", vs.Stats)
@@ -308,12 +316,29 @@ func TestOpenMountCloseRoundTrip(t *testing.T) {
 		t.Fatal("close left the filesystem mounted")
 	}
 
-	mustRun(t, args("open", flags, "--read-only", "--mount", mnt, img, "rt")...)
-	checkFiles(t, mnt, files)
-	if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.EROFS) {
-		t.Errorf("writing to a read-only open: %v, want EROFS", err)
+	// A file in the mountpoint: open warns that the mount hides it.
+	under := filepath.Join(mnt, "under")
+	if err := os.WriteFile(under, []byte("hidden"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	mustRun(t, "close", "rt")
+	// Read-only, in each spelling (cryptsetup's --readonly and -r too).
+	for _, ro := range []string{"--read-only", "--readonly", "-r"} {
+		r := mustRun(t, args("open", flags, ro, "--mount", mnt, img, "rt")...)
+		if want := "warning: mountpoint " + mnt + " is not empty: what it holds is hidden while rt is mounted on it"; !strings.Contains(r.stderr, want) {
+			t.Errorf("open over a non-empty directory: %q, want %q", r.stderr, want)
+		}
+		checkFiles(t, mnt, files)
+		if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("writing to an open with %s: %v, want EROFS", ro, err)
+		}
+		if vs := statusOf(t, "rt"); !vs.ReadOnly {
+			t.Errorf("status after open %s: not read-only: %+v", ro, vs)
+		}
+		mustRun(t, "close", "rt")
+	}
+	if b, err := os.ReadFile(under); err != nil || string(b) != "hidden" {
+		t.Errorf("the file under the mountpoint after close: %q, %v", b, err)
+	}
 
 	// Independent check: decrypt the image with the offline path and
 	// read the filesystem with e2fsprogs, no FUSE or loop involved.
@@ -344,8 +369,13 @@ func TestOpenRefusals(t *testing.T) {
 	mnt := filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
 
-	// No filesystem yet: --mount fails, nothing stays attached.
-	mustFail(t, exitDevice, "no filesystem found", args("open", flags, "--mount", mnt, img, "r1")...)
+	// No filesystem yet: --mount fails, nothing stays attached. For a
+	// plain image the hint puts a wrong key first, and mkfs last, saying
+	// what it erases.
+	r := mustFail(t, exitDevice, "no filesystem found", args("open", flags, "--mount", mnt, img, "r1")...)
+	if wrong, mkfs := strings.Index(r.stderr, "a wrong key"), strings.Index(r.stderr, "mkfs erases"); wrong < 0 || mkfs < wrong {
+		t.Errorf("hints: %s", r.stderr)
+	}
 	if entries, _ := blockdev.List(blockdev.Options{}); len(entries) != 0 {
 		t.Fatalf("a failed open left a record: %v", entries[0].Name)
 	}
@@ -372,8 +402,8 @@ func TestOpenRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFail(t, exitDevice, mnt+" is busy", "close", "r1")
-	if vs := statusOf(t, "r1"); vs.Condition != "open" || mount.Source(mnt) == "" {
-		t.Fatalf("a refused close changed the volume: state %s", vs.Condition)
+	if vs := statusOf(t, "r1"); vs.State != "open" || mount.Source(mnt) == "" {
+		t.Fatalf("a refused close changed the volume: state %s", vs.State)
 	}
 	f.Close()
 	mustRun(t, "close", "r1")
@@ -445,8 +475,8 @@ func TestKillServerDuringWrites(t *testing.T) {
 	for running(e.PID) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if vs := statusOf(t, "k"); vs.Condition != "dead" {
-		t.Errorf("status after SIGKILL: %s, want dead", vs.Condition)
+	if vs := statusOf(t, "k"); vs.State != "dead" {
+		t.Errorf("status after SIGKILL: %s, want dead", vs.State)
 	}
 
 	// Open again: the stale mount, loop device and FUSE mount go first.

@@ -107,6 +107,9 @@ func TestVolumeOpenEndToEnd(t *testing.T) {
 	}
 	checkFiles(t, mnt, files)
 	vs := statusOf(t, "v")
+	if c := vs.Cipher; c == nil || c.Name != "aes-xts-plain64" || c.Integrity != "blake2b" || c.TagSize != 32 || c.SectorSize != 4096 || c.DataOffset%4096 != 0 || c.DataOffset == 0 {
+		t.Errorf("status cipher of a volume: %+v", c)
+	}
 	if vs.Stats == nil || vs.Stats.IntegrityErrors == 0 || len(vs.Stats.BadSectors) != 1 || vs.Stats.BadSectors[0] != n {
 		t.Errorf("status after the EIO: %+v, want integrity errors for sector %d", vs.Stats, n)
 	}
@@ -214,8 +217,8 @@ func TestVolumeKillRecovery(t *testing.T) {
 	if out, err := exec.Command("e2fsck", "-f", "-n", dev).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck after the kill: %v\n%s", err, out)
 	}
-	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 || vs.State.Recovered == nil || vs.State.Recovered.DirtyRegions == 0 {
-		t.Errorf("status after recovery: %+v, recovered %+v; want no integrity errors and the recovery recorded", vs.Stats, vs.State.Recovered)
+	if vs := statusOf(t, "vk"); vs.Stats.IntegrityErrors != 0 || vs.Recovered == nil || vs.Recovered.DirtyRegions == 0 {
+		t.Errorf("status after recovery: %+v, recovered %+v; want no integrity errors and the recovery recorded", vs.Stats, vs.Recovered)
 	}
 	mustRun(t, "close", "vk")
 	v := mustRun(t, "verify", "--passphrase-file", flags[1], img)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/term"
 )
@@ -28,15 +30,20 @@ type passphraseRequest struct {
 func readPassphrase(a *app, req passphraseRequest) ([]byte, error) {
 	protectSecrets(a)
 	if req.file != "" {
-		return readPassphraseFile(a, req.file)
+		var win keyWindow
+		if req.flag == "passphrase-file" {
+			win = a.keyWindow // cryptsetup's --keyfile-* apply to the unlocking key file, not the new one
+		}
+		return readPassphraseFile(a, req.file, win)
 	}
 	return readPassphraseTTY(a, req)
 }
 
 // readPassphraseFile returns the file's content with one trailing newline
-// removed (what echo or an editor adds). An empty passphrase is an error.
-func readPassphraseFile(a *app, path string) ([]byte, error) {
-	buf, n, err := readSecretFile(a, "passphrase file", path, maxPassphrase)
+// removed (what echo or an editor adds), or with win.size set exactly the
+// bytes it selects. An empty passphrase is an error.
+func readPassphraseFile(a *app, path string, win keyWindow) ([]byte, error) {
+	buf, n, err := readSecretFile(a, "passphrase file", path, maxPassphrase, win)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +51,10 @@ func readPassphraseFile(a *app, path string) ([]byte, error) {
 		clear(buf)
 		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is larger than %d bytes", path, maxPassphrase))
 	}
-	p := bytes.TrimSuffix(buf[:n], []byte("\n"))
+	p := buf[:n]
+	if win.size == 0 {
+		p = bytes.TrimSuffix(p, []byte("\n"))
+	}
 	if len(p) == 0 {
 		clear(buf)
 		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is empty", path),
@@ -93,4 +103,25 @@ func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
 		}
 	}
 	return p, nil
+}
+
+// confirm asks the person at the terminal to type "yes" before something
+// that cannot be undone; --batch-mode answers for them. Without a terminal
+// it fails, naming --batch-mode.
+func confirm(a *app, question string) error {
+	if a.batch {
+		return nil
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
+			"to go on all the same, add --batch-mode")
+	}
+	defer tty.Close()
+	a.promptTTY(tty, "%s.\nType yes to go on: ", question)
+	line, err := bufio.NewReader(tty).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "yes" {
+		return usageError(errors.New("not confirmed; nothing was changed"))
+	}
+	return nil
 }

@@ -6,6 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -20,26 +23,38 @@ type plainFlags struct {
 	largeSectors bool
 	offset       uint64
 	skip         uint64
+	fs           *pflag.FlagSet // to tell a given --sector-size from the default
 }
 
 // plainOnly lists the flags that make sense only with --type plain.
 var plainOnly = []string{"key-file", "iv-large-sectors", "offset", "skip"}
 
 func (pf *plainFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)")
-	fs.IntVar(&pf.sectorSize, "sector-size", 512, "sector (XTS data unit) size: 512, 1024, 2048 or 4096 (new volumes: 4096 unless given)")
+	fs.StringVar(&pf.keyFile, "key-file", "", "plain: file holding the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256); LUKS: the passphrase is the whole file (cryptsetup --key-file)")
+	pf.fs = fs
+	// Default 0 so that help prints no single default: it depends on the
+	// type (plainSectorSize, defaultVolumeSectorSize).
+	fs.IntVar(&pf.sectorSize, "sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
 	fs.BoolVar(&pf.largeSectors, "iv-large-sectors", false, "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)")
 	fs.Uint64Var(&pf.offset, "offset", 0, "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)")
 	fs.Uint64Var(&pf.skip, "skip", 0, "plain: IV offset added to every tweak, in 512-byte units (cryptsetup --skip)")
 }
+
+// plainSectorSize is a plain image's sector size unless --sector-size is
+// given: cryptsetup's default.
+const plainSectorSize = 512
 
 // params validates the flags and returns the plain-mode layout.
 func (pf *plainFlags) params() (volume.Plain, error) {
 	if pf.keyFile == "" {
 		return volume.Plain{}, usageError(fmt.Errorf("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	}
+	size := pf.sectorSize
+	if !pf.fs.Changed("sector-size") {
+		size = plainSectorSize
+	}
 	p := volume.Plain{
-		Sector: sector.Params{Size: pf.sectorSize, IVOffset: pf.skip},
+		Sector: sector.Params{Size: size, IVOffset: pf.skip},
 		Offset: pf.offset,
 	}
 	if pf.largeSectors {
@@ -56,10 +71,16 @@ func (pf *plainFlags) params() (volume.Plain, error) {
 func rejectFlags(cmd *cobra.Command, typ string, names []string) error {
 	for _, n := range names {
 		if cmd.Flags().Changed(n) {
-			return usageError(fmt.Errorf("--%s does not apply to --type %s", n, typ))
+			return usageError(fmt.Errorf("--%s does not apply to --type %s", n, typ), rejectHints[typ+" "+n]...)
 		}
 	}
 	return nil
+}
+
+// rejectHints say what a flag of the other type is called here.
+var rejectHints = map[string][]string{
+	"volume key-file":       {"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)"},
+	"plain passphrase-file": {"a plain image takes its raw key: --key-file FILE (32 or 64 bytes)"},
 }
 
 // plainCodec reads the key file and returns the codec; the caller calls wipe.
@@ -78,21 +99,17 @@ func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, ke
 		c.Wipe()
 		return nil, 0, nil, usageError(err)
 	}
+	a.verbosef("AES-XTS kernel for %d-byte sectors: %s", p.Sector.Size, aesni.Pick(p.Sector.Size))
 	return codec, 8 * len(key), c.Wipe, nil
 }
 
-func describePlain(p volume.Plain, keyBits int) string {
-	s := fmt.Sprintf("aes-xts-plain64, %d-bit key, %d-byte sectors", keyBits, p.Sector.Size)
-	if p.Sector.IVMode == sector.Plain64LargeSectors {
-		s += ", iv_large_sectors"
+// plainCipher describes a plain image's encryption.
+func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
+	return blockdev.Cipher{
+		Name: devmapper.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
+		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors, IVOffset: p.Sector.IVOffset,
+		DataOffset: int64(p.Offset) * 512,
 	}
-	if p.Sector.IVOffset != 0 {
-		s += fmt.Sprintf(", skip %d", p.Sector.IVOffset)
-	}
-	if p.Offset != 0 {
-		s += fmt.Sprintf(", offset %d", p.Offset)
-	}
-	return s
 }
 
 func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
@@ -100,12 +117,12 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err != nil {
 		return err
 	}
-	in, err := openInput(inPath)
+	in, err := openStreamInput(a, inPath)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if in.size%int64(p.Sector.Size) != 0 {
+	if in.size > 0 && in.size%int64(p.Sector.Size) != 0 {
 		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, p.Sector.Size),
 			fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
 	}
@@ -119,12 +136,13 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	update, done := newProgress(a, "encrypting", in.size)
-	err = volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
+	n, err := volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
 	done()
+	err = nonEmpty(in, n, err)
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("encrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(in.size), in.size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 
@@ -133,13 +151,15 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err != nil {
 		return err
 	}
-	in, err := openInput(inPath)
+	in, err := openStreamInput(a, inPath)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	size := in.size - p.OffsetBytes()
 	switch {
+	case in.size < 0:
+		size = -1 // a stream: read to its end
 	case size <= 0:
 		return withCode(exitInput, fmt.Errorf("input %s is %d bytes: nothing after the offset of %d bytes", inPath, in.size, p.OffsetBytes()))
 	case size%int64(p.Sector.Size) != 0:
@@ -150,7 +170,7 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	defer wipe()
-	if _, err := in.Seek(p.OffsetBytes(), io.SeekStart); err != nil {
+	if err := skipOffset(in, p.OffsetBytes()); err != nil {
 		return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
 	}
 	out, err := createOutput(outPath, in, force)
@@ -158,13 +178,36 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	update, done := newProgress(a, "decrypting", size)
-	err = volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
+	n, err := volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
 	done()
+	err = nonEmpty(in, n, err)
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("decrypted %s (%s, %d sectors) to %s: %s", inPath, humanBytes(size), size/int64(p.Sector.Size), outPath, describePlain(p, keyBits))
+	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 
 func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
+
+// skipOffset positions in after the offset: a seek for files, reading and
+// dropping the bytes for a stream.
+func skipOffset(in *input, n int64) error {
+	if in.size >= 0 {
+		_, err := in.Seek(n, io.SeekStart)
+		return err
+	}
+	got, err := io.CopyN(io.Discard, in, n)
+	if err == io.EOF {
+		err = fmt.Errorf("the input ended after %d bytes, within the offset of %d", got, n)
+	}
+	return err
+}
+
+// nonEmpty makes an empty stream an error, as an empty file is.
+func nonEmpty(in *input, n int64, err error) error {
+	if err == nil && n == 0 {
+		return &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.path)}
+	}
+	return err
+}

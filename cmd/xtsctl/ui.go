@@ -19,6 +19,7 @@ import (
 type ui struct {
 	stdout, stderr io.Writer
 	quiet          bool // --quiet: only errors and warnings
+	verbose        bool // --verbose: more details (verbosef)
 	progressShown  bool // a progressLinef line is on the terminal
 }
 
@@ -37,6 +38,13 @@ func (u *ui) hintf(format string, args ...any) {
 // infof reports what was done; --quiet silences it.
 func (u *ui) infof(format string, args ...any) {
 	if !u.quiet {
+		fmt.Fprintf(u.stderr, "xtsctl: "+format+"\n", args...)
+	}
+}
+
+// verbosef reports a detail that only --verbose shows.
+func (u *ui) verbosef(format string, args ...any) {
+	if u.verbose && !u.quiet {
 		fmt.Fprintf(u.stderr, "xtsctl: "+format+"\n", args...)
 	}
 }

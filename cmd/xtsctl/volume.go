@@ -15,6 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -89,8 +92,13 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 		return testOnlyCalibrate(), nil
 	}
 	a.infof("calibrating the passphrase hashing (Argon2id) to take %v", f.time)
-	p := volume.CalibrateKDF(f.time, memKiB)
-	return p, f.checkNew(a, p)
+	p, took := volume.CalibrateKDF(f.time, memKiB)
+	if err := f.checkNew(a, p); err != nil {
+		return p, err
+	}
+	a.infof("passphrase hashing: Argon2id, %d passes, %s, %d threads: unlocking takes %.2f s on this machine",
+		p.Time, humanBytes(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
+	return p, nil
 }
 
 // checkNew checks the costs of a new slot: within the format, no more than
@@ -227,8 +235,7 @@ func volumeError(image string, err error) error {
 	case errors.Is(err, volume.ErrInUse):
 		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, volume.ErrNotVolume):
-		return withCode(exitInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image),
-			"for a cryptsetup plain-mode image use --type plain --key-file KEYFILE")
+		return notVolume(image)
 	case errors.As(err, &ipe):
 		verb := "decrypt"
 		if ipe.Encrypting {
@@ -272,6 +279,8 @@ func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
 			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
+	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
+	registerKeyWindow(a, fs)
 }
 
 // largeKDFWork is the memory × passes (KiB) from which unlocking says it
@@ -280,13 +289,15 @@ const largeKDFWork = 16 << 20
 
 // unlockOptions are the options every unlock of image uses.
 func (a *app) unlockOptions(image string) volume.UnlockOptions {
-	opts := volume.UnlockOptions{Slot: -1, Limits: volume.DefaultKDFLimits()}
+	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits()}
 	if a.allowExpensiveKDF {
 		opts.Limits = volume.UnlimitedKDF
 	}
 	opts.Trying = func(slot int, p volume.KDFParams) {
 		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			a.infof("%s: key slot %d: Argon2id with %s × %d passes × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), p.Time, p.Threads)
+			a.infof("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), plural(int64(p.Time), "pass"), p.Threads)
+		} else {
+			a.verbosef("%s: trying key slot %d (%s)", image, slot, p)
 		}
 	}
 	return opts
@@ -299,15 +310,16 @@ func warnAll(a *app, image string, warnings []string) {
 	}
 }
 
-// describeVolume is the one-line summary of a volume's parameters.
-func describeVolume(h *volume.Header) string {
-	s := fmt.Sprintf("aes-xts-plain64, %d-bit key, %d-byte sectors, ", 8*h.KeySize, h.SectorSize)
-	if h.Integrity == volume.IntegrityNone {
-		s += "no integrity tags"
-	} else {
-		s += fmt.Sprintf("%s %d-byte tags", h.Integrity, h.TagSize)
+// volumeCipher describes a volume's encryption.
+func volumeCipher(h *volume.Header) blockdev.Cipher {
+	c := blockdev.Cipher{
+		Name: devmapper.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
+		DataOffset: h.DataOffset, Integrity: h.Integrity.String(),
 	}
-	return s
+	if h.Integrity != volume.IntegrityNone {
+		c.TagSize = h.TagSize
+	}
+	return c
 }
 
 // printDigest prints the end-to-end digest of the plaintext, its
@@ -316,7 +328,7 @@ func printDigest(a *app, digest []byte) {
 	a.resultf("%s", hex.EncodeToString(digest))
 }
 
-func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force bool) error {
+func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force, withDigest bool) error {
 	ss, err := volumeSectorSize(cmd)
 	if err != nil {
 		return err
@@ -324,6 +336,10 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	opts, err := cf.options(cmd, ss)
 	if err != nil {
 		return err
+	}
+	opts.NoDigest = !withDigest
+	if opts.NoDigest && opts.TagSize == 0 {
+		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", outPath)
 	}
 	in, err := openInput(inPath)
 	if err != nil {
@@ -338,12 +354,20 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if err != nil {
 		return err
 	}
+	if err := needFile(out); err != nil {
+		return err
+	}
 	h, digest, err := createVolume(a, cf, opts, out.File, in, in.size, outPath, "encrypting")
 	if err := finish(out, err); err != nil {
 		return volumeError(outPath, err)
 	}
-	printDigest(a, digest)
-	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, describeVolume(h), h.UUIDString())
+	if withDigest {
+		printDigest(a, digest)
+	}
+	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, volumeCipher(h), h.UUIDString())
+	if !withDigest {
+		a.infof("%s records no end-to-end digest (--digest none)", outPath)
+	}
 	return nil
 }
 
@@ -418,10 +442,12 @@ func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volum
 		return nil, volumeError(image, err)
 	}
 	warnAll(a, image, v.Warnings())
+	sec := v.SectorSize()
+	a.verbosef("%s: unlocked with key slot %d; AES-XTS kernel for %d-byte sectors: %s", image, v.Slot(), sec, aesni.Pick(sec))
 	return v, nil
 }
 
-func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force bool) error {
+func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force, withDigest bool) error {
 	if cmd.Flags().Changed("sector-size") {
 		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
 	}
@@ -441,24 +467,108 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 	}
 	defer v.Close()
 	update, done := newProgress(a, "decrypting", v.Layout().DataLength)
-	dc, err := v.Decrypt(a.ctx, out, update)
+	dc, err := v.Decrypt(a.ctx, out, withDigest, update)
 	done()
 	if err := finish(out, err); err != nil {
 		var dm *volume.DigestMismatchError
 		if errors.As(err, &dm) {
-			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s was not written", inPath, err, outPath))
+			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
 		}
 		return volumeError(inPath, err)
 	}
-	printDigest(a, dc.Computed[:])
+	switch {
+	case !dc.Done:
+	case out.stream == os.Stdout:
+		// Standard output holds the plaintext: the digest goes to stderr.
+		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
+	default:
+		printDigest(a, dc.Computed[:])
+	}
 	h := v.Header()
 	switch {
+	case !withDigest && h.Integrity == volume.IntegrityNone:
+		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, humanBytes(h.DataLength), outPath)
+	case !withDigest:
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, humanBytes(h.DataLength), outPath)
 	case dc.Match:
 		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, humanBytes(h.DataLength), outPath)
 	case dc.Stale:
 		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, humanBytes(h.DataLength), outPath)
+	case !dc.Recorded && h.Integrity != volume.IntegrityNone:
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, humanBytes(h.DataLength), outPath)
 	default:
 		a.infof("decrypted %s (%s) to %s", inPath, humanBytes(h.DataLength), outPath)
 	}
 	return nil
 }
+
+// currentVerb is the command being run and whether it has --type, so that
+// hints only suggest what the command has (set by the root command).
+var currentVerb struct {
+	name    string
+	hasType bool
+}
+
+// notVolume explains an image without an xtsctl volume header: what it is
+// if its magic says (never a guess that would write garbage: plain mode
+// cannot tell a wrong key or a wrong format from the right one), and only
+// the flags the command has.
+func notVolume(image string) error {
+	if kind := sniffFormat(image); kind != "" {
+		return withCode(exitInput, fmt.Errorf("%s is a %s, not an xtsctl volume", image, kind),
+			"xtsctl reads LUKS images as they are: leave --type out (docs/LUKS.md)")
+	}
+	err := fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image)
+	if currentVerb.hasType {
+		return withCode(exitInput, err,
+			"if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
+	}
+	return withCode(exitInput, err,
+		"a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
+}
+
+// sniffFormat names the format of image by its magic, or "".
+func sniffFormat(image string) string {
+	f, err := os.Open(image)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 8)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return ""
+	}
+	switch {
+	case string(b[:6]) == "LUKS\xba\xbe":
+		return fmt.Sprintf("LUKS%d image (cryptsetup)", int(b[6])<<8|int(b[7]))
+	case string(b[:6]) == "SKUL\xba\xbe":
+		return "LUKS2 image (cryptsetup) whose primary header is damaged"
+	}
+	return ""
+}
+
+// slotValue is --key-slot: a slot number, or -1 (every slot) when unset.
+type slotValue int
+
+// maxKeySlotFlag bounds --key-slot: LUKS2's 32 keyslots.
+const maxKeySlotFlag = 32
+
+func (s *slotValue) String() string {
+	if *s < 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*s))
+}
+
+func (s *slotValue) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	// LUKS2 images have keyslots 0..31; volumes refuse those above
+	// theirs where they are unlocked (notLUKS).
+	if err != nil || n < 0 || n >= maxKeySlotFlag {
+		return fmt.Errorf("key slot %q is not a number from 0 to %d", v, maxKeySlotFlag-1)
+	}
+	*s = slotValue(n)
+	return nil
+}
+
+func (s *slotValue) Type() string { return "N" }

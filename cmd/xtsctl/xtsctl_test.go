@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -27,6 +28,9 @@ func TestMain(m *testing.M) {
 			// device-mapper too. The dm backend is tested in
 			// process (backend_dm_linux_test.go) and in a VM.
 			testhooks.DMUnavailable = fmt.Errorf("%w: hidden from tests that run xtsctl as a process", devmapper.ErrUnavailable)
+			// No controlling terminal, as in CI, also when the tests
+			// run from one: a question on /dev/tty must not wait.
+			syscall.Setsid()
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})

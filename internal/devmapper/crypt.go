@@ -64,6 +64,21 @@ type CryptTable struct {
 	// reveals which sectors are unused.
 	AllowDiscards bool
 
+	// The performance options of dm-crypt, which LUKS2 headers record as
+	// persistent flags (cryptsetup --perf-*, --persistent). None changes
+	// what is encrypted. SameCPUCrypt (same_cpu_crypt) encrypts on the CPU
+	// that issued the I/O; HighPriority (high_priority, Linux 6.10 and
+	// later; older kernels refuse the table) runs dm-crypt's workqueues at
+	// high priority; SubmitFromCryptCPUs (submit_from_crypt_cpus) submits
+	// writes from the encrypting threads; NoReadWorkqueue and
+	// NoWriteWorkqueue (no_read_workqueue, no_write_workqueue) process
+	// I/O synchronously instead of through workqueues.
+	SameCPUCrypt        bool
+	HighPriority        bool
+	SubmitFromCryptCPUs bool
+	NoReadWorkqueue     bool
+	NoWriteWorkqueue    bool
+
 	// ReadOnly loads the table read-only (DM_READONLY_FLAG); it is not part
 	// of the table line. A read-only Device needs a read-only table.
 	ReadOnly bool
@@ -84,11 +99,24 @@ func (t *CryptTable) sectorSize() int {
 }
 
 // options returns the optional parameters in the order dm-crypt's status
-// prints them, so a table reads back exactly as it was loaded.
+// prints them (crypt_status in drivers/md/dm-crypt.c), so a table reads
+// back exactly as it was loaded.
 func (t *CryptTable) options() []string {
 	var opts []string
-	if t.AllowDiscards {
-		opts = append(opts, "allow_discards")
+	for _, o := range []struct {
+		on   bool
+		name string
+	}{
+		{t.AllowDiscards, "allow_discards"},
+		{t.SameCPUCrypt, "same_cpu_crypt"},
+		{t.HighPriority, "high_priority"},
+		{t.SubmitFromCryptCPUs, "submit_from_crypt_cpus"},
+		{t.NoReadWorkqueue, "no_read_workqueue"},
+		{t.NoWriteWorkqueue, "no_write_workqueue"},
+	} {
+		if o.on {
+			opts = append(opts, o.name)
+		}
 	}
 	if ss := t.sectorSize(); ss != 512 {
 		opts = append(opts, "sector_size:"+strconv.Itoa(ss))

@@ -42,6 +42,14 @@ func TestCryptTableLine(t *testing.T) {
 			"0 16 crypt aes-xts-plain64 " + hex64 + " 0 7:0 0"},
 		{"discards and 1024", CryptTable{Key: seqKey(32), Device: "7:0", Length: 16, SectorSize: 1024, AllowDiscards: true},
 			"0 16 crypt aes-xts-plain64 " + hex32 + " 0 7:0 0 2 allow_discards sector_size:1024"},
+		{"every performance flag, in dm-crypt's order", CryptTable{Key: seqKey(64), Device: "7:0", Length: 16, SectorSize: 4096,
+			NoWriteWorkqueue: true, NoReadWorkqueue: true, SubmitFromCryptCPUs: true, HighPriority: true, SameCPUCrypt: true, AllowDiscards: true},
+			"0 16 crypt aes-xts-plain64 " + hex64 + " 0 7:0 0 7 allow_discards same_cpu_crypt high_priority submit_from_crypt_cpus no_read_workqueue no_write_workqueue sector_size:4096"},
+		{"workqueue flags and iv_large_sectors", CryptTable{Key: seqKey(32), Device: "7:0", Length: 16, SectorSize: 2048,
+			IVLargeSectors: true, NoReadWorkqueue: true, SameCPUCrypt: true},
+			"0 16 crypt aes-xts-plain64 " + hex32 + " 0 7:0 0 4 same_cpu_crypt no_read_workqueue sector_size:2048 iv_large_sectors"},
+		{"one flag at 512", CryptTable{Key: seqKey(32), Device: "7:0", Length: 16, SubmitFromCryptCPUs: true},
+			"0 16 crypt aes-xts-plain64 " + hex32 + " 0 7:0 0 1 submit_from_crypt_cpus"},
 		{"other cipher", CryptTable{Cipher: "aes-cbc-essiv:sha256", Key: seqKey(16), Device: "8:1", Length: 1},
 			"0 1 crypt aes-cbc-essiv:sha256 000102030405060708090a0b0c0d0e0f 0 8:1 0"},
 		{"read-only is not in the line", CryptTable{Key: seqKey(32), Device: "7:0", Length: 1, ReadOnly: true},
@@ -65,6 +73,14 @@ func TestCryptTableLine(t *testing.T) {
 			masked := strings.Replace(c.want, fmt.Sprintf("%x", c.t.Key), strings.Repeat("0", 2*len(c.t.Key)), 1)
 			if s := c.t.String(); s != masked {
 				t.Errorf("String\n got %s\nwant %s", s, masked)
+			}
+			// What the kernel prints back parses to the same options.
+			info, err := parseCrypt(masked[strings.Index(masked, "crypt ")+len("crypt "):])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(info.Options) != fmt.Sprint(c.t.options()) {
+				t.Errorf("options parse back as %q, want %q", info.Options, c.t.options())
 			}
 		})
 	}

@@ -37,11 +37,14 @@ type vk struct {
 
 	ks, tk, rounds, dst, src, blocks, kend, kend2, tail GPPhysical
 
-	V, T []VecPhysical // four data vectors and their tweak vectors
-	tw   VecPhysical   // lane 0: the data unit's encrypted tweak
-	tmp  []VecPhysical // scratch (three or four)
-	kt   VecPhysical   // ymm: the broadcast round key of the current round
-	poly VecPhysical   // 0x87 in the low qword of every lane
+	V, T []VecPhysical  // four data vectors and their tweak vectors
+	tw   VecPhysical    // lane 0: the data unit's encrypted tweak
+	tmp  []VecPhysical  // scratch (three or four)
+	upd  [2]VecPhysical // zmm: scratch of the main loop's tweak update
+
+	twWide bool        // bulk: every lane of tw holds T (else lane 0 only)
+	kt     VecPhysical // ymm: the broadcast round key of the current round
+	poly   VecPhysical // 0x87 in the low qword of every lane
 }
 
 func newVK(f flavor, dec bool) *vk {
@@ -53,6 +56,7 @@ func newVK(f flavor, dec bool) *vk {
 		c.tmp = zregs[8:12]
 		c.tw = Z12
 		c.poly = Z31
+		c.upd = [2]VecPhysical{Z13, Z14}
 	} else {
 		c.V, c.T = yregs[0:4], yregs[4:8]
 		c.kt = Y8
@@ -108,9 +112,23 @@ func (c *vk) polyX() VecPhysical { return xregs[c.poly.PhysicalIndex()] }
 
 func asX(v VecPhysical) VecPhysical { return xregs[v.PhysicalIndex()] }
 
+// middleHook is middle with hook emitted after round after (5..13).
+func (c *vk) middleHook(vs []VecPhysical, op string, key func(int) Op, isa []string, after int, hook func()) {
+	c.middleRounds(vs, op, key, isa, func(j int) {
+		if j == after {
+			hook()
+		}
+	})
+}
+
 // middle emits AES rounds 1..13 of the virtual layout (1..4 skipped for
 // AES-128) on vs; key(j) yields round key j's operand, emitting any load.
 func (c *vk) middle(vs []VecPhysical, op string, key func(int) Op, isa []string) {
+	c.middleRounds(vs, op, key, isa, func(int) {})
+}
+
+// middleRounds is middle, calling after(j) once round j is emitted.
+func (c *vk) middleRounds(vs []VecPhysical, op string, key func(int) Op, isa []string, after func(int)) {
 	skip := newLabel("aes128_")
 	CMPQ(c.rounds, Imm(10))
 	JE(LabelRef(skip))
@@ -126,6 +144,7 @@ func (c *vk) middle(vs []VecPhysical, op string, key func(int) Op, isa []string)
 		for _, v := range vs {
 			raw(isa, op, k, v, v)
 		}
+		after(j)
 	}
 }
 
@@ -195,6 +214,32 @@ func (c *vk) xexVec(vs, ts []VecPhysical) {
 	}
 }
 
+// xexVecEarly is xexVec over the four zmm data vectors of the main loop,
+// with the tweak vectors advanced by x^16 inside it: the last round's keys
+// (key^tweak) go to Z8-Z11 after the whitening, and the update sits after
+// round 7, so the next iteration's whitening does not wait for this one's
+// last round and out-of-order execution overlaps the two iterations.
+// Measured (XTS-AES-256, Zen 4, 16 KiB units): the update after the last
+// round ran at 15.75 GB/s, after round 7 at 15.95, before the rounds at
+// 15.9, after round 10 at 15.3; before the rounds also lost 5% at 512
+// bytes, whose two iterations are still filling the pipeline.
+func (c *vk) xexVecEarly() {
+	for i, v := range c.V {
+		VPTERNLOGD(Imm(0x96), zregs[16], c.T[i], v)
+	}
+	for i, t := range c.T {
+		VPXORD(zregs[30], t, c.tmp[i])
+	}
+	c.middleHook(c.V, c.op(false), c.vkey, c.vecAES(), 7, func() {
+		for _, t := range c.T {
+			c.mulXBytes(t, 2, c.upd[0], c.upd[1])
+		}
+	})
+	for i, v := range c.V {
+		raw(c.vecAES(), c.op(true), c.tmp[i], v, v)
+	}
+}
+
 // xex1 runs XEX on one block x (xmm) with tweak tw, key1's schedule. The
 // round keys come from Z16-Z30 (zmm flavor, once loaded) or, with memKeys
 // or in the ymm flavor, straight from the schedule as memory operands.
@@ -207,8 +252,10 @@ func (c *vk) xex1(x, tw, scratch VecPhysical, memKeys bool) {
 		key = func(j int) Op { return keyMem(c.ks, c.kend, j) }
 	}
 	if mem {
-		VPXOR(keyMem(c.ks, c.kend, 0), x, x)
-		VPXOR(tw, x, x)
+		// Key 0 and the tweak first, off the data's dependency chain (a
+		// unit encrypted in place depends on the previous call's output).
+		VPXOR(keyMem(c.ks, c.kend, 0), tw, scratch)
+		VPXOR(scratch, x, x)
 	} else {
 		VPTERNLOGD(Imm(0x96), X16, tw, x)
 	}
@@ -257,6 +304,28 @@ func (c *vk) encryptTweak(x VecPhysical, p GPPhysical) {
 	raw(isa, "VAESENCLAST", keyMem(c.tk, c.kend2, 14), x, x)
 }
 
+// encryptTweakWide sets every lane of c.tw (zmm) to E_K2(*p): the tweak
+// is broadcast before it is encrypted, with key2's round keys broadcast
+// into Z8-Z11 in turn, so that no cross-lane shuffle (4 cycles) sits
+// between the tweak's AES chain and the tweak vectors. That chain's
+// latency is exposed in every call: leaving it out (for timing only)
+// made 4096-byte units 6% and 512-byte units 35% faster, as the next
+// call's chain cannot start early enough to hide under this one's work.
+func (c *vk) encryptTweakWide(p GPPhysical) {
+	x := asX(c.tw)
+	VMOVQ(Mem{Base: p}, x)
+	VPINSRQ(Imm(1), Mem{Base: p, Disp: 8}, x, x)
+	VSHUFI64X2(Imm(0), c.tw, c.tw, c.tw)
+	key := func(j int) Op {
+		k := zregs[8+j%4]
+		VBROADCASTI32X4(keyMem(c.tk, c.kend2, j), k)
+		return k
+	}
+	VPXORD(key(0), c.tw, c.tw)
+	c.middle([]VecPhysical{c.tw}, "VAESENC", key, c.vecAES())
+	raw(c.vecAES(), "VAESENCLAST", key(14), c.tw, c.tw)
+}
+
 // mulXBits sets dst = src * x^k in every 128-bit lane (0 < k < 64): both
 // halves shift left by k, the k bits leaving the low half enter the high
 // half, and the k bits leaving the top are reduced by a carry-less
@@ -269,13 +338,46 @@ func (c *vk) mulXBits(dst, src VecPhysical, k int, b, cc VecPhysical, clmulISA [
 	c.xor3(dst, b, cc)
 }
 
-// mulXBytes sets t = t * x^(8*kb) in every lane: a byte shift, with the
-// kb top bytes reduced by one carry-less multiplication with 0x87.
-func (c *vk) mulXBytes(t VecPhysical, kb int, tmp VecPhysical) {
-	VPSRLDQ(Imm(uint64(16-kb)), t, tmp)
-	raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), c.poly, tmp, tmp)
+// mulXBytes sets t = t * x^(8*kb) in every lane (kb <= 2): a byte shift,
+// with the 8*kb bits h that leave the top reduced as h*x^128 = h*(x^7 +
+// x^2 + x + 1).
+//
+// zmm: by shifts and XORs (h*x as h+h; the product fits in the low
+// qword). On Zen 4 VPCLMULQDQ issues to the AES units' pipes and cost
+// the main loop one AES round per vector (66 cycles per 16-block
+// iteration of XTS-AES-256 against 58 this way, in a loop of the same
+// shape), while shifts and XORs find idle pipes beside 512-bit AES.
+//
+// ymm: one carry-less multiplication with 0x87. The VEX encoding has no
+// three-way XOR, and 256-bit AES at two per cycle leaves fewer idle
+// slots: the shift form made the ymm kernel slower (16 KiB: 10.3 GB/s
+// against 11.7, Zen 4). Scratch: h, a.
+func (c *vk) mulXBytes(t VecPhysical, kb int, h, a VecPhysical) {
+	VPSRLDQ(Imm(uint64(16-kb)), t, h)
 	VPSLLDQ(Imm(uint64(kb)), t, t)
-	c.xor(tmp, t, t)
+	if !c.f.zmm {
+		raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), c.poly, h, h)
+		VPXOR(h, t, t)
+		return
+	}
+	VPADDQ(h, h, a) // h*x
+	c.xor3(t, h, a)
+	VPADDQ(a, a, a)      // h*x^2
+	VPSLLQ(Imm(7), h, h) // h*x^7
+	c.xor3(t, a, h)
+}
+
+// mulXLanes sets dst = src * x^j in lane l of every 128-bit lane, j =
+// L*k + l (src holds the same value in every lane): per-lane shifts from
+// the laneShift tables, the carried-out bits of the high qword reduced by
+// one carry-less multiplication with 0x87. Scratch: b, cc.
+func (c *vk) mulXLanes(dst, src VecPhysical, k int, b, cc VecPhysical) {
+	off := 16 * c.f.lanes * k
+	VPSRLVQ(laneShiftR.Offset(off), src, b)
+	VPSLLVQ(laneShiftL.Offset(off), src, dst)
+	raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x01), c.poly, b, cc)
+	VPSLLDQ(Imm(8), b, b)
+	c.xor3(dst, b, cc)
 }
 
 // loadKeys broadcasts key1's round keys into Z16-Z30 (zmm) and the
@@ -299,38 +401,50 @@ func (c *vk) loadKeys() {
 func (c *vk) bulk(lastCC VecPhysical) {
 	L := c.f.lanes
 	a, b, cc := c.tmp[0], c.tmp[1], c.tmp[2]
-	Comment(fmt.Sprintf("Tweak vectors: T0's lanes are T*x^0..T*x^%d, T1..T3 = T0*x^%d, x^%d, x^%d.", L-1, L, 2*L, 3*L))
-	if c.f.zmm {
+	Comment(fmt.Sprintf("Tweak vectors: lane l of Tk is T*x^(%d*k+l), each built from T directly,", L),
+		"so that the first AES round waits for one multiplication only.")
+	switch {
+	case c.twWide:
+		a = c.tw
+	case c.f.zmm:
 		VSHUFI64X2(Imm(0), c.tw, c.tw, a)
-	} else {
+	default:
 		VPERMQ(Imm(0x44), c.tw, a)
 	}
-	VPSRLVQ(laneShiftR, a, b)
-	VPSLLVQ(laneShiftL, a, c.T[0])
-	raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x01), c.poly, b, cc)
-	VPSLLDQ(Imm(8), b, b)
-	c.xor3(c.T[0], b, cc)
-	for k := 1; k < 4; k++ {
-		c.mulXBits(c.T[k], c.T[0], k*L, b, cc, c.vecCLMUL(), c.poly)
+	for k := 0; k < 4; k++ {
+		c.mulXLanes(c.T[k], a, k, b, cc)
 	}
 
 	main, vec, part, done := newLabel("main"), newLabel("vec"), newLabel("partial"), newLabel("bulkDone")
-	Comment(fmt.Sprintf("Main loop, per iteration: %d blocks in four vectors; whitening with", 4*L),
-		"tweak and key 0 in one XOR, the rounds over all four, the last round",
-		fmt.Sprintf("with key^tweak; then every tweak vector times x^%d (a byte shift and", 4*L),
-		"one carry-less multiplication per vector).")
+	if c.f.zmm {
+		Comment("Main loop, per iteration: 16 blocks in four vectors; whitening with",
+			"tweak and key 0 in one XOR; the last round's keys key^tweak; rounds",
+			"1-7; every tweak vector times x^16 (byte shifts, the reduction by",
+			"shifts and XORs); rounds 8-13; the last round.")
+	} else {
+		Comment("Main loop, per iteration: 8 blocks in four vectors; whitening with",
+			"tweak and key 0, the rounds over all four, the last round with",
+			"key^tweak; then every tweak vector times x^8 (a byte shift and one",
+			"carry-less multiplication).")
+	}
 	Label(main)
 	CMPQ(c.blocks, imm(4*L))
 	JB(LabelRef(vec))
 	for i, v := range c.V {
 		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
 	}
-	c.xexVec(c.V, c.T)
+	if c.f.zmm {
+		c.xexVecEarly()
+	} else {
+		c.xexVec(c.V, c.T)
+	}
 	for i, v := range c.V {
 		c.store(v, Mem{Base: c.dst, Disp: 16 * L * i})
 	}
-	for i, t := range c.T {
-		c.mulXBytes(t, 4*L/8, c.tmp[i%len(c.tmp)])
+	if !c.f.zmm {
+		for _, t := range c.T {
+			c.mulXBytes(t, 4*L/8, a, b)
+		}
 	}
 	ADDQ(imm(64*L), c.src)
 	ADDQ(imm(64*L), c.dst)
@@ -407,12 +521,15 @@ func (c *vk) store(v VecPhysical, m Mem) {
 // vaesKernel emits xts{Enc,Dec}VAES{256,512}: one data unit.
 func vaesKernel(f flavor, dec bool) {
 	c := newVK(f, dec)
+	c.twWide = f.zmm
 	TEXT(fmt.Sprintf("xts%s%s", dirName(dec), f.name), NOSPLIT, unitSig)
 	regs := []string{"Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the",
 		"0x87 constant, Y10 T, Y13-Y15 scratch."}
 	if f.zmm {
-		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30",
-			"key1's round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant."}
+		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:",
+			"the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update",
+			"scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31",
+			"the 0x87 constant."}
 	}
 	Comment(fmt.Sprintf("XTS-AES %s of one data unit with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address",
@@ -436,7 +553,6 @@ func vaesKernel(f flavor, dec bool) {
 	ADDQ(c.ks, c.kend)
 	ADDQ(c.tk, c.kend2)
 
-	c.encryptTweak(asX(c.tw), R8)
 	MOVQ(c.blocks, c.tail)
 	ANDQ(Imm(15), c.tail)
 	SHRQ(Imm(4), c.blocks)
@@ -447,9 +563,28 @@ func vaesKernel(f flavor, dec bool) {
 	Comment("Fewer whole blocks than one vector: the short path, no wide set-up.")
 	CMPQ(c.blocks, Imm(uint64(c.f.lanes)))
 	JAE(LabelRef(wide))
+	c.encryptTweak(asX(c.tw), R8)
 	c.short()
 
 	Label(wide)
+	if f.zmm {
+		// The tweak's AES chain is exposed in every call (see
+		// encryptTweakWide): from one main-loop iteration on, it runs on
+		// the tweak broadcast to every lane, which takes the broadcast
+		// off its end. Below that the 512-bit rounds cost more than the
+		// shuffle (64 bytes: 12% slower).
+		narrow, tweaked := newLabel("narrowTweak"), newLabel("tweaked")
+		CMPQ(c.blocks, Imm(16))
+		JB(LabelRef(narrow))
+		c.encryptTweakWide(R8)
+		JMP(LabelRef(tweaked))
+		Label(narrow)
+		c.encryptTweak(asX(c.tw), R8)
+		VSHUFI64X2(Imm(0), c.tw, c.tw, c.tw)
+		Label(tweaked)
+	} else {
+		c.encryptTweak(asX(c.tw), R8)
+	}
 	c.loadKeys()
 	bulk := newLabel("bulk")
 	TESTQ(c.tail, c.tail)
@@ -757,6 +892,9 @@ func vaesSectors(f flavor, dec bool) {
 		twNext, ivec, ktw = Y11, Y12, Y8
 	}
 	c.kend2 = RCX
+	if f.zmm {
+		c.upd = [2]VecPhysical{Z14, Z15} // Z13 carries the next group's tweaks
+	}
 	Comment(fmt.Sprintf("XTS-AES %s of n/unit data units with VAES on %d-bit vectors.", map[bool]string{false: "encryption", true: "decryption"}[dec], 128*f.lanes),
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of",
 		"their last round keys, DI dst, SI src, R8 blocks left in the batch, R10",
@@ -768,7 +906,8 @@ func vaesSectors(f flavor, dec bool) {
 	if f.zmm {
 		Comment("Z12 the current group's encrypted tweaks (rotated so lane 0 is the",
 			"current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a",
-			"key2 round key; the rest as in xtsEncVAES512.")
+			"key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the",
+			"rest as in xtsEncVAES512.")
 	} else {
 		Comment("Y10 the current group's encrypted tweaks (lane 0 the current unit's),",
 			"Y11 the next group's, Y12 its sector numbers, Y8 also key2's round keys;",
@@ -826,6 +965,14 @@ func vaesSectors(f flavor, dec bool) {
 
 	groupTweaks()
 	group, sector, done := newLabel("group"), newLabel("unit"), newLabel("done")
+	if f.zmm {
+		general := newLabel("general")
+		Comment("Units of a multiple of 16 blocks: the pipelined loop.")
+		TESTQ(U32(15), R10)
+		JNZ(LabelRef(general))
+		c.sectorsPipelined(groupTweaks, twNext, done)
+		Label(general)
+	}
 	Label(group)
 	c.mov(twNext, c.tw)
 	groupTweaks()
@@ -846,4 +993,80 @@ func vaesSectors(f flavor, dec bool) {
 	Label(done)
 	VZEROUPPER()
 	RET()
+}
+
+// sectorsPipelined is the zmm multi-sector loop for units of a multiple of
+// 16 blocks (256 bytes: every sector size), so that every main-loop
+// iteration lies within one unit. Built like bulk's main loop, except that
+// in a unit's last iteration, where the tweak vectors have no next value,
+// the hook after round 7 builds the next unit's tweak vectors instead (and
+// at a group's end takes the next group's tweaks and starts the chain of
+// the group after). That work then sits among this iteration's AES
+// instructions: placed before the next unit's loop, as bulk does, its
+// carry-less multiplications queued behind the older AES work and the
+// next unit's first round waited for them (measured, 512-byte units:
+// 81% of the raw AES rate with tweak vectors built between units, 92%
+// with none built at all).
+func (c *vk) sectorsPipelined(groupTweaks func(), twNext VecPhysical, done string) {
+	L := c.f.lanes
+	build := func() {
+		Comment("Tweak vectors of the unit whose tweak is lane 0 of Z12.")
+		VSHUFI64X2(Imm(0), c.tw, c.tw, c.T[3])
+		for k := 0; k < 4; k++ {
+			c.mulXLanes(c.T[k], c.T[3], k, c.upd[0], c.upd[1])
+		}
+	}
+	c.mov(twNext, c.tw)
+	groupTweaks()
+	MOVQ(U32(uint32(L)), R11)
+	build()
+	MOVQ(R10, c.blocks)
+
+	iter := newLabel("pipe")
+	Comment("Per iteration: 16 blocks of one unit, as in the main loop of",
+		"xtsEncVAES512; after round 7 either the tweak vectors advance by x^16",
+		"or, in the unit's last iteration, the next unit's are built.")
+	Label(iter)
+	for i, v := range c.V {
+		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
+	}
+	for i, v := range c.V {
+		VPTERNLOGD(Imm(0x96), zregs[16], c.T[i], v)
+	}
+	for i, t := range c.T {
+		VPXORD(zregs[30], t, c.tmp[i])
+	}
+	c.middleHook(c.V, c.op(false), c.vkey, c.vecAES(), 7, func() {
+		last, newGroup, next, cont := newLabel("unitEnd"), newLabel("newGroup"), newLabel("nextUnit"), newLabel("cont")
+		CMPQ(c.blocks, Imm(16))
+		JE(LabelRef(last))
+		for _, t := range c.T {
+			c.mulXBytes(t, 2, c.upd[0], c.upd[1])
+		}
+		JMP(LabelRef(cont))
+		Label(last)
+		VALIGNQ(Imm(2), c.tw, c.tw, c.tw)
+		DECQ(R11)
+		JNZ(LabelRef(next))
+		Label(newGroup)
+		c.mov(twNext, c.tw)
+		groupTweaks()
+		MOVQ(U32(uint32(L)), R11)
+		Label(next)
+		build()
+		LEAQ(Mem{Base: R10, Disp: 16}, c.blocks)
+		Label(cont)
+	})
+	for i, v := range c.V {
+		raw(c.vecAES(), c.op(true), c.tmp[i], v, v)
+	}
+	for i, v := range c.V {
+		c.store(v, Mem{Base: c.dst, Disp: 16 * L * i})
+	}
+	ADDQ(imm(64*L), c.src)
+	ADDQ(imm(64*L), c.dst)
+	SUBQ(Imm(16), c.blocks)
+	SUBQ(Imm(16), R8)
+	JNZ(LabelRef(iter))
+	JMP(LabelRef(done))
 }

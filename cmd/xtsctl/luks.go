@@ -1,0 +1,596 @@
+package main
+
+// LUKS1 and LUKS2 images (package luks) on the same verbs as xtsctl
+// volumes. A verb's RunE first asks wantsLUKS (encrypt and format: --type
+// luks2) and runs the LUKS code of luks_*.go instead when the image is
+// LUKS: recognised by its magic, never by a flag the user must remember.
+// The LUKS code reads its flags by name through cmd.Flags(), so that it
+// needs nothing from the verbs but the registrations addLUKSFlags makes.
+// This file holds what the verbs share: detection, flags, passphrases,
+// opening the header (in the image, or detached with --header), KDF
+// limits, new keyslot costs and the mapping of errors to exit codes.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// typeLUKS is the image type of LUKS images; --type luks, luks1 and luks2
+// name it (LUKS images are recognised without it).
+const typeLUKS = "luks"
+
+func isLUKSType(t string) bool { return t == "luks" || t == "luks1" || t == "luks2" }
+
+// maxKeyFile bounds a --key-file read as a LUKS passphrase: cryptsetup's
+// default --keyfile-size limit (8 MiB).
+const maxKeyFile = 8 << 20
+
+// wantsLUKS reports whether cmd is to treat image as LUKS: --type names
+// LUKS, --header names a detached header, or the image has a LUKS header
+// (magic at its start, or a LUKS2 secondary header where the primary is
+// damaged). An explicit --type volume or plain is obeyed.
+func wantsLUKS(cmd *cobra.Command, image string) bool {
+	if f := cmd.Flags().Lookup("type"); f != nil && f.Changed {
+		return isLUKSType(f.Value.String())
+	}
+	if flagString(cmd, "header") != "" {
+		return true
+	}
+	return hasLUKSHeader(image)
+}
+
+// hasLUKSHeader reports whether the file at path holds a LUKS header.
+func hasLUKSHeader(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m [6]byte
+	if n, _ := f.ReadAt(m[:], 0); n == len(m) && (string(m[:]) == "LUKS\xba\xbe" || string(m[:]) == "SKUL\xba\xbe") {
+		return true
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || size == 0 {
+		return false
+	}
+	// A LUKS2 image whose primary header is gone: ReadHeader finds a
+	// secondary copy where the format allows one.
+	_, err = luks.ReadHeader(f, size)
+	return err == nil || errors.Is(err, luks.ErrCorrupt) || errors.Is(err, luks.ErrUnsupported)
+}
+
+// addFlag registers a flag on fs unless the command has it already (the
+// volume commands may come to register the same spelling).
+func addFlag(fs *pflag.FlagSet, name string, add func(*pflag.FlagSet)) {
+	if fs.Lookup(name) == nil {
+		add(fs)
+	}
+}
+
+// addKeySlotFlag registers --key-slot/-S, cryptsetup's spelling, where
+// the command does not have it from registerUnlockFlags: the keyslot to
+// unlock with, or (passphrase add) to add. Unset means any.
+func addKeySlotFlag(fs *pflag.FlagSet) {
+	addFlag(fs, "key-slot", func(fs *pflag.FlagSet) {
+		s := slotValue(-1)
+		fs.VarP(&s, "key-slot", "S", "LUKS: the keyslot `N` to unlock with (passphrase add: the keyslot to add); default: any")
+	})
+}
+
+// LUKS flag sets, for addLUKSFlags.
+const (
+	luksHeaderFlag  = 1 << iota // --header
+	luksKeySlotFlag             // --key-slot/-S
+	luksKeyFileFlag             // --key-file
+	luksNewKeyFlag              // --new-key-file
+	luksCreateFlags             // --uuid; --type on format
+	luksUnlockFlags = luksKeySlotFlag | luksKeyFileFlag
+)
+
+// addLUKSFlags registers the flags the LUKS code of a verb reads.
+func addLUKSFlags(cmd *cobra.Command, which int) {
+	fs := cmd.Flags()
+	if which&luksHeaderFlag != 0 {
+		addFlag(fs, "header", func(fs *pflag.FlagSet) {
+			fs.String("header", "", "LUKS: read the header from `FILE` (a detached header, cryptsetup --header); IMAGE holds the data")
+		})
+	}
+	if which&luksKeySlotFlag != 0 {
+		addKeySlotFlag(fs)
+	}
+	if which&luksKeyFileFlag != 0 {
+		addFlag(fs, "key-file", func(fs *pflag.FlagSet) {
+			fs.String("key-file", "", "LUKS: the passphrase is the whole of `FILE` (cryptsetup --key-file: no newline removed, at most 8 MiB)")
+		})
+	}
+	if which&luksNewKeyFlag != 0 {
+		addFlag(fs, "new-key-file", func(fs *pflag.FlagSet) {
+			fs.String("new-key-file", "", "LUKS: the new passphrase is the whole of `FILE` (no newline removed)")
+		})
+	}
+	if which&luksCreateFlags != 0 {
+		addFlag(fs, "uuid", func(fs *pflag.FlagSet) {
+			fs.String("uuid", "", "luks2: the new image's UUID (default: a random one)")
+		})
+		addFlag(fs, "type", func(fs *pflag.FlagSet) {
+			fs.String("type", typeVolume, "image format: volume or luks2 (LUKS2 as cryptsetup writes it)")
+		})
+	}
+}
+
+// notLUKS refuses the LUKS flags on an image that is not LUKS, rather
+// than ignoring them, and keyslots beyond a volume's.
+func notLUKS(cmd *cobra.Command) error {
+	for _, n := range []string{"new-key-file", "uuid"} {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
+			return usageError(fmt.Errorf("--%s applies to LUKS images only", n))
+		}
+	}
+	if f := cmd.Flags().Lookup("key-slot"); f != nil && f.Changed {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n >= volume.MaxSlots {
+			return usageError(fmt.Errorf("--key-slot %d: xtsctl volumes have key slots 0..%d (LUKS2 images have 0..31)", n, volume.MaxSlots-1))
+		}
+	}
+	return nil
+}
+
+// flagString is the value of a string flag of cmd, "" if it has none.
+func flagString(cmd *cobra.Command, name string) string {
+	if f := cmd.Flags().Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// luksRejectFlags refuses flags that do not apply to LUKS images, which
+// record their parameters in the header.
+func luksRejectFlags(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
+			return usageError(fmt.Errorf("--%s does not apply to LUKS images: the header records what it sets", n))
+		}
+	}
+	return nil
+}
+
+// luksPassphrase reads a LUKS passphrase: the whole of the file named by
+// the key-file flag (cryptsetup's rule for key files: no newline is
+// removed), or the file named by the passphrase-file flag (our rule: one
+// trailing newline removed), or from the terminal. The caller wipes it.
+func luksPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, prompt string, confirm bool) ([]byte, error) {
+	keyFile, passFile := flagString(cmd, keyFlag), flagString(cmd, passFlag)
+	switch {
+	case keyFile != "" && passFile != "":
+		return nil, usageError(fmt.Errorf("--%s and --%s do not go together", keyFlag, passFlag),
+			fmt.Sprintf("--%s takes the whole file as the passphrase, --%s drops one trailing newline", keyFlag, passFlag))
+	case keyFile != "":
+		// cryptsetup's --keyfile-offset and --keyfile-size select the
+		// bytes of the key file that unlocks (or, for a new image, of the
+		// new one), not of --new-key-file.
+		var win keyWindow
+		if keyFlag == "key-file" {
+			win = a.keyWindow
+		}
+		return readLUKSKeyFile(a, keyFile, win)
+	}
+	return readPassphrase(a, passphraseRequest{file: passFile, flag: passFlag, prompt: prompt, confirm: confirm})
+}
+
+// readLUKSKeyFile reads a key file as cryptsetup does: all of it (or the
+// bytes win selects) is the passphrase, up to 8 MiB.
+func readLUKSKeyFile(a *app, path string, win keyWindow) ([]byte, error) {
+	buf, n, err := readSecretFile(a, "key file", path, maxKeyFile, win)
+	if err != nil {
+		return nil, err
+	}
+	defer secret.Wipe(buf)
+	switch {
+	case n > maxKeyFile:
+		return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %d MiB, the most cryptsetup reads from a key file", path, maxKeyFile>>20))
+	case n == 0:
+		return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
+	}
+	return bytes.Clone(buf[:n]), nil
+}
+
+// luksImage is a LUKS image opened for a command: its header, read from
+// the image or from a detached header file, and the data device.
+type luksImage struct {
+	name     string // IMAGE as given, for messages
+	hdrName  string // the header's file as given: --header, or IMAGE
+	detached bool
+	h        *luks.Header
+	hdr      *os.File // the header device
+	hdrSize  int64
+	data     *os.File // the data device (the same file as hdr unless detached); nil if not opened
+	dataSize int64
+	dataInfo os.FileInfo
+	files    []*os.File
+}
+
+func (li *luksImage) Close() {
+	for _, f := range li.files {
+		f.Close()
+	}
+}
+
+// How openLUKS opens the files.
+type luksAccess int
+
+const (
+	luksInspect     luksAccess = iota // read, no lock (info, header backup)
+	luksRead                          // read, shared lock on the data and the header (decrypt)
+	luksWriteHeader                   // exclusive lock on the header device (passphrase, header restore); the data device is not opened when detached
+)
+
+// openLUKS opens image (and --header) for cmd and reads the header.
+func openLUKS(cmd *cobra.Command, image string, access luksAccess) (*luksImage, error) {
+	li := &luksImage{name: image, hdrName: image}
+	if hf := flagString(cmd, "header"); hf != "" {
+		li.hdrName, li.detached = hf, true
+	}
+	open := func(path string, what string) (*os.File, error) {
+		if err := checkInputPath(path, what); err != nil {
+			return nil, err
+		}
+		var f *os.File
+		var err error
+		switch access {
+		case luksInspect:
+			f, err = os.Open(path)
+		case luksRead:
+			f, err = volume.LockImage(path, true, 0)
+		case luksWriteHeader:
+			f, err = volume.LockImage(path, false, 0)
+		}
+		switch {
+		case errors.Is(err, volume.ErrInUse):
+			how := "open read-write"
+			if access == luksWriteHeader {
+				how = "open"
+			}
+			return nil, withCode(exitDevice, fmt.Errorf("%s is in use: %s (xtsctl status lists open images), or being changed by another xtsctl command", path, how),
+				"close it first")
+		case err != nil:
+			return nil, withCode(exitInput, fmt.Errorf("cannot open %s %s: %w", what, path, err))
+		}
+		li.files = append(li.files, f)
+		return f, nil
+	}
+	size := func(f *os.File) (int64, error) {
+		n, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
+		if err != nil {
+			return 0, withCode(exitInput, fmt.Errorf("cannot read %s: %w", f.Name(), err))
+		}
+		return n, nil
+	}
+	var err error
+	if !li.detached || access != luksWriteHeader {
+		if li.data, err = open(image, "image"); err != nil {
+			li.Close()
+			return nil, err
+		}
+		if li.dataSize, err = size(li.data); err != nil {
+			li.Close()
+			return nil, err
+		}
+		li.dataInfo, _ = li.data.Stat()
+	}
+	if li.detached {
+		if li.hdr, err = open(li.hdrName, "header file"); err != nil {
+			li.Close()
+			return nil, err
+		}
+		if li.hdrSize, err = size(li.hdr); err != nil {
+			li.Close()
+			return nil, err
+		}
+	} else {
+		li.hdr, li.hdrSize = li.data, li.dataSize
+	}
+	if li.h, err = luks.ReadHeader(li.hdr, li.hdrSize); err != nil {
+		li.Close()
+		return nil, luksError(li.hdrName, err)
+	}
+	return li, nil
+}
+
+// luksOutput starts writing path (createOutput), refusing the image and
+// its detached header as outputs: either would be replaced.
+func luksOutput(path string, li *luksImage, force bool) (*output, error) {
+	if fi, err := os.Stat(path); err == nil && li.detached {
+		if hi, err := li.hdr.Stat(); err == nil && os.SameFile(fi, hi) {
+			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
+		}
+	}
+	info := li.dataInfo
+	if info == nil {
+		info, _ = li.hdr.Stat()
+	}
+	return createOutput(path, &input{File: li.data, path: li.name, size: li.dataSize, info: info}, force)
+}
+
+// checkInputPath names what is wrong with an input path before it is
+// opened: missing, a directory, neither a file nor a block device.
+func checkInputPath(path, what string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return withCode(exitInput, fmt.Errorf("%s %s does not exist", what, path))
+	case err != nil:
+		return withCode(exitInput, fmt.Errorf("cannot read %s: %w", what, err))
+	case fi.IsDir():
+		return withCode(exitInput, fmt.Errorf("%s %s is a directory", what, path))
+	case !fi.Mode().IsRegular() && (fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0):
+		return withCode(exitInput, fmt.Errorf("%s %s is not a regular file or block device", what, path))
+	}
+	return nil
+}
+
+// luksLimits bounds the KDF costs that unlocking runs, as for volumes:
+// luks.DefaultLimits, or nothing with --allow-expensive-kdf.
+func (a *app) luksLimits() *luks.Limits {
+	l := luks.DefaultLimits()
+	if a.allowExpensiveKDF {
+		l = luks.Limits{MaxMemoryKiB: math.MaxUint32, MaxTime: math.MaxUint32, MaxThreads: math.MaxUint32,
+			MaxWork: math.MaxUint64, MaxIterations: math.MaxUint64}
+	}
+	return &l
+}
+
+// luksKeySlot is --key-slot: nil when not given.
+func luksKeySlot(cmd *cobra.Command) (*int, error) {
+	f := cmd.Flags().Lookup("key-slot")
+	if f == nil || !f.Changed {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(f.Value.String())
+	if err != nil || n < 0 || n > 31 {
+		return nil, usageError(fmt.Errorf("--key-slot %s: LUKS keyslots are 0..31 (LUKS1: 0..7)", f.Value.String()))
+	}
+	return &n, nil
+}
+
+// luksUsable checks, before anyone is asked for a passphrase, that the
+// volume is one this package decrypts and that a keyslot can be tried:
+// pick (--key-slot), or any if it is nil. It returns the keyslots to try.
+func luksUsable(li *luksImage, pick *int) ([]int, error) {
+	h := li.h
+	if err := h.Supported(); err != nil {
+		return nil, luksError(li.hdrName, err)
+	}
+	if pick != nil {
+		k := h.Keyslot(*pick)
+		switch {
+		case k == nil:
+			return nil, usageError(fmt.Errorf("%s: keyslot %d is not in use (keyslots in use: %s)", li.hdrName, *pick, intList(luksSlotIDs(h))))
+		case k.Err != nil:
+			return nil, luksError(li.hdrName, k.Err)
+		}
+		return []int{*pick}, nil
+	}
+	var why []error
+	for _, k := range h.Keyslots {
+		if k.Err == nil {
+			return nil, nil
+		}
+		why = append(why, k.Err)
+	}
+	if len(why) == 0 {
+		return nil, withCode(exitKey, fmt.Errorf("%s has no keyslot: no passphrase opens it", li.hdrName),
+			"restore a header backup taken before the last keyslot was removed")
+	}
+	return nil, luksError(li.hdrName, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(why...)))
+}
+
+func luksSlotIDs(h *luks.Header) []int {
+	var ids []int
+	for _, k := range h.Keyslots {
+		ids = append(ids, k.ID)
+	}
+	return ids
+}
+
+// luksUnlock asks for the passphrase (--key-file, --passphrase-file or the
+// terminal) and unlocks li; it returns the volume key, which the caller
+// wipes, and the keyslot that opened.
+func luksUnlock(a *app, cmd *cobra.Command, li *luksImage) ([]byte, int, error) {
+	pick, err := luksKeySlot(cmd)
+	if err != nil {
+		return nil, -1, err
+	}
+	slots, err := luksUsable(li, pick)
+	if err != nil {
+		return nil, -1, err
+	}
+	pass, err := luksPassphrase(a, cmd, "key-file", "passphrase-file", "the passphrase for "+li.name, false)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer clear(pass)
+	key, slot, err := li.h.Unlock(a.ctx, li.hdr, pass, luks.UnlockOptions{Keyslots: slots, Limits: a.luksLimits()})
+	if err != nil {
+		return nil, -1, luksUnlockError(li, err)
+	}
+	return key, slot, nil
+}
+
+// luksUnlockError explains a failed unlock, naming the keyslots that only
+// a token (TPM2, FIDO2, ...) can open: xtsctl runs no tokens.
+func luksUnlockError(li *luksImage, err error) error {
+	err = luksError(li.hdrName, err)
+	var byToken []string
+	for _, t := range li.h.Tokens {
+		byToken = append(byToken, fmt.Sprintf("%s (token %d, keyslots %s)", t.Type, t.ID, intList(t.Keyslots)))
+	}
+	var ce *cliError
+	if len(byToken) > 0 && errors.As(err, &ce) && ce.code == exitKey {
+		ce.hints = append(ce.hints, "keyslots bound to tokens open with what the token holds, which xtsctl does not run: "+strings.Join(byToken, ", "))
+	}
+	return err
+}
+
+// luksError maps the luks package's errors to exit codes, naming the file.
+func luksError(file string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		ce *cliError
+		ue *luks.UnsupportedError
+	)
+	wrap := func(code int, hints ...string) error {
+		return withCode(code, fmt.Errorf("%s: %w", file, err), hints...)
+	}
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case errors.Is(err, luks.ErrNotLUKS):
+		return withCode(exitInput, fmt.Errorf("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header)", file))
+	case errors.Is(err, luks.ErrKDFCost):
+		return wrap(exitKey, "the image sets these costs; if you trust it, --allow-expensive-kdf runs them (it may take very long and much memory)")
+	case errors.Is(err, luks.ErrWrongPassphrase):
+		return wrap(exitKey)
+	case errors.As(err, &ue) && ue.Feature == luks.FeatureVersion && strings.HasPrefix(ue.Value, "1 "):
+		return wrap(exitInput, "cryptsetup writes LUKS1 headers, or converts them: cryptsetup convert --type luks2 (back up the header first)")
+	case errors.As(err, &ue) && ue.Feature == luks.FeatureReencryption:
+		return wrap(exitInput)
+	case errors.Is(err, luks.ErrUnsupported):
+		return wrap(exitInput, "cryptsetup, with device-mapper, opens what xtsctl does not support")
+	case errors.Is(err, luks.ErrCorrupt):
+		return wrap(exitIntegrity, "if you have a header backup of it: xtsctl header restore --force IMAGE BACKUP")
+	case errors.Is(err, luks.ErrLastKeyslot):
+		return wrap(exitUsage, "add another passphrase first (xtsctl passphrase add), or use --force")
+	case errors.Is(err, luks.ErrHeaderChanged):
+		return wrap(exitFailure, "another program changed the header meanwhile; run the command again")
+	case errors.Is(err, luks.ErrUUIDMismatch):
+		return wrap(exitUsage, "a header backup goes back onto the volume it was taken from")
+	case errors.Is(err, volume.ErrInUse):
+		return wrap(exitDevice, "xtsctl status lists open images; close it first")
+	}
+	return wrap(exitFailure)
+}
+
+// luksCipher describes a LUKS image's data segment for the open record
+// (status), as plainCipher describes a plain image's.
+func luksCipher(h *luks.Header) blockdev.Cipher {
+	return blockdev.Cipher{Name: h.Cipher, KeyBits: 8 * h.KeySize, SectorSize: h.Segment.SectorSize, DataOffset: int64(h.Segment.Offset)}
+}
+
+// luksNeedFile refuses a stream as a new LUKS image: it is written at
+// offsets, header last.
+func luksNeedFile(out *output) error {
+	if out.File != nil {
+		return nil
+	}
+	out.Abort()
+	return usageError(fmt.Errorf("%s cannot take a LUKS image: it is written at offsets, its header last, so it must be a file", out.FinalName()))
+}
+
+// describeLUKS is the one-line summary of a LUKS image's encryption.
+func describeLUKS(h *luks.Header) string {
+	return fmt.Sprintf("LUKS%d, %s, %d-bit key, %d-byte sectors", h.Version, h.Cipher, 8*h.KeySize, h.Segment.SectorSize)
+}
+
+// testOnlyLUKSArgon2 and testOnlyLUKSDigest replace the calibration of new
+// keyslots and of the volume key digest in tests (luks_test.go).
+var (
+	testOnlyLUKSArgon2 *luks.Argon2Params
+	testOnlyLUKSDigest uint32
+)
+
+// luksKDF returns the Argon2id costs of a new LUKS2 keyslot from
+// --kdf-time, --kdf-memory and --kdf-iterations, calibrated as
+// cryptsetup does (at least 4 passes; less memory rather than fewer
+// passes) and held to the bounds of new volume key slots: no more work
+// than xtsctl unlocks unasked, and not below 32 MiB unless the memory was
+// chosen.
+func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
+	fs := cmd.Flags()
+	kdfTime, _ := fs.GetDuration("kdf-time")
+	iterations, _ := fs.GetUint32("kdf-iterations")
+	var memKiB uint32
+	if m := flagString(cmd, "kdf-memory"); m != "" {
+		n, err := parseKDFMemory(m)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--kdf-memory: %w", err))
+		}
+		memKiB = n
+	}
+	if kdfTime <= 0 {
+		return nil, usageError(fmt.Errorf("--kdf-time must be positive, not %v", kdfTime))
+	}
+	var p luks.Argon2Params
+	switch {
+	case iterations > 0:
+		if iterations < 4 {
+			return nil, usageError(fmt.Errorf("--kdf-iterations %d: LUKS2 Argon2 keyslots take at least 4 passes (cryptsetup refuses fewer)", iterations))
+		}
+		p = luks.Argon2Params{Time: iterations, MemoryKiB: memKiB, Threads: uint32(min(4, max(1, runtime.NumCPU())))}
+		if p.MemoryKiB == 0 {
+			p.MemoryKiB = volume.DefaultKDFMemory()
+		}
+	case testOnlyLUKSArgon2 != nil:
+		return testOnlyLUKSArgon2, nil
+	default:
+		a.infof("calibrating the passphrase hashing (Argon2id) to take %v", kdfTime)
+		p = luks.CalibrateArgon2id(kdfTime, memKiB)
+	}
+	if err := (luks.FormatOptions{Keyslot: luks.KeyslotOptions{Argon2: &p}}).Check(); err != nil {
+		return nil, usageError(err)
+	}
+	work := uint64(p.Time) * uint64(p.MemoryKiB)
+	switch {
+	case p.MemoryKiB > luks.DefaultMaxMemoryKiB || p.Time > luks.DefaultMaxTime:
+		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", humanBytes(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
+	case work > luks.DefaultMaxWork:
+		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
+			humanBytes(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+	case p.MemoryKiB < volume.MinKDFMemoryKiB && memKiB == 0:
+		return nil, usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
+			humanBytes(int64(p.MemoryKiB)<<10), kdfTime, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+	case p.MemoryKiB < volume.MinKDFMemoryKiB:
+		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test image, not for data)", humanBytes(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
+	}
+	return &p, nil
+}
+
+// luksNewPassphrase reads a new passphrase: --new-key-file (whole file),
+// --new-passphrase-file, or the terminal, asked twice.
+func luksNewPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, image string) ([]byte, error) {
+	return luksPassphrase(a, cmd, keyFlag, passFlag, "the new passphrase for "+image, true)
+}
+
+// keyslotList describes keyslots for messages: "0, 3".
+func keyslotList(h *luks.Header) string {
+	ids := luksSlotIDs(h)
+	slices.Sort(ids)
+	return intList(ids)
+}
+
+// kdfDescription is a keyslot's KDF and its costs, for messages.
+func kdfDescription(k luks.KDF) string {
+	switch k.Type {
+	case "argon2i", "argon2id":
+		return fmt.Sprintf("%s, %d passes, %s, %d threads", k.Type, k.Time, humanBytes(int64(k.MemoryKiB)<<10), k.Threads)
+	case "pbkdf2":
+		return fmt.Sprintf("pbkdf2-%s, %d iterations", k.Hash, k.Iterations)
+	}
+	return k.Type
+}

@@ -1,0 +1,253 @@
+package main
+
+// decrypt of LUKS images, and encrypt and format --type luks2: the data
+// segment to and from a plaintext file.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/luks"
+)
+
+// luksDataOnly lists the flags of encrypt and decrypt that LUKS images do
+// not take: the header records them.
+var luksDataOnly = []string{"offset", "skip", "iv-large-sectors", "integrity", "tag-size", "recover"}
+
+// luksDecrypt writes the plaintext of a LUKS image's data segment to
+// outPath (cmd_encrypt.go's hook).
+func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool) error {
+	if err := luksRejectFlags(cmd, append(luksDataOnly, "sector-size")...); err != nil {
+		return err
+	}
+	li, err := openLUKS(cmd, inPath, luksRead)
+	if err != nil {
+		return err
+	}
+	defer li.Close()
+	// Refusals come before any prompt and before the output exists.
+	pick, err := luksKeySlot(cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := luksUsable(li, pick); err != nil {
+		return err
+	}
+	_, n, err := li.h.DataRange(li.dataSize)
+	if err != nil {
+		return luksError(inPath, err)
+	}
+	out, err := luksOutput(outPath, li, force)
+	if err != nil {
+		return err
+	}
+	key, slot, err := luksUnlock(a, cmd, li)
+	if err != nil {
+		out.Abort()
+		return err
+	}
+	defer clear(key)
+	update, done := newProgress(a, "decrypting", n)
+	_, err = li.h.Decrypt(a.ctx, key, li.data, li.dataSize, &progressWriter{w: out, update: update})
+	done()
+	if err := finish(out, err); err != nil {
+		return luksError(inPath, err)
+	}
+	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, humanBytes(n), slot, outPath, describeLUKS(li.h))
+	return nil
+}
+
+// progressWriter counts what passes through it for a progress bar.
+type progressWriter struct {
+	w      io.Writer
+	update func(int64)
+	n      int64
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if p.update != nil {
+		p.update(p.n)
+	}
+	return n, err
+}
+
+// progressReader is progressWriter for reads.
+type progressReader struct {
+	r      io.Reader
+	update func(int64)
+	n      int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if p.update != nil {
+		p.update(p.n)
+	}
+	return n, err
+}
+
+// luksFormatOptions reads the options of a new LUKS2 image from the flags
+// of encrypt and format: --key-size, --sector-size (4096 unless given),
+// --label, --uuid.
+func luksFormatOptions(cmd *cobra.Command) (luks.FormatOptions, error) {
+	if err := luksRejectFlags(cmd, luksDataOnly...); err != nil {
+		return luks.FormatOptions{}, err
+	}
+	fs := cmd.Flags()
+	var o luks.FormatOptions
+	switch bits, _ := fs.GetInt("key-size"); bits {
+	case 256, 512:
+		o.KeySize = bits / 8
+	default:
+		return o, usageError(fmt.Errorf("unsupported --key-size %d (want 512 for XTS-AES-256 or 256 for XTS-AES-128)", bits))
+	}
+	ss, err := volumeSectorSize(cmd)
+	if err != nil {
+		return o, err
+	}
+	o.SectorSize = ss
+	o.Label = flagString(cmd, "label")
+	o.UUID = flagString(cmd, "uuid")
+	o.DigestIterations = testOnlyLUKSDigest
+	if err := o.Check(); err != nil {
+		return o, usageError(err)
+	}
+	return o, nil
+}
+
+// luksCreate asks for the passphrase, formats out (size bytes) as LUKS2
+// and encrypts the size-o.DataOffset bytes of r into its data segment.
+func luksCreate(a *app, cmd *cobra.Command, o luks.FormatOptions, out interface {
+	luks.ReadWriterAt
+	Truncate(int64) error
+}, size int64, r io.Reader, image, what string) (*luks.Header, error) {
+	pass, err := luksNewPassphrase(a, cmd, "key-file", "passphrase-file", image)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(pass)
+	kp, err := luksKDF(a, cmd)
+	if err != nil {
+		return nil, err
+	}
+	o.Keyslot.Argon2 = kp
+	if err := out.Truncate(size); err != nil {
+		return nil, withCode(exitOutput, fmt.Errorf("cannot write %s: %w", image, err))
+	}
+	h, key, err := luks.Format(out, size, pass, o)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	_, n, err := h.DataRange(size)
+	if err != nil {
+		return nil, err
+	}
+	update, done := newProgress(a, what, n)
+	_, err = h.Encrypt(a.ctx, key, &progressReader{r: r, update: update}, out, size)
+	done()
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// luksEncrypt is encrypt --type luks2 (cmd_encrypt.go's hook): IN becomes
+// the data segment of a new LUKS2 image OUT with cryptsetup's default
+// layout.
+func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force bool) error {
+	if err := luksWriteType(typ); err != nil {
+		return err
+	}
+	o, err := luksFormatOptions(cmd)
+	if err != nil {
+		return err
+	}
+	if inPath == "-" {
+		return usageError(errors.New("encrypt --type luks2 reads IN from a file: the image's size comes from it"))
+	}
+	in, err := openInput(inPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if in.size%int64(o.SectorSize) != 0 {
+		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, o.SectorSize),
+			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(o.SectorSize)), inPath))
+	}
+	out, err := createOutput(outPath, in, force)
+	if err != nil {
+		return err
+	}
+	if err := luksNeedFile(out); err != nil {
+		return err
+	}
+	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(in.size), in, outPath, "encrypting")
+	if err := finish(out, err); err != nil {
+		return luksError(outPath, err)
+	}
+	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, humanBytes(in.size), outPath, describeLUKS(h), h.UUID, h.Segment.Offset)
+	return nil
+}
+
+// luksFormatType is format with a --type other than volume
+// (cmd_format.go's hook): --type luks2 makes a new LUKS2 image holding
+// size bytes of zeros. It prints the UUID.
+func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, force bool) error {
+	if !isLUKSType(typ) {
+		return usageError(fmt.Errorf("unknown --type %q (want %s or luks2)", typ, typeVolume))
+	}
+	if err := luksWriteType(typ); err != nil {
+		return err
+	}
+	size, err := parseSize(sizeArg)
+	if err != nil {
+		return usageError(fmt.Errorf("--size: %w", err))
+	}
+	o, err := luksFormatOptions(cmd)
+	if err != nil {
+		return err
+	}
+	if size <= 0 || size%int64(o.SectorSize) != 0 {
+		return usageError(fmt.Errorf("--size %s is not a positive whole number of %d-byte sectors", sizeArg, o.SectorSize))
+	}
+	if o.ImageSize(size) < size {
+		return usageError(fmt.Errorf("--size %s is too large", sizeArg))
+	}
+	out, err := createOutput(image, &input{}, force)
+	if err != nil {
+		return err
+	}
+	if err := luksNeedFile(out); err != nil {
+		return err
+	}
+	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(size), io.LimitReader(zeroReader{}, size), image, "formatting")
+	if err := finish(out, err); err != nil {
+		return luksError(image, err)
+	}
+	a.resultf("%s", h.UUID)
+	a.infof("formatted %s: %s of data (image %s), %s, data at byte %d", image, humanBytes(size), humanBytes(o.ImageSize(size)), describeLUKS(h), h.Segment.Offset)
+	return nil
+}
+
+// luksWriteType checks the --type of a new image: LUKS2 is written, LUKS1
+// only read.
+func luksWriteType(typ string) error {
+	if typ == "luks1" {
+		return withCode(exitUsage, errors.New("unsupported --type luks1: xtsctl reads LUKS1 images but writes only LUKS2"), "use --type luks2")
+	}
+	return nil
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

@@ -1,0 +1,14 @@
+// Generator of internal/cpuid's assembly. A separate module, so that avo
+// stays out of xtsctl's dependency graph; the leading underscore keeps it
+// out of ./... in the main module.
+module github.com/xtsctl/xtsctl/internal/cpuid/_asm
+
+go 1.26.0
+
+require github.com/mmcloughlin/avo v0.5.0
+
+require (
+	golang.org/x/mod v0.6.0 // indirect
+	golang.org/x/sys v0.1.0 // indirect
+	golang.org/x/tools v0.2.0 // indirect
+)

@@ -1,0 +1,239 @@
+package luks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/sector"
+	"github.com/xtsctl/xtsctl/xts"
+)
+
+// DataRange returns where the data segment lies on a data device of
+// dataSize bytes (the image itself, or the data device of a detached
+// header): its byte offset and length. A "dynamic" segment runs to the end
+// of the device, rounded down to whole sectors (cryptsetup 2.6.1 does not
+// round: the kernel then refuses its table, so such an image does not open
+// there at all); a fixed one must fit. Its
+// IVs must also fit the cipher: aes-xts-plain counts 32-bit sectors, and
+// is accepted only where that is the same as aes-xts-plain64.
+func (h *Header) DataRange(dataSize int64) (offset, length int64, err error) {
+	if err := h.Supported(); err != nil {
+		return 0, 0, err
+	}
+	s := h.Segment
+	if dataSize < 0 || s.Offset > uint64(dataSize) {
+		return 0, 0, fmt.Errorf("data segment starts at byte %d, beyond the %d-byte data device", s.Offset, dataSize)
+	}
+	avail := uint64(dataSize) - s.Offset
+	n := s.Size
+	if s.Dynamic {
+		n = avail - avail%uint64(s.SectorSize)
+	} else if n > avail {
+		return 0, 0, fmt.Errorf("data segment of %d bytes at byte %d runs past the end of the %d-byte data device", n, s.Offset, dataSize)
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("data segment is empty: the %d-byte data device ends before a whole %d-byte sector after byte %d", dataSize, s.SectorSize, s.Offset)
+	}
+	if s.Cipher == "aes-xts-plain" && n/512 > 1<<32 {
+		return 0, 0, unsupported(FeatureIVRange, fmt.Sprintf("(IVs up to %d)", n/512),
+			"aes-xts-plain wraps its 32-bit IV after 2 TiB; aes-xts-plain64 is supported at any size")
+	}
+	return int64(s.Offset), int64(n), nil
+}
+
+// SectorParams returns how the data segment's sectors map to XTS tweaks
+// as cryptsetup 2.6.1 sets dm-crypt up: plain64 counting 512-byte units
+// from the segment start, whatever the sector size (never
+// iv_large_sectors), with IV offset 0. The LUKS2 iv_tweak field is not
+// added: cryptsetup's crypt_get_iv_offset returns 0 for LUKS2 and only
+// reencryption uses the field; a header with iv_tweak 2048 is mapped with
+// offset 0 by the kernel too (docs/LUKS.md).
+func (h *Header) SectorParams() sector.Params {
+	return sector.Params{Size: h.Segment.SectorSize, IVMode: sector.Plain64, IVOffset: 0}
+}
+
+// NewCodec returns a sector codec for the data segment with the volume
+// key. Sector 0 is the segment's first sector.
+func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
+	if err := h.Supported(); err != nil {
+		return nil, err
+	}
+	if err := h.checkKeyLen(key); err != nil {
+		return nil, err
+	}
+	c, err := xts.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return sector.NewCodec(c, h.SectorParams())
+}
+
+// dmFlags maps LUKS2 persistent flags (config.flags) to the dm-crypt
+// options cryptsetup loads for them (get_dm_crypt_params in
+// lib/libdevmapper.c). cryptsetup 2.6.1 does not know "high-priority"
+// (2.7 added it) and ignores it, as it ignores any flag it does not know.
+var dmFlags = []struct {
+	luks string
+	set  func(*devmapper.CryptTable)
+}{
+	{"allow-discards", func(t *devmapper.CryptTable) { t.AllowDiscards = true }},
+	{"same-cpu-crypt", func(t *devmapper.CryptTable) { t.SameCPUCrypt = true }},
+	{"submit-from-crypt-cpus", func(t *devmapper.CryptTable) { t.SubmitFromCryptCPUs = true }},
+	{"no-read-workqueue", func(t *devmapper.CryptTable) { t.NoReadWorkqueue = true }},
+	{"no-write-workqueue", func(t *devmapper.CryptTable) { t.NoWriteWorkqueue = true }},
+	{"high-priority", func(t *devmapper.CryptTable) { t.HighPriority = true }},
+}
+
+// DMTable returns the dm-crypt mapping cryptsetup loads for this volume on
+// a data device of dataSize bytes, without its key and device (the caller
+// fills them in; devmapper.CryptTable writes the line):
+//
+//	0 <sectors> crypt <cipher> <key> 0 <device> <offset sectors> [<n> <options>]
+//
+// The options are the persistent flags of a LUKS2 header and sector_size:N
+// above 512; the IV offset is 0 and IVs count 512-byte units
+// (SectorParams). cryptsetup passes a LUKS2 key through the kernel keyring,
+// so its table shows ":64:logon:cryptsetup:<uuid>-d0" where this one has
+// the hex key; with --disable-keyring the lines are equal.
+func (h *Header) DMTable(dataSize int64) (devmapper.CryptTable, error) {
+	off, n, err := h.DataRange(dataSize)
+	if err != nil {
+		return devmapper.CryptTable{}, err
+	}
+	t := devmapper.CryptTable{
+		Cipher:     h.Segment.Cipher,
+		Offset:     uint64(off / 512),
+		Length:     uint64(n / 512),
+		SectorSize: h.Segment.SectorSize,
+	}
+	for _, f := range dmFlags {
+		if slices.Contains(h.Flags, f.luks) {
+			f.set(&t)
+		}
+	}
+	return t, nil
+}
+
+// chunkSize is how much Decrypt and Encrypt handle at a time: large enough
+// for the codec to spread over all cores, small enough to overlap I/O.
+const chunkSize = 4 << 20
+
+// Decrypt writes the plaintext of the whole data segment to w. data holds
+// the data device (the image, or the data device of a detached header) of
+// dataSize bytes. Reading, decrypting (on all cores) and writing overlap.
+func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, dataSize int64, w io.Writer) (int64, error) {
+	off, n, err := h.DataRange(dataSize)
+	if err != nil {
+		return 0, err
+	}
+	codec, err := h.NewCodec(key)
+	if err != nil {
+		return 0, err
+	}
+	ss := int64(h.Segment.SectorSize)
+	type chunk struct {
+		buf []byte
+		pos int64
+		err error
+	}
+	free := make(chan []byte, 3)
+	for range 3 {
+		free <- make([]byte, chunkSize)
+	}
+	full := make(chan chunk, 2)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(full)
+		for pos := int64(0); pos < n; pos += chunkSize {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-done:
+				return
+			}
+			buf = buf[:min(chunkSize, n-pos)]
+			err := readFull(data, buf, off+pos)
+			if err == nil {
+				err = ctx.Err()
+			}
+			select {
+			case full <- chunk{buf, pos, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var written int64
+	for c := range full {
+		if c.err != nil {
+			return written, c.err
+		}
+		codec.Decrypt(c.buf, c.buf, uint64(c.pos/ss))
+		m, err := w.Write(c.buf)
+		written += int64(m)
+		clear(c.buf)
+		if err != nil {
+			return written, err
+		}
+		free <- c.buf[:cap(c.buf)]
+	}
+	return written, nil
+}
+
+// Encrypt encrypts the plaintext read from r into the data segment of a
+// data device of dataSize bytes, written through w, from the segment's
+// first sector on. A last partial sector is padded with zeros. It fails,
+// having written what fit, if r holds more than the segment. It returns the
+// number of plaintext bytes read.
+func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.WriterAt, dataSize int64) (int64, error) {
+	off, n, err := h.DataRange(dataSize)
+	if err != nil {
+		return 0, err
+	}
+	codec, err := h.NewCodec(key)
+	if err != nil {
+		return 0, err
+	}
+	ss := int64(h.Segment.SectorSize)
+	buf := make([]byte, chunkSize)
+	defer clear(buf)
+	var pos int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return pos, err
+		}
+		m, rerr := io.ReadFull(r, buf[:min(chunkSize, n-pos)])
+		if m > 0 {
+			padded := (int64(m) + ss - 1) / ss * ss
+			clear(buf[m:padded])
+			codec.Encrypt(buf[:padded], buf[:padded], uint64(pos/ss))
+			if _, err := w.WriteAt(buf[:padded], off+pos); err != nil {
+				return pos, err
+			}
+			pos += int64(m)
+		}
+		switch {
+		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+			return pos, nil
+		case rerr != nil:
+			return pos, rerr
+		case pos == n:
+			var one [1]byte
+			switch _, err := io.ReadFull(r, one[:]); {
+			case err == nil:
+				return pos, fmt.Errorf("plaintext is longer than the %d-byte data segment", n)
+			case !errors.Is(err, io.EOF):
+				return pos, err
+			}
+			return pos, nil
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package luks
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotLUKS is returned for an image with no LUKS header at all: neither
+// magic at byte 0 nor a LUKS2 secondary header at any offset the format
+// allows.
+var ErrNotLUKS = errors.New("no LUKS header")
+
+// ErrWrongPassphrase is returned when no keyslot tried opens with the
+// passphrase.
+var ErrWrongPassphrase = errors.New("no keyslot opens with this passphrase")
+
+// ErrUnsupported matches every *UnsupportedError with errors.Is.
+var ErrUnsupported = errors.New("unsupported LUKS feature")
+
+// Feature names what an UnsupportedError refuses.
+type Feature string
+
+const (
+	FeatureVersion      Feature = "LUKS version"
+	FeatureCipher       Feature = "cipher"
+	FeatureKeySize      Feature = "key size"
+	FeatureIntegrity    Feature = "integrity protection (dm-integrity segment)"
+	FeatureReencryption Feature = "reencryption in progress"
+	FeatureRequirement  Feature = "mandatory requirement"
+	FeatureOPAL         Feature = "OPAL hardware encryption"
+	FeatureSegments     Feature = "data segments"
+	FeatureSegmentType  Feature = "segment type"
+	FeatureSegmentFlag  Feature = "segment flag"
+	FeatureKeyslotType  Feature = "keyslot type"
+	FeatureAF           Feature = "anti-forensic splitter"
+	FeatureKDF          Feature = "key derivation function"
+	FeatureHash         Feature = "hash"
+	FeatureDigest       Feature = "digest type"
+	FeatureKeyslotArea  Feature = "keyslot area"
+	FeatureIVRange      Feature = "plain IV range"
+	FeatureChecksum     Feature = "header checksum algorithm"
+)
+
+// UnsupportedError says that the image uses something this package does
+// not implement. Nothing is written or decrypted when it is returned.
+type UnsupportedError struct {
+	Feature Feature
+	Value   string // what the header asks for, e.g. "serpent-xts-plain64"
+	Keyslot int    // the keyslot concerned, or -1
+	Hint    string // what is supported instead, if useful
+}
+
+func (e *UnsupportedError) Error() string {
+	s := "unsupported " + string(e.Feature)
+	if e.Value != "" {
+		s += " " + e.Value
+	}
+	if e.Keyslot >= 0 {
+		s = fmt.Sprintf("keyslot %d: %s", e.Keyslot, s)
+	}
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+func unsupported(f Feature, value, hint string) *UnsupportedError {
+	return &UnsupportedError{Feature: f, Value: value, Keyslot: -1, Hint: hint}
+}
+
+func unsupportedSlot(slot int, f Feature, value, hint string) *UnsupportedError {
+	return &UnsupportedError{Feature: f, Value: value, Keyslot: slot, Hint: hint}
+}
+
+// ErrCorrupt matches every *CorruptError with errors.Is.
+var ErrCorrupt = errors.New("corrupt LUKS header")
+
+// CorruptError is a header that is damaged or malformed: a checksum that
+// does not match, a field out of range, an area outside the device.
+type CorruptError struct {
+	Where  string // "primary header", "LUKS2 metadata", "keyslot 3", ...
+	Reason string
+	cause  error
+}
+
+func (e *CorruptError) Error() string { return e.Where + ": " + e.Reason }
+
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func (e *CorruptError) Unwrap() error { return e.cause }
+
+// errNoMagic marks a header copy that is simply not there (no magic),
+// as opposed to one that is there but damaged.
+var errNoMagic = errors.New("no magic")
+
+func corrupt(where, format string, a ...any) *CorruptError {
+	return &CorruptError{Where: where, Reason: fmt.Sprintf(format, a...)}
+}
+
+// ErrKDFCost matches every *KDFCostError with errors.Is.
+var ErrKDFCost = errors.New("key derivation cost above the limit")
+
+// KDFCostError refuses to run a key derivation whose cost, read from the
+// image, is above the caller's Limits. The image decides these numbers, so
+// without a bound anyone who can write it could make unlocking take hours
+// or exhaust memory.
+type KDFCostError struct {
+	Keyslot int    // -1 for the volume key digest
+	KDF     string // "argon2id", "pbkdf2-sha256", ...
+	Cost    string // "memory", "time", "threads", "iterations", "work"
+	Value   uint64
+	Limit   uint64
+	Spent   uint64 // of the limit, already spent on other keyslots in the same Unlock
+	Unit    string // "KiB", "passes", ...
+}
+
+func (e *KDFCostError) Error() string {
+	who := "digest"
+	if e.Keyslot >= 0 {
+		who = fmt.Sprintf("keyslot %d", e.Keyslot)
+	}
+	unit := ""
+	if e.Unit != "" {
+		unit = " " + e.Unit
+	}
+	s := fmt.Sprintf("%s: %s %s %d%s is above the limit of %d%s", who, e.KDF, e.Cost, e.Value, unit, e.Limit, unit)
+	if e.Spent > 0 {
+		s += fmt.Sprintf(" (%d%s of it spent on the keyslots tried before)", e.Spent, unit)
+	}
+	return s
+}
+
+func (e *KDFCostError) Is(target error) bool { return target == ErrKDFCost }
+
+// ErrLastKeyslot refuses to remove the only keyslot left, which would make
+// the volume impossible to unlock.
+var ErrLastKeyslot = errors.New("refusing to remove the last keyslot")
+
+// ErrHeaderChanged is returned by a write when the header on disk is no
+// longer the one that was read (another program changed it meanwhile).
+var ErrHeaderChanged = errors.New("the header on disk changed since it was read")

@@ -1,0 +1,48 @@
+package luks
+
+import (
+	"crypto/pbkdf2"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha3"
+	"crypto/sha512"
+	"hash"
+	"strings"
+
+	"golang.org/x/crypto/ripemd160" //lint:ignore SA1019 LUKS1 headers made with --hash ripemd160 exist; the hash is only read, never offered for new headers
+)
+
+// hashByName maps the hash names cryptsetup writes (gcrypt/OpenSSL
+// spelling, as in luksDump) to constructors.
+func hashByName(name string) func() hash.Hash {
+	switch strings.ToLower(name) {
+	case "sha1":
+		return sha1.New
+	case "sha224":
+		return sha256.New224
+	case "sha256":
+		return sha256.New
+	case "sha384":
+		return sha512.New384
+	case "sha512":
+		return sha512.New
+	case "ripemd160":
+		return ripemd160.New
+	case "sha3-224":
+		return func() hash.Hash { return sha3.New224() }
+	case "sha3-256":
+		return func() hash.Hash { return sha3.New256() }
+	case "sha3-384":
+		return func() hash.Hash { return sha3.New384() }
+	case "sha3-512":
+		return func() hash.Hash { return sha3.New512() }
+	}
+	return nil
+}
+
+const supportedHashes = "sha1, sha224, sha256, sha384, sha512, ripemd160, sha3-224/256/384/512"
+
+// pbkdf2Key runs PBKDF2-HMAC. The caller has bounded iterations and keyLen.
+func pbkdf2Key(h func() hash.Hash, password, salt []byte, iterations, keyLen int) ([]byte, error) {
+	return pbkdf2.Key(h, string(password), salt, iterations, keyLen)
+}

@@ -1,0 +1,184 @@
+package luks
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/xtsctl/xtsctl/internal/devmapper"
+)
+
+// LUKS1 on-disk layout (LUKS1 On-Disk Format Specification 1.2.3). All
+// integers are big-endian; offsets of key material and of the payload
+// count 512-byte sectors.
+const (
+	luks1HeaderSize   = 592
+	luks1Slots        = 8
+	luks1SlotBase     = 208
+	luks1SlotSize     = 48
+	luks1DigestSize   = 20
+	luks1SlotActive   = 0x00AC71F3
+	luks1SlotInactive = 0x0000DEAD
+	saltLen1          = 32
+)
+
+func parseLUKS1(b []byte, devSize uint64) (*Header, error) {
+	const where = "LUKS1 header"
+	be32 := func(off int) uint32 { return binary.BigEndian.Uint32(b[off:]) }
+	name, mode := cstring(b[8:40]), cstring(b[40:72])
+	h := &Header{
+		Version: 1,
+		Hash:    strings.ToLower(cstring(b[72:104])),
+		KeySize: int(be32(108)),
+		UUID:    cstring(b[168:208]),
+	}
+	h.Cipher = name + "-" + mode
+	payload := uint64(be32(104))
+	if h.KeySize < 1 || h.KeySize > 512 {
+		return nil, corrupt(where, "key size %d bytes", h.KeySize)
+	}
+	h.Segment = Segment{
+		Type: "crypt", Offset: payload * 512, Dynamic: true,
+		Cipher: h.Cipher, SectorSize: 512,
+	}
+	h.Segments = 1
+	dIter := be32(164)
+	if dIter == 0 {
+		return nil, corrupt(where, "digest iterations are 0")
+	}
+	d := Digest{
+		ID: 0, Type: "pbkdf2", Hash: h.Hash, Iterations: dIter, Segments: []int{0},
+		Salt:  append([]byte(nil), b[132:132+saltLen1]...),
+		Value: append([]byte(nil), b[112:112+luks1DigestSize]...),
+	}
+
+	// Every slot's area is checked, active or not, as cryptsetup does
+	// (LUKS_check_keyslots): inside the header device, before the payload,
+	// not over the header, not overlapping another slot.
+	matSectors := uint64(afMaterialSize(h.KeySize, stripesLUKS) / 512)
+	type area struct {
+		slot       int
+		start, end uint64 // sectors
+	}
+	var areas []area
+	for i := 0; i < luks1Slots; i++ {
+		s := b[luks1SlotBase+i*luks1SlotSize:]
+		state, iter := binary.BigEndian.Uint32(s[0:]), binary.BigEndian.Uint32(s[4:])
+		off, stripes := uint64(binary.BigEndian.Uint32(s[40:])), binary.BigEndian.Uint32(s[44:])
+		slotWhere := fmt.Sprintf("LUKS1 keyslot %d", i)
+		if stripes != stripesLUKS {
+			return nil, corrupt(slotWhere, "%d AF stripes (cryptsetup reads only %d)", stripes, stripesLUKS)
+		}
+		if off*512 < luks1HeaderSize {
+			return nil, corrupt(slotWhere, "key material at sector %d overlaps the header", off)
+		}
+		end := off + matSectors
+		if payload != 0 && end > payload {
+			return nil, corrupt(slotWhere, "key material (sectors %d..%d) runs into the data at sector %d", off, end, payload)
+		}
+		areas = append(areas, area{i, off, end})
+		h.HeaderSize = max(h.HeaderSize, end*512)
+		switch state {
+		case luks1SlotInactive:
+			continue
+		case luks1SlotActive:
+		default:
+			return nil, corrupt(slotWhere, "state 0x%08x is neither active nor inactive", state)
+		}
+		k := Keyslot{
+			ID: i, Type: "luks1", KeySize: h.KeySize, Priority: PriorityNormal,
+			KDF:    KDF{Type: "pbkdf2", Hash: h.Hash, Iterations: iter, Salt: append([]byte(nil), s[8:8+saltLen1]...)},
+			AF:     AF{Type: "luks1", Stripes: int(stripes), Hash: h.Hash},
+			Area:   Area{Type: "raw", Offset: off * 512, Size: matSectors * 512, Cipher: h.Cipher, KeySize: h.KeySize},
+			Digest: 0,
+		}
+		if iter == 0 {
+			k.Err = corrupt(slotWhere, "0 PBKDF2 iterations")
+		}
+		h.Keyslots = append(h.Keyslots, k)
+		d.Keyslots = append(d.Keyslots, i)
+	}
+	sort.Slice(areas, func(i, j int) bool { return areas[i].start < areas[j].start })
+	for i := 1; i < len(areas); i++ {
+		if areas[i].start < areas[i-1].end {
+			return nil, corrupt(fmt.Sprintf("LUKS1 keyslot %d", areas[i-1].slot), "key material overlaps keyslot %d", areas[i].slot)
+		}
+	}
+	if h.HeaderSize > devSize {
+		return nil, corrupt(where, "key material ends at byte %d, beyond the %d-byte header device", h.HeaderSize, devSize)
+	}
+	h.Digests = []Digest{d}
+	h.checkSlots()
+	return h, nil
+}
+
+// checkSlots marks the keyslots this package cannot try: an unknown KDF,
+// hash, AF or area cipher, a stored key of another size than the volume key,
+// no digest for the data segment.
+func (h *Header) checkSlots() {
+	for i := range h.Keyslots {
+		k := &h.Keyslots[i]
+		if k.Err == nil {
+			k.Err = h.slotProblem(k)
+		}
+	}
+}
+
+func (h *Header) slotProblem(k *Keyslot) error {
+	switch k.Type {
+	case "luks1", "luks2":
+	default:
+		return unsupportedSlot(k.ID, FeatureKeyslotType, fmt.Sprintf("%q", k.Type), "only luks2 keyslots hold a passphrase")
+	}
+	switch k.KDF.Type {
+	case "pbkdf2":
+		if hashByName(k.KDF.Hash) == nil {
+			return unsupportedSlot(k.ID, FeatureHash, k.KDF.Hash, supportedHashes)
+		}
+	case "argon2i", "argon2id":
+	default:
+		return unsupportedSlot(k.ID, FeatureKDF, k.KDF.Type, "pbkdf2, argon2i or argon2id")
+	}
+	if k.AF.Type != "luks1" {
+		return unsupportedSlot(k.ID, FeatureAF, k.AF.Type, "want luks1")
+	}
+	if k.AF.Stripes != stripesLUKS {
+		return unsupportedSlot(k.ID, FeatureAF, fmt.Sprintf("with %d stripes", k.AF.Stripes), fmt.Sprintf("cryptsetup uses %d", stripesLUKS))
+	}
+	if hashByName(k.AF.Hash) == nil {
+		return unsupportedSlot(k.ID, FeatureHash, k.AF.Hash, supportedHashes)
+	}
+	switch {
+	case k.Area.Type != "raw":
+		return unsupportedSlot(k.ID, FeatureKeyslotArea, fmt.Sprintf("type %q", k.Area.Type), "want raw")
+	case k.Area.Cipher != devmapper.DefaultCipher && k.Area.Cipher != "aes-xts-plain":
+		return unsupportedSlot(k.ID, FeatureCipher, k.Area.Cipher, "keyslot areas in aes-xts-plain64 only")
+	case k.Area.KeySize != 32 && k.Area.KeySize != 64:
+		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits (keyslot area)", k.Area.KeySize*8), "want 256 or 512")
+	case uint64(afMaterialSize(k.KeySize, k.AF.Stripes)) > k.Area.Size:
+		return corrupt(fmt.Sprintf("keyslot %d", k.ID), "%d-byte key material does not fit its %d-byte area", afMaterialSize(k.KeySize, k.AF.Stripes), k.Area.Size)
+	case k.KeySize != h.KeySize:
+		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits", k.KeySize*8), fmt.Sprintf("an unbound key; the volume key has %d bits", h.KeySize*8))
+	}
+	d := h.digest(k.Digest)
+	if d == nil || !containsInt(d.Segments, h.Segment.ID) {
+		return unsupportedSlot(k.ID, FeatureDigest, "(no digest for the data segment)", "an unbound keyslot")
+	}
+	if d.Type != "pbkdf2" {
+		return unsupportedSlot(k.ID, FeatureDigest, d.Type, "want pbkdf2")
+	}
+	if hashByName(d.Hash) == nil {
+		return unsupportedSlot(k.ID, FeatureHash, d.Hash+" (digest)", supportedHashes)
+	}
+	return nil
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
