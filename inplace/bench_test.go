@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
@@ -76,8 +77,8 @@ func BenchmarkInPlace(b *testing.B) {
 		codec.SetWorkers(1)
 		for range b.N {
 			t := open(b)
-			err := volume.RunChunks(context.Background(), size, defaultWorkers(), volume.ChunkStages{
-				Load: func(_ int, buf []byte, off int64) error { return readAt(t, buf, off) },
+			err := stream.Run(context.Background(), size, defaultWorkers(), stream.Stages{
+				Load: loadAll(func(_ int, buf []byte, off int64) error { return readAt(t, buf, off) }),
 				Work: func(_ int, buf []byte, off int64) error {
 					codec.Encrypt(buf, buf, uint64(off/512))
 					return nil

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/xtsctl/xtsctl/blake2b"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/internal/stream"
 )
 
 // Device is what a run reads and writes: the target, or the journal file.
@@ -32,7 +32,7 @@ type Target interface {
 }
 
 const (
-	chunk = volume.ChunkSize
+	chunk = stream.ChunkSize
 	// maxZone bounds a zone: in shift mode, the data between two records.
 	maxZone = 64 << 20
 	// sampleMax is how much of the target a record's sample covers.
@@ -70,7 +70,7 @@ func (g geometry) span(k int64) (lo, hi int64) {
 // remaining is how many bytes the zones from k on hold.
 func (g geometry) remaining(k int64) int64 { return max(0, g.length-k*g.zone) }
 
-// logical maps a chunk of RunChunks over the zones from k0 (at off, n bytes
+// logical maps a chunk of stream.Run over the zones from k0 (at off, n bytes
 // long, in processing order) to its logical offset.
 func (g geometry) logical(k0, off int64, n int) int64 {
 	if g.backward() {
@@ -79,7 +79,7 @@ func (g geometry) logical(k0, off int64, n int) int64 {
 	return k0*g.zone + off
 }
 
-// chunks lists the logical spans of zone k's chunks as RunChunks cuts them
+// chunks lists the logical spans of zone k's chunks as stream.Run cuts them
 // (only the very last chunk of the data is short), in logical order.
 func (g geometry) chunks(k int64) [][2]int64 {
 	var out [][2]int64
@@ -372,10 +372,10 @@ func (e *engine) read(slot int, buf []byte, x int64) error {
 // data already converted and recorded), synced, then recorded done.
 func (e *engine) runShift(ctx context.Context, k0 int64) error {
 	g := e.g
-	return volume.RunChunks(ctx, g.remaining(k0), e.workers, volume.ChunkStages{
-		Load: func(slot int, buf []byte, off int64) error {
+	return stream.Run(ctx, g.remaining(k0), e.workers, stream.Stages{
+		Load: loadAll(func(slot int, buf []byte, off int64) error {
 			return e.read(slot, buf, g.logical(k0, off, len(buf)))
-		},
+		}),
 		Ordered: e.tr.ordered,
 		Work: func(slot int, buf []byte, off int64) error {
 			if e.tr.work != nil {
@@ -427,7 +427,7 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 // write that has started.
 func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	g := e.g
-	slots := volume.Slots(e.workers)
+	slots := stream.Slots(e.workers)
 	tags := make([][]byte, slots)
 	macs := make([][macSize]byte, slots)
 	for i := range tags {
@@ -484,10 +484,10 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 		written = nil
 		return err
 	}
-	err := volume.RunChunks(ctx, g.remaining(k0), e.workers, volume.ChunkStages{
-		Load: func(slot int, buf []byte, off int64) error {
+	err := stream.Run(ctx, g.remaining(k0), e.workers, stream.Stages{
+		Load: loadAll(func(slot int, buf []byte, off int64) error {
 			return e.read(slot, buf, g.logical(k0, off, len(buf)))
-		},
+		}),
 		Work: func(slot int, buf []byte, off int64) error {
 			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
 			claim(k)
@@ -556,3 +556,9 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 
 // defaultWorkers is how many goroutines convert at once.
 func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
+
+// loadAll makes a load that fills its whole buffer a stream.Stages.Load
+// (the size of an in-place run is always known).
+func loadAll(f func(slot int, buf []byte, off int64) error) func(int, []byte, int64) (int, error) {
+	return func(slot int, buf []byte, off int64) (int, error) { return len(buf), f(slot, buf, off) }
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -361,8 +362,8 @@ func hashData(ctx context.Context, t Target, length int64, opts Options) ([blake
 	sum, _ := blake2b.New512(nil)
 	progress := opts.progress("hashing", length)
 	var done int64
-	err := volume.RunChunks(ctx, length, opts.workers(), volume.ChunkStages{
-		Load:    func(_ int, buf []byte, off int64) error { return readAt(t, buf, off) },
+	err := stream.Run(ctx, length, opts.workers(), stream.Stages{
+		Load:    loadAll(func(_ int, buf []byte, off int64) error { return readAt(t, buf, off) }),
 		Ordered: func(buf []byte) { sum.Write(buf) },
 		Commit: func(_ int, buf []byte, _ int64) error {
 			done += int64(len(buf))
@@ -616,13 +617,13 @@ func (r *volumeRun) checkTags(ctx context.Context) error {
 		return nil
 	}
 	progress := r.opts.progress("checking", l.DataLength)
-	scratch := newTagScratch(r.dc, volume.Slots(r.opts.workers()))
+	scratch := newTagScratch(r.dc, stream.Slots(r.opts.workers()))
 	var bad []volume.BadSector
 	var mu sync.Mutex
 	var done int64
 	ss := int64(l.SectorSize)
-	err := volume.RunChunks(ctx, l.DataLength, r.opts.workers(), volume.ChunkStages{
-		Load: func(slot int, buf []byte, off int64) error {
+	err := stream.Run(ctx, l.DataLength, r.opts.workers(), stream.Stages{
+		Load: loadAll(func(slot int, buf []byte, off int64) error {
 			s := scratch[slot].fit(len(buf))
 			if err := readAt(r.t, buf, l.DataOffset+off); err != nil {
 				return err
@@ -636,7 +637,7 @@ func (r *volumeRun) checkTags(ctx context.Context) error {
 				mu.Unlock()
 			}
 			return nil
-		},
+		}),
 		Commit: func(_ int, buf []byte, _ int64) error {
 			done += int64(len(buf))
 			if progress != nil {
@@ -680,7 +681,7 @@ func (r *volumeRun) convert(ctx context.Context, res *VolumeResult) (*VolumeResu
 	l, ss := r.h.Layout, int64(r.h.SectorSize)
 	dc, e := r.dc, r.e
 	res.Length = l.DataLength
-	scratch := newTagScratch(dc, volume.Slots(e.workers))
+	scratch := newTagScratch(dc, stream.Slots(e.workers))
 	if r.a.Direction == Encrypt {
 		e.tr.work = func(slot int, buf []byte, x int64) {
 			dc.Seal(buf, scratch[slot].fit(len(buf)).stored, uint64(x/ss))
@@ -921,7 +922,7 @@ func (r *volumeRun) decryptTransform() error {
 		}
 		r.decryptState(applies, hashed, sum)
 	}
-	scratch := newTagScratch(dc, volume.Slots(e.workers))
+	scratch := newTagScratch(dc, stream.Slots(e.workers))
 	e.tr.read = func(slot int, buf []byte, x int64) error {
 		if err := readAt(r.t, buf, l.DataOffset+x); err != nil {
 			return err

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -118,13 +120,10 @@ func (h *Header) DMTable(dataSize int64) (devmapper.CryptTable, error) {
 	return t, nil
 }
 
-// chunkSize is how much Decrypt and Encrypt handle at a time: large enough
-// for the codec to spread over all cores, small enough to overlap I/O.
-const chunkSize = 4 << 20
-
 // Decrypt writes the plaintext of the whole data segment to w. data holds
 // the data device (the image, or the data device of a detached header) of
-// dataSize bytes. Reading, decrypting (on all cores) and writing overlap.
+// dataSize bytes. It runs on internal/stream: chunks are read and decrypted
+// on every core and written in order.
 func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, dataSize int64, w io.Writer) (int64, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
@@ -134,65 +133,32 @@ func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, data
 	if err != nil {
 		return 0, err
 	}
+	codec.SetWorkers(1) // the stream's workers are the parallelism
 	ss := int64(h.Segment.SectorSize)
-	type chunk struct {
-		buf []byte
-		pos int64
-		err error
-	}
-	free := make(chan []byte, 3)
-	for range 3 {
-		free <- make([]byte, chunkSize)
-	}
-	full := make(chan chunk, 2)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		defer close(full)
-		for pos := int64(0); pos < n; pos += chunkSize {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-done:
-				return
-			}
-			buf = buf[:min(chunkSize, n-pos)]
-			err := readFull(data, buf, off+pos)
-			if err == nil {
-				err = ctx.Err()
-			}
-			select {
-			case full <- chunk{buf, pos, err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	var written int64
-	for c := range full {
-		if c.err != nil {
-			return written, c.err
-		}
-		codec.Decrypt(c.buf, c.buf, uint64(c.pos/ss))
-		m, err := w.Write(c.buf)
-		written += int64(m)
-		clear(c.buf)
-		if err != nil {
-			return written, err
-		}
-		free <- c.buf[:cap(c.buf)]
-	}
-	return written, nil
+	err = stream.Run(ctx, n, runtime.GOMAXPROCS(0), stream.Stages{
+		Load: func(_ int, buf []byte, pos int64) (int, error) {
+			if err := readFull(data, buf, off+pos); err != nil {
+				return 0, err
+			}
+			codec.Decrypt(buf, buf, uint64(pos/ss))
+			return len(buf), nil
+		},
+		Commit: func(_ int, buf []byte, _ int64) error {
+			m, err := w.Write(buf)
+			written += int64(m)
+			return err
+		},
+	})
+	return written, err
 }
 
 // Encrypt encrypts the plaintext read from r into the data segment of a
 // data device of dataSize bytes, written through w, from the segment's
 // first sector on. A last partial sector is padded with zeros. It fails,
 // having written what fit, if r holds more than the segment. It returns the
-// number of plaintext bytes read.
+// number of plaintext bytes read. r is read in order, the chunks encrypted
+// on every core (internal/stream).
 func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.WriterAt, dataSize int64) (int64, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
@@ -202,38 +168,51 @@ func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.Writ
 	if err != nil {
 		return 0, err
 	}
+	codec.SetWorkers(1)
 	ss := int64(h.Segment.SectorSize)
-	buf := make([]byte, chunkSize)
-	defer clear(buf)
-	var pos int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return pos, err
-		}
-		m, rerr := io.ReadFull(r, buf[:min(chunkSize, n-pos)])
-		if m > 0 {
-			padded := (int64(m) + ss - 1) / ss * ss
-			clear(buf[m:padded])
-			codec.Encrypt(buf[:padded], buf[:padded], uint64(pos/ss))
-			if _, err := w.WriteAt(buf[:padded], off+pos); err != nil {
-				return pos, err
+	// The input's length is not known: the loads read it in order and say
+	// where it ends; a chunk's buffer is whole sectors, so the padding of a
+	// last partial sector fits in it.
+	return stream.RunCounted(ctx, -1, runtime.GOMAXPROCS(0), stream.Stages{
+		LoadInOrder: true,
+		Load: func(_ int, buf []byte, pos int64) (int, error) {
+			want := min(int64(len(buf)), n-pos)
+			m, err := io.ReadFull(r, buf[:max(want, 0)])
+			clear(buf[m:roundUp(m, ss)])
+			switch {
+			case err == io.EOF || err == io.ErrUnexpectedEOF:
+				return m, nil // the input ends here
+			case err != nil:
+				return m, err
 			}
-			pos += int64(m)
-		}
-		switch {
-		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
-			return pos, nil
-		case rerr != nil:
-			return pos, rerr
-		case pos == n:
-			var one [1]byte
-			switch _, err := io.ReadFull(r, one[:]); {
-			case err == nil:
-				return pos, fmt.Errorf("plaintext is longer than the %d-byte data segment", n)
-			case !errors.Is(err, io.EOF):
-				return pos, err
+			if pos+int64(m) == n { // the segment is full: the input must end too
+				var one [1]byte
+				switch _, err := io.ReadFull(r, one[:]); {
+				case err == nil:
+					return m, fmt.Errorf("plaintext is longer than the %d-byte data segment", n)
+				case !errors.Is(err, io.EOF):
+					return m, err
+				}
+				if m == len(buf) {
+					return m, io.EOF // ends exactly at a chunk's end
+				}
 			}
-			return pos, nil
-		}
-	}
+			return m, nil
+		},
+		// Work and Commit see the chunk's m bytes; they take the buffer on
+		// to the end of the last sector (its capacity is the whole chunk),
+		// which Load zeroed.
+		Work: func(_ int, buf []byte, pos int64) error {
+			buf = buf[:roundUp(len(buf), ss)]
+			codec.Encrypt(buf, buf, uint64(pos/ss))
+			return nil
+		},
+		Commit: func(_ int, buf []byte, pos int64) error {
+			_, err := w.WriteAt(buf[:roundUp(len(buf), ss)], off+pos)
+			return err
+		},
+	})
 }
+
+// roundUp is n rounded up to whole sectors of ss bytes.
+func roundUp(n int, ss int64) int { return int((int64(n) + ss - 1) / ss * ss) }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -105,16 +106,16 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 		ordered = func(buf []byte) { sum.Write(buf) }
 	}
 	scratch := e.scratch()
-	err = runChunks(ctx, size, e.workers, chunkStages{
-		load: func(_ int, buf []byte, off int64) (int, error) {
+	err = stream.Run(ctx, size, e.workers, stream.Stages{
+		Load: func(_ int, buf []byte, off int64) (int, error) {
 			return len(buf), readFull(r, buf, off, size)
 		},
-		ordered: ordered,
-		work: func(w int, buf []byte, off int64) error {
+		Ordered: ordered,
+		Work: func(w int, buf []byte, off int64) error {
 			e.encrypt(scratch[w], buf, uint64(off/int64(l.SectorSize)))
 			return nil
 		},
-		commit: func(w int, buf []byte, off int64) error {
+		Commit: func(w int, buf []byte, off int64) error {
 			s := scratch[w]
 			e.fit(&s, len(buf))
 			if _, err := dev.WriteAt(buf, l.DataOffset+off); err != nil {
@@ -190,7 +191,7 @@ func newMasterKey(size int) ([]byte, error) {
 }
 
 // engine is the per-volume crypto of the streaming operations: XTS and the
-// tags. runChunks runs it on every core, one chunk per worker at a time.
+// tags. stream.Run runs it on every core, one chunk per worker at a time.
 type engine struct {
 	l       Layout
 	cipher  *xts.Cipher
@@ -199,7 +200,7 @@ type engine struct {
 	workers int
 }
 
-// chunkScratch is the space for one chunk's tags, one per runChunks buffer.
+// chunkScratch is the space for one chunk's tags, one per stream.Run buffer.
 type chunkScratch struct {
 	tags, stored []byte // computed and stored tags (nil without integrity)
 	bad          []BadSector
@@ -228,12 +229,12 @@ func (e *engine) wipe() {
 	clear(e.tagKey)
 }
 
-// scratch allocates the scratch space of every runChunks buffer.
+// scratch allocates the scratch space of every stream.Run buffer.
 func (e *engine) scratch() []chunkScratch {
-	s := make([]chunkScratch, e.workers*buffersPerWorker)
+	s := make([]chunkScratch, stream.Slots(e.workers))
 	for i := range s {
 		if e.tagKey != nil {
-			n := chunkSize / e.l.SectorSize * e.l.TagSize
+			n := stream.ChunkSize / e.l.SectorSize * e.l.TagSize
 			s[i].tags, s[i].stored = make([]byte, n), make([]byte, n)
 		}
 	}
@@ -355,8 +356,8 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output, digest bool, pro
 	l := v.l
 	scratch := e.scratch()
 	var done int64
-	err = runChunks(ctx, l.DataLength, e.workers, chunkStages{
-		load: func(w int, buf []byte, off int64) (int, error) {
+	err = stream.Run(ctx, l.DataLength, e.workers, stream.Stages{
+		Load: func(w int, buf []byte, off int64) (int, error) {
 			s := &scratch[w]
 			if err := readFull(v.dev, buf, l.DataOffset+off, l.DataOffset+l.DataLength); err != nil {
 				return 0, err
@@ -376,8 +377,8 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output, digest bool, pro
 			}
 			return len(buf), nil
 		},
-		ordered: ordered,
-		commit: func(wk int, buf []byte, off int64) error {
+		Ordered: ordered,
+		Commit: func(wk int, buf []byte, off int64) error {
 			s := &scratch[wk]
 			if len(s.bad) > 0 && onBad == nil {
 				clear(buf)

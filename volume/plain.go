@@ -31,6 +31,7 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 )
 
@@ -81,7 +82,7 @@ func DecryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p P
 }
 
 // streamPlain runs the bytes from r through fn (the codec's Encrypt or
-// Decrypt, in place) to w, with runChunks: reads and writes in order, the
+// Decrypt, in place) to w, with stream.Run: reads and writes in order, the
 // chunks in between on every core.
 func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, fn func(dst, src []byte, first uint64), progress func(int64)) (int64, error) {
 	ss := int64(p.Sector.Size)
@@ -91,9 +92,9 @@ func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Pl
 	if size == 0 {
 		return 0, nil
 	}
-	return runChunksCounted(ctx, size, runtime.GOMAXPROCS(0), chunkStages{
-		loadInOrder: true,
-		load: func(_ int, buf []byte, off int64) (int, error) {
+	return stream.RunCounted(ctx, size, runtime.GOMAXPROCS(0), stream.Stages{
+		LoadInOrder: true,
+		Load: func(_ int, buf []byte, off int64) (int, error) {
 			got, err := io.ReadFull(r, buf)
 			switch {
 			case size < 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
@@ -108,11 +109,11 @@ func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Pl
 			}
 			return got, nil
 		},
-		work: func(_ int, buf []byte, off int64) error {
+		Work: func(_ int, buf []byte, off int64) error {
 			fn(buf, buf, uint64(off/ss))
 			return nil
 		},
-		commit: func(_ int, buf []byte, off int64) error {
+		Commit: func(_ int, buf []byte, off int64) error {
 			if _, err := w.Write(buf); err != nil {
 				return &WriteError{err}
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -44,7 +45,7 @@ func TestPlainStreams(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	p := Plain{Sector: sector.Params{Size: 4096, IVOffset: 8}, Offset: 16}
 	codec := testCodec(t, p.Sector)
-	for _, size := range []int{0, 4096, 4096 * 3, chunkSize, chunkSize + 4096, 5*chunkSize + 4096*5} {
+	for _, size := range []int{0, 4096, 4096 * 3, stream.ChunkSize, stream.ChunkSize + 4096, 5*stream.ChunkSize + 4096*5} {
 		in := randomBytes(r, size)
 		want := make([]byte, size)
 		codec.Encrypt(want, in, 0)
@@ -102,7 +103,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func TestPlainStreamErrorsStopEverything(t *testing.T) {
 	p := Plain{Sector: sector.Params{Size: 512}}
 	codec := testCodec(t, p.Sector)
-	size := int64(64 * chunkSize)
+	size := int64(64 * stream.ChunkSize)
 	in := &countingReader{r: bytes.NewReader(make([]byte, size))}
 	_, err := DecryptPlain(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
 	var we *WriteError
@@ -119,31 +120,6 @@ func TestPlainStreamErrorsStopEverything(t *testing.T) {
 	}
 }
 
-// TestRunChunksLoadInOrder: with loadInOrder, loads run one at a time in
-// chunk order, however many workers there are.
-func TestRunChunksLoadInOrder(t *testing.T) {
-	for _, workers := range []int{1, 3, 8} {
-		var next, active atomic.Int64
-		err := runChunks(context.Background(), 20*chunkSize+7, workers, chunkStages{
-			loadInOrder: true,
-			load: func(_ int, buf []byte, off int64) (int, error) {
-				if active.Add(1) != 1 {
-					t.Error("two loads at once")
-				}
-				defer active.Add(-1)
-				if want := next.Add(1) - 1; off != want*chunkSize {
-					t.Errorf("%d workers: loaded the chunk at %d, want %d", workers, off, want*chunkSize)
-				}
-				return len(buf), nil
-			},
-			commit: func(int, []byte, int64) error { return nil },
-		})
-		if err != nil || next.Load() != 21 {
-			t.Fatalf("%d workers: %v, %d loads", workers, err, next.Load())
-		}
-	}
-}
-
 // TestPlainStreamUnknownSize: from a pipe (size -1) the whole input is
 // encrypted, whatever its length in sectors, and a length that is not a
 // whole number of sectors is an error naming it.
@@ -151,7 +127,7 @@ func TestPlainStreamUnknownSize(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	p := Plain{Sector: sector.Params{Size: 512}}
 	codec := testCodec(t, p.Sector)
-	for _, size := range []int{0, 512, chunkSize, chunkSize + 512, 3 * chunkSize, 3*chunkSize + 4096} {
+	for _, size := range []int{0, 512, stream.ChunkSize, stream.ChunkSize + 512, 3 * stream.ChunkSize, 3*stream.ChunkSize + 4096} {
 		in := randomBytes(r, size)
 		want := make([]byte, size)
 		codec.Encrypt(want, in, 0)
@@ -161,7 +137,7 @@ func TestPlainStreamUnknownSize(t *testing.T) {
 			t.Fatalf("size %d: %d bytes, %v, equal %v", size, n, err, bytes.Equal(out.Bytes(), want))
 		}
 	}
-	_, err := EncryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, chunkSize+100)), -1, p, codec, nil)
+	_, err := EncryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, stream.ChunkSize+100)), -1, p, codec, nil)
 	var re *ReadError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "not a whole number of 512-byte sectors") {
 		t.Fatalf("ragged input: %v", err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/internal/stream"
 	xblake2b "golang.org/x/crypto/blake2b"
 	xxts "golang.org/x/crypto/xts"
 )
@@ -200,7 +201,7 @@ func TestIntegrityDetects(t *testing.T) {
 // TestDecryptVerifyDigest: the digest is recorded, checked, and catches
 // data changed behind the tags' back (re-tagged by hand).
 func TestDecryptVerifyDigest(t *testing.T) {
-	plain := randomData(10, chunkSize+2*4096) // two stream chunks
+	plain := randomData(10, stream.ChunkSize+2*4096) // two stream chunks
 	dev, _ := newTestVolume(t, plain, 4096, 16, 64)
 	v := mustOpen(t, dev, true)
 	var out bytes.Buffer
@@ -495,10 +496,10 @@ var _ io.ReaderAt = (*memDevice)(nil)
 // mix up the order in which chunks finish).
 func TestDigestIsBLAKE2b512(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	data := randomData(12, 5*chunkSize+2*4096)
+	data := randomData(12, 5*stream.ChunkSize+2*4096)
 	for _, c := range []struct{ n, ss, ts int }{
-		{4096, 4096, 32}, {chunkSize - 512, 512, 16}, {chunkSize, 4096, 0},
-		{chunkSize + 4096, 4096, 32}, {3*chunkSize + 1024, 1024, 0}, {len(data), 4096, 16},
+		{4096, 4096, 32}, {stream.ChunkSize - 512, 512, 16}, {stream.ChunkSize, 4096, 0},
+		{stream.ChunkSize + 4096, 4096, 32}, {3*stream.ChunkSize + 1024, 1024, 0}, {len(data), 4096, 16},
 	} {
 		plain := data[:c.n]
 		want := xblake2b.Sum512(plain)
@@ -532,7 +533,7 @@ func TestDigestIsBLAKE2b512(t *testing.T) {
 // clear, sealed field zero), decrypts to its plaintext without hashing it,
 // and its tags still catch a changed sector in Decrypt and Verify.
 func TestNoDigest(t *testing.T) {
-	plain := randomData(11, chunkSize+3*4096)
+	plain := randomData(11, stream.ChunkSize+3*4096)
 	dev := &memDevice{}
 	h, digest, err := Create(context.Background(), dev, bytes.NewReader(plain), int64(len(plain)),
 		CreateOptions{SectorSize: 4096, TagSize: 32, KDF: testKDF, Passphrase: testPass, NoDigest: true}, nil)
