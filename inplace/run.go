@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 // Options are what every run takes besides its target and key.
@@ -142,20 +144,7 @@ type NeedRoomError struct {
 }
 
 func (e *NeedRoomError) Error() string {
-	return fmt.Sprintf("%s needs %d bytes after the data (%s), and has %d", e.What, e.Need, humanBytes(e.Need), e.Have)
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return fmt.Sprintf("%s needs %d bytes after the data (%s), and has %d", e.What, e.Need, bytesize.Human(e.Need), e.Have)
 }
 
 // zero writes n zero bytes at off.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
@@ -230,7 +231,7 @@ func (j FileJournal) Create(size int64, init func(Device) error) (JournalFile, e
 		return fail(err)
 	}
 	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return fail(fmt.Errorf("cannot make the journal (%s): %w", humanBytes(size), err))
+		return fail(fmt.Errorf("cannot make the journal (%s): %w", bytesize.Human(size), err))
 	}
 	if err := f.Truncate(size); err != nil {
 		return fail(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -114,11 +115,11 @@ type KDFCostError struct {
 }
 
 func (e *KDFCostError) Error() string {
-	why := fmt.Sprintf("more than the %s of memory this machine can spare", kib(uint64(e.Limits.MaxMemoryKiB)))
+	why := fmt.Sprintf("more than the %s of memory this machine can spare", bytesize.Exact(int64(e.Limits.MaxMemoryKiB)<<10))
 	if e.KDF.MemoryKiB <= e.Limits.MaxMemoryKiB {
-		why = fmt.Sprintf("more work (memory × passes) than the %s·passes xtsctl runs unasked", kib(e.Limits.MaxWork))
+		why = fmt.Sprintf("more work (memory × passes) than the %s·passes xtsctl runs unasked", bytesize.Exact(int64(e.Limits.MaxWork)<<10))
 	}
-	return fmt.Sprintf("key slot %d asks for Argon2id with %s × %d passes × %d threads, %s", e.Slot, kib(uint64(e.KDF.MemoryKiB)), e.KDF.Time, e.KDF.Threads, why)
+	return fmt.Sprintf("key slot %d asks for Argon2id with %s × %d passes × %d threads, %s", e.Slot, bytesize.Exact(int64(e.KDF.MemoryKiB)<<10), e.KDF.Time, e.KDF.Threads, why)
 }
 
 // Check returns a *KDFCostError (with Slot -1) if p exceeds the limits.
@@ -127,17 +128,6 @@ func (l KDFLimits) Check(p KDFParams) error {
 		return &KDFCostError{Slot: -1, KDF: p, Limits: l}
 	}
 	return nil
-}
-
-// kib formats a size given in KiB.
-func kib(n uint64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d GiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d MiB", n>>10)
-	}
-	return fmt.Sprintf("%d KiB", n)
 }
 
 // KeySlot is one passphrase's copy of the master key, wrapped.
@@ -252,7 +242,7 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	}
 	if p.Work() > MaxKDFWork {
 		// xtsctl would refuse to unlock it unasked (DefaultKDFLimits).
-		return KeySlot{}, fmt.Errorf("argon2id: %s × %d passes is more work than xtsctl runs when unlocking (%s·passes)", kib(uint64(p.MemoryKiB)), p.Time, kib(MaxKDFWork))
+		return KeySlot{}, fmt.Errorf("argon2id: %s × %d passes is more work than xtsctl runs when unlocking (%s·passes)", bytesize.Exact(int64(p.MemoryKiB)<<10), p.Time, bytesize.Exact(int64(MaxKDFWork)<<10))
 	}
 	s := KeySlot{Active: true, KDF: p}
 	if _, err := rand.Read(s.Salt[:]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 func init() { registerCommand(newFormatCmd) }
@@ -80,7 +81,7 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 		return volumeError(image, err)
 	}
 	a.resultf("%s", h.UUIDString())
-	a.infof("formatted %s: %s of data (image %s), %s", image, humanBytes(size), humanBytes(h.Size), volumeCipher(h))
+	a.infof("formatted %s: %s of data (image %s), %s", image, bytesize.Human(size), bytesize.Human(h.Size), volumeCipher(h))
 	return nil
 }
 

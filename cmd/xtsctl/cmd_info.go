@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 
 	"github.com/spf13/cobra"
@@ -242,11 +243,11 @@ func printInfo(a *app, j infoJSON) {
 	}
 	row("cipher", "%s, %d-bit key", j.Cipher, j.KeyBits)
 	row("sector size", "%d", j.SectorSize)
-	row("data", "%s (%d sectors) at byte %d", humanBytes(j.DataLength), j.Sectors, j.DataOffset)
+	row("data", "%s (%d sectors) at byte %d", bytesize.Human(j.DataLength), j.Sectors, j.DataOffset)
 	if j.Integrity == "none" {
 		row("integrity", "none")
 	} else {
-		row("integrity", "%s, %d-byte tags at byte %d (%s)", j.Integrity, j.TagSize, j.TagOffset, humanBytes(j.TagLength))
+		row("integrity", "%s, %d-byte tags at byte %d (%s)", j.Integrity, j.TagSize, j.TagOffset, bytesize.Human(j.TagLength))
 	}
 	var copies []string
 	for _, c := range j.HeaderCopies {
@@ -259,7 +260,7 @@ func printInfo(a *app, j infoJSON) {
 	row("header copies", "%s", strings.Join(copies, "; "))
 	for _, s := range j.KeySlots {
 		if s.Active {
-			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %s, %s, %s", plural(int64(s.Time), "pass"), humanBytes(int64(s.MemoryKiB)*1024), plural(int64(s.Threads), "thread"))
+			row(fmt.Sprintf("key slot %d", s.Slot), "argon2id, %s, %s, %s", plural(int64(s.Time), "pass"), bytesize.Human(int64(s.MemoryKiB)*1024), plural(int64(s.Threads), "thread"))
 		}
 	}
 	switch {
@@ -270,7 +271,7 @@ func printInfo(a *app, j infoJSON) {
 	default:
 		row("state", "not closed cleanly")
 	}
-	row("write tracking", "%s of %s", plural(j.Regions, "region"), humanBytes(j.RegionSize))
+	row("write tracking", "%s of %s", plural(j.Regions, "region"), bytesize.Human(j.RegionSize))
 	switch j.Digest {
 	case "recorded":
 		row("digest", "BLAKE2b-512 of the plaintext, recorded (encrypted)")

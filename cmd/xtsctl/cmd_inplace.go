@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/inplace"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -138,7 +139,7 @@ func (f *inPlaceFlags) journalOf(target string, t *inplace.FileTarget) (inplace.
 		return inplace.FileJournal{Path: f.journal}, nil
 	}
 	if !t.Resizable() {
-		return inplace.FileJournal{}, usageError(fmt.Errorf("%s is a block device: a plain in-place run needs --journal FILE, a file on another device (it holds up to %s)", target, humanBytes(32<<20+16<<10)),
+		return inplace.FileJournal{}, usageError(fmt.Errorf("%s is a block device: a plain in-place run needs --journal FILE, a file on another device (it holds up to %s)", target, bytesize.Human(32<<20+16<<10)),
 			"the journal must survive what the device might not: keep it on another disk, and keep it until the run finishes")
 	}
 	return inplace.FileJournal{Path: inplace.DefaultJournal(target)}, nil
@@ -146,7 +147,7 @@ func (f *inPlaceFlags) journalOf(target string, t *inplace.FileTarget) (inplace.
 
 // describeStatus says how far an interrupted run got.
 func describeStatus(st *inplace.Status) string {
-	return fmt.Sprintf("%s of %s (%s) converted", humanBytes(st.Done), humanBytes(st.Length), st.Percent())
+	return fmt.Sprintf("%s of %s (%s) converted", bytesize.Human(st.Done), bytesize.Human(st.Length), st.Percent())
 }
 
 func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string, withDigest bool) error {
@@ -209,7 +210,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 	case res.AlreadyDone:
 		a.infof("%s was already encrypted in place (the interrupted run had finished); removed what it left", target)
 	default:
-		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, humanBytes(res.Length), volumeCipher(h), h.UUIDString())
+		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, bytesize.Human(res.Length), volumeCipher(h), h.UUIDString())
 	}
 	return nil
 }
@@ -259,7 +260,7 @@ func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, r
 	if opts.KDF, err = cf.kdf.params(a); err != nil {
 		return nil, err
 	}
-	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, humanBytes(length))
+	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, bytesize.Human(length))
 	res, err := inplace.EncryptVolume(a.ctx, r.t, opts, room, r.options())
 	if err != nil {
 		return nil, inPlaceError(r.target, err)
@@ -353,11 +354,11 @@ func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, pass
 	case res.AlreadyDone:
 		a.infof("%s was already decrypted in place (the interrupted run had finished); removed what it left", target)
 	case res.DigestMatch:
-		a.infof("decrypted %s in place (%s): every sector tag and the end-to-end digest verified", target, humanBytes(res.Length))
+		a.infof("decrypted %s in place (%s): every sector tag and the end-to-end digest verified", target, bytesize.Human(res.Length))
 	case !res.DigestComputed:
-		a.infof("decrypted %s in place (%s); the end-to-end digest was not computed (--digest none)", target, humanBytes(res.Length))
+		a.infof("decrypted %s in place (%s); the end-to-end digest was not computed (--digest none)", target, bytesize.Human(res.Length))
 	default:
-		a.infof("decrypted %s in place (%s); the end-to-end digest was not checked (none recorded, or the volume was written since)", target, humanBytes(res.Length))
+		a.infof("decrypted %s in place (%s); the end-to-end digest was not checked (none recorded, or the volume was written since)", target, bytesize.Human(res.Length))
 	}
 	return nil
 }
@@ -440,7 +441,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 		return inPlaceError(target, err)
 	}
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
-		target, humanBytes(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
+		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
 	return nil
 }
 
@@ -474,7 +475,7 @@ func inPlaceError(target string, err error) error {
 	case errors.Is(err, inplace.ErrReadOnly):
 		return withCode(exitOutput, fmt.Errorf("%s is read-only: nothing was changed", target))
 	case errors.As(err, &ne):
-		return wrap(exitInput, fmt.Sprintf("a block device does not grow: shrink the filesystem on it so that its last %d bytes (%s) are free, then give --reduce-device-size %d; nothing was changed", ne.Need, humanBytes(ne.Need), ne.Need))
+		return wrap(exitInput, fmt.Sprintf("a block device does not grow: shrink the filesystem on it so that its last %d bytes (%s) are free, then give --reduce-device-size %d; nothing was changed", ne.Need, bytesize.Human(ne.Need), ne.Need))
 	case errors.Is(err, inplace.ErrWrongKey):
 		return wrap(exitKey, "give the key (or passphrase) the interrupted run was started with")
 	case errors.Is(err, inplace.ErrNotThisTarget):
@@ -617,7 +618,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err
 	if st.Kind == inplace.KindPlain {
 		what = "plain (cryptsetup plain mode)"
 	}
-	progress := fmt.Sprintf("%s of %s (%.1f%%) converted, as its last record says (which only the key authenticates)", humanBytes(st.Done), humanBytes(st.Length), j.Percent)
+	progress := fmt.Sprintf("%s of %s (%.1f%%) converted, as its last record says (which only the key authenticates)", bytesize.Human(st.Done), bytesize.Human(st.Length), j.Percent)
 	switch {
 	case !st.Started:
 		progress = "stopped while starting: nothing was converted"

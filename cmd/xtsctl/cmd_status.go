@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -131,8 +132,8 @@ func printStatus(a *app, vs *blockdev.Status) {
 		if s.Transport != "" {
 			a.resultf("  FUSE:       %s", s.Transport)
 		}
-		a.resultf("  reads:      %d (%s)", s.Reads, humanBytes(int64(s.ReadBytes)))
-		a.resultf("  writes:     %d (%s)", s.Writes, humanBytes(int64(s.WriteBytes)))
+		a.resultf("  reads:      %d (%s)", s.Reads, bytesize.Human(int64(s.ReadBytes)))
+		a.resultf("  writes:     %d (%s)", s.Writes, bytesize.Human(int64(s.WriteBytes)))
 		a.resultf("  syncs:      %d", s.Syncs)
 		a.resultf("  I/O errors: %d read, %d write", s.ReadErrors, s.WriteErrors)
 		line := fmt.Sprintf("  integrity errors: %d", s.IntegrityErrors)

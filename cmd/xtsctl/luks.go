@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
@@ -558,15 +559,15 @@ func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
 	work := uint64(p.Time) * uint64(p.MemoryKiB)
 	switch {
 	case p.MemoryKiB > luks.DefaultMaxMemoryKiB || p.Time > luks.DefaultMaxTime:
-		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", humanBytes(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
+		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
 	case work > luks.DefaultMaxWork:
 		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
-			humanBytes(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
 	case p.MemoryKiB < volume.MinKDFMemoryKiB && memKiB == 0:
 		return nil, usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-			humanBytes(int64(p.MemoryKiB)<<10), kdfTime, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+			bytesize.Human(int64(p.MemoryKiB)<<10), kdfTime, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
 	case p.MemoryKiB < volume.MinKDFMemoryKiB:
-		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test image, not for data)", humanBytes(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
+		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test image, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
 	return &p, nil
 }
@@ -588,7 +589,7 @@ func keyslotList(h *luks.Header) string {
 func kdfDescription(k luks.KDF) string {
 	switch k.Type {
 	case "argon2i", "argon2id":
-		return fmt.Sprintf("%s, %d passes, %s, %d threads", k.Type, k.Time, humanBytes(int64(k.MemoryKiB)<<10), k.Threads)
+		return fmt.Sprintf("%s, %d passes, %s, %d threads", k.Type, k.Time, bytesize.Human(int64(k.MemoryKiB)<<10), k.Threads)
 	case "pbkdf2":
 		return fmt.Sprintf("pbkdf2-%s, %d iterations", k.Hash, k.Iterations)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/luks"
 )
 
@@ -55,7 +56,7 @@ func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool)
 	if err := finish(out, err); err != nil {
 		return luksError(inPath, err)
 	}
-	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, humanBytes(n), slot, outPath, describeLUKS(li.h))
+	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, bytesize.Human(n), slot, outPath, describeLUKS(li.h))
 	return nil
 }
 
@@ -191,7 +192,7 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 	if err := finish(out, err); err != nil {
 		return luksError(outPath, err)
 	}
-	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, humanBytes(in.size), outPath, describeLUKS(h), h.UUID, h.Segment.Offset)
+	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, bytesize.Human(in.size), outPath, describeLUKS(h), h.UUID, h.Segment.Offset)
 	return nil
 }
 
@@ -231,7 +232,7 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 		return luksError(image, err)
 	}
 	a.resultf("%s", h.UUID)
-	a.infof("formatted %s: %s of data (image %s), %s, data at byte %d", image, humanBytes(size), humanBytes(o.ImageSize(size)), describeLUKS(h), h.Segment.Offset)
+	a.infof("formatted %s: %s of data (image %s), %s, data at byte %d", image, bytesize.Human(size), bytesize.Human(o.ImageSize(size)), describeLUKS(h), h.Segment.Offset)
 	return nil
 }
 

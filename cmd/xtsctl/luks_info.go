@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/luks"
 )
 
@@ -92,7 +93,7 @@ func printLUKSInfo(a *app, j *luksInfoJSON) {
 		row("header", "%s (detached)", j.HeaderFile)
 	}
 	if h.Version == 2 {
-		row("format", "LUKS2, header sequence %d, %s of metadata per copy, %s of keyslots", h.SeqID, humanBytes(int64(h.MetadataSize)), humanBytes(int64(h.KeyslotsSize)))
+		row("format", "LUKS2, header sequence %d, %s of metadata per copy, %s of keyslots", h.SeqID, bytesize.Human(int64(h.MetadataSize)), bytesize.Human(int64(h.KeyslotsSize)))
 	} else {
 		row("format", "LUKS1, hash %s", h.Hash)
 	}
@@ -116,7 +117,7 @@ func printLUKSInfo(a *app, j *luksInfoJSON) {
 	}
 	switch {
 	case j.DataLength > 0:
-		row("data", "%s (%d sectors) at byte %d (%s)", humanBytes(j.DataLength), j.DataLength/int64(seg.SectorSize), j.DataOffset, size)
+		row("data", "%s (%d sectors) at byte %d (%s)", bytesize.Human(j.DataLength), j.DataLength/int64(seg.SectorSize), j.DataOffset, size)
 	case j.DataError != "":
 		row("data", "at byte %d (%s): %s", seg.Offset, size, j.DataError)
 	default:

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/luks"
 )
 
@@ -186,7 +187,7 @@ func luksHeaderRestore(a *app, cmd *cobra.Command, image, file string, force boo
 	}
 	if _, err := luks.ReadHeader(f, size); err != nil && !force {
 		return withCode(exitInput, fmt.Errorf("%s has no readable LUKS header to check the backup against (%w): restoring would overwrite its first %s",
-			target, err, humanBytes(bsize)), "if "+target+" is the device this backup belongs to, --force restores it all the same")
+			target, err, bytesize.Human(bsize)), "if "+target+" is the device this backup belongs to, --force restores it all the same")
 	}
 	h, err := luks.Restore(f, size, b, bsize, luks.RestoreOptions{NoHeader: force})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
@@ -142,7 +143,7 @@ func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
+	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 
@@ -184,7 +185,7 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, humanBytes(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
+	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 

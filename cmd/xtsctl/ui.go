@@ -68,20 +68,6 @@ func (u *ui) reportError(err error) {
 	}
 }
 
-// humanBytes formats n as a size with binary units.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // progressLinef rewrites one status line on a terminal's stderr; callers
 // check stderrIsTerminal first. clearProgressLine erases it.
 func (u *ui) progressLinef(format string, args ...any) {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -97,7 +98,7 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 		return p, err
 	}
 	a.infof("passphrase hashing: Argon2id, %d passes, %s, %d threads: unlocking takes %.2f s on this machine",
-		p.Time, humanBytes(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
+		p.Time, bytesize.Human(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
 	return p, nil
 }
 
@@ -110,14 +111,14 @@ func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
 	}
 	if p.Work() > volume.MaxKDFWork {
 		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
-			humanBytes(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
 	}
 	if p.MemoryKiB < volume.MinKDFMemoryKiB {
 		if f.memory == "" {
 			return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-				humanBytes(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+				bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
 		}
-		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", humanBytes(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
+		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
 	return nil
 }
@@ -295,7 +296,7 @@ func (a *app) unlockOptions(image string) volume.UnlockOptions {
 	}
 	opts.Trying = func(slot int, p volume.KDFParams) {
 		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			a.infof("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, humanBytes(int64(p.MemoryKiB)<<10), plural(int64(p.Time), "pass"), p.Threads)
+			a.infof("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, bytesize.Human(int64(p.MemoryKiB)<<10), plural(int64(p.Time), "pass"), p.Threads)
 		} else {
 			a.verbosef("%s: trying key slot %d (%s)", image, slot, p)
 		}
@@ -364,7 +365,7 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if withDigest {
 		printDigest(a, digest)
 	}
-	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, humanBytes(in.size), outPath, volumeCipher(h), h.UUIDString())
+	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, bytesize.Human(in.size), outPath, volumeCipher(h), h.UUIDString())
 	if !withDigest {
 		a.infof("%s records no end-to-end digest (--digest none)", outPath)
 	}
@@ -487,17 +488,17 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 	h := v.Header()
 	switch {
 	case !withDigest && h.Integrity == volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
 	case !withDigest:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, bytesize.Human(h.DataLength), outPath)
 	case dc.Match:
-		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, bytesize.Human(h.DataLength), outPath)
 	case dc.Stale:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, bytesize.Human(h.DataLength), outPath)
 	case !dc.Recorded && h.Integrity != volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
 	default:
-		a.infof("decrypted %s (%s) to %s", inPath, humanBytes(h.DataLength), outPath)
+		a.infof("decrypted %s (%s) to %s", inPath, bytesize.Human(h.DataLength), outPath)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 // WriteTable prints r as text: a header describing the machine and the
@@ -19,7 +21,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		writeRows(&b, r, unit, false)
 	}
 	if len(batch) > 0 {
-		fmt.Fprintf(&b, "\n# sector layer (sector.Codec), %s per call, wall clock; scaling = this / 1 worker\n", humanBytes(r.Timing.BatchBytes))
+		fmt.Fprintf(&b, "\n# sector layer (sector.Codec), %s per call, wall clock; scaling = this / 1 worker\n", bytesize.Exact(int64(r.Timing.BatchBytes)))
 		writeRows(&b, r, batch, true)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -259,16 +261,6 @@ func fmtSeconds(s float64) string {
 		return fmt.Sprintf("%.3g ms", s*1e3)
 	}
 	return fmt.Sprintf("%.3g µs", s*1e6)
-}
-
-func humanBytes(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 func orNone(s string) string {
