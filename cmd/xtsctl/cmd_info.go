@@ -300,18 +300,12 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 		a.resultf("%s", dmTemplate(t, device))
 		return nil
 	}
-	if f.keyOutput == "" && !a.stdoutIsTerminal() {
-		return usageError(errors.New("--show-key prints the master key only to a terminal; stdout is not one"),
-			"write it to a file instead: --key-output FILE")
+	out, err := keyTableOutput(a, f, "master key", func() (*output, error) { return createOutput(f.keyOutput, in, f.force) })
+	if err != nil {
+		return err
 	}
-	var out *output
-	if f.keyOutput != "" {
-		o, err := createOutput(f.keyOutput, in, f.force)
-		if err != nil {
-			return err
-		}
-		defer o.Abort()
-		out = o
+	if out != nil {
+		defer out.Abort()
 	}
 	v, err := unlockVolume(a, image, f.passFile, true)
 	if err != nil {
@@ -320,15 +314,36 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 	key := v.MasterKey()
 	v.Close()
 	defer clear(key)
-	// The line is built and written as bytes, and wiped: it holds the key.
+	return writeKeyTable(a, t, device, key, out, f.keyOutput, image, "master key", "volume")
+}
+
+// keyTableOutput checks where info --dm-table --show-key may print a line
+// holding a key (a terminal, or --key-output) before anything is unlocked,
+// and creates the --key-output file (nil for the terminal).
+func keyTableOutput(a *app, f *infoFlags, keyName string, create func() (*output, error)) (*output, error) {
+	if f.keyOutput == "" {
+		if !a.stdoutIsTerminal() {
+			return nil, usageError(fmt.Errorf("--show-key prints the %s only to a terminal; stdout is not one", keyName),
+				"write it to a file instead: --key-output FILE")
+		}
+		return nil, nil
+	}
+	return create()
+}
+
+// writeKeyTable writes t with key on device to out (stdout if nil), with
+// the warnings a line holding the key deserves. The line is built and
+// written as bytes, and wiped; its newline is written apart, since
+// appending it could copy the line (and the key) to an array nothing
+// wipes. keyName is "master key" or "volume key", of what ("volume",
+// "image").
+func writeKeyTable(a *app, t devmapper.CryptTable, device string, key []byte, out *output, keyOutput, image, keyName, what string) error {
 	t.Key, t.Device = key, device
 	line, err := t.AppendLine(nil)
 	if err != nil {
 		return withCode(exitFailure, err)
 	}
 	defer clear(line)
-	// The newline goes separately: appending it could copy the line (and
-	// the key) to a new array that nothing wipes.
 	writeLine := func(w io.Writer) error {
 		if _, err := w.Write(line); err != nil {
 			return withCode(exitOutput, err)
@@ -339,17 +354,17 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 		return nil
 	}
 	if out == nil {
-		a.warningf("the line below holds the master key of %s: it decrypts the volume whatever its passphrases", image)
+		a.warningf("the line below holds the %s of %s: it decrypts the %s whatever its passphrases", keyName, image, what)
 		return writeLine(a.stdout)
 	}
-	a.warningf("%s holds the master key of %s: it decrypts the volume whatever its passphrases; keep it secret, delete it after use", f.keyOutput, image)
+	a.warningf("%s holds the %s of %s: it decrypts the %s whatever its passphrases; keep it secret, delete it after use", keyOutput, keyName, image, what)
 	if err := writeLine(out); err != nil {
 		return err
 	}
 	if err := out.Commit(); err != nil {
 		return withCode(exitOutput, err)
 	}
-	a.infof("wrote the dm-crypt table of %s with its master key to %s", image, f.keyOutput)
+	a.infof("wrote the dm-crypt table of %s with its %s to %s", image, keyName, keyOutput)
 	return nil
 }
 

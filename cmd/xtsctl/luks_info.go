@@ -196,55 +196,19 @@ func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksImage) error 
 		a.resultf("%s", dmTemplate(t, device))
 		return nil
 	}
-	if f.keyOutput == "" && !a.stdoutIsTerminal() {
-		return usageError(errors.New("--show-key prints the volume key only to a terminal; stdout is not one"),
-			"write it to a file instead: --key-output FILE")
+	out, err := keyTableOutput(a, f, "volume key", func() (*output, error) { return luksOutput(f.keyOutput, li, f.force) })
+	if err != nil {
+		return err
 	}
-	var out *output
-	if f.keyOutput != "" {
-		o, err := luksOutput(f.keyOutput, li, f.force)
-		if err != nil {
-			return err
-		}
-		defer o.Abort()
-		out = o
+	if out != nil {
+		defer out.Abort()
 	}
 	key, _, err := luksUnlock(a, cmd, li)
 	if err != nil {
 		return err
 	}
 	defer clear(key)
-	// The line is built and written as bytes, and wiped: it holds the key.
-	t.Key, t.Device = key, device
-	line, err := t.AppendLine(nil)
-	if err != nil {
-		return withCode(exitFailure, err)
-	}
-	defer clear(line)
-	// The newline is written apart: appending it could copy the line
-	// (and the key) into a new array that nothing wipes.
-	write := func(w interface{ Write([]byte) (int, error) }) error {
-		if _, err := w.Write(line); err != nil {
-			return withCode(exitOutput, err)
-		}
-		if _, err := w.Write([]byte{'\n'}); err != nil {
-			return withCode(exitOutput, err)
-		}
-		return nil
-	}
-	if out == nil {
-		a.warningf("the line below holds the volume key of %s: it decrypts the image whatever its passphrases", li.name)
-		return write(a.stdout)
-	}
-	a.warningf("%s holds the volume key of %s: it decrypts the image whatever its passphrases; keep it secret, delete it after use", f.keyOutput, li.name)
-	if err := write(out); err != nil {
-		return err
-	}
-	if err := out.Commit(); err != nil {
-		return withCode(exitOutput, err)
-	}
-	a.infof("wrote the dm-crypt table of %s with its volume key to %s", li.name, f.keyOutput)
-	return nil
+	return writeKeyTable(a, t, device, key, out, f.keyOutput, li.name, "volume key", "image")
 }
 
 // luksVerify answers verify on a LUKS image (cmd_verify.go's hook): LUKS
