@@ -216,6 +216,12 @@ func slotRollback(cur *volume.Header, backup []byte) string {
 			gone = append(gone, i)
 		}
 	}
+	return describeRollback(back, gone)
+}
+
+// describeRollback names the key slots a header restore brings back and
+// those it removes; "" if none.
+func describeRollback(back, gone []int) string {
 	var parts []string
 	if len(back) > 0 {
 		parts = append(parts, fmt.Sprintf("brings back the %s as they were (removed or changed since the backup)", slotsNoun(back)))

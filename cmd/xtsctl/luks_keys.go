@@ -6,10 +6,12 @@ package main
 // command, is refused. The luks package writes crash-safely (docs/LUKS.md).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
@@ -166,7 +168,8 @@ func luksHeaderRestore(a *app, cmd *cobra.Command, image, file string, force boo
 	if err != nil {
 		return withCode(exitInput, fmt.Errorf("cannot read header backup %s: %w", file, err))
 	}
-	if _, err := luks.ReadHeader(b, bsize); err != nil {
+	backup, err := luks.ReadHeader(b, bsize)
+	if err != nil {
 		return withCode(exitInput, fmt.Errorf("%s is not a LUKS header backup: %w", file, err))
 	}
 	target := image
@@ -185,9 +188,19 @@ func luksHeaderRestore(a *app, cmd *cobra.Command, image, file string, force boo
 	if err != nil {
 		return withCode(exitInput, err)
 	}
-	if _, err := luks.ReadHeader(f, size); err != nil && !force {
+	current, err := luks.ReadHeader(f, size)
+	switch {
+	case err != nil && !force:
 		return withCode(exitInput, fmt.Errorf("%s has no readable LUKS header to check the backup against (%w): restoring would overwrite its first %s",
 			target, err, bytesize.Human(bsize)), "if "+target+" is the device this backup belongs to, --force restores it all the same")
+	case err == nil && current.UUID == backup.UUID:
+		// As for volumes (headerRestore): say what the keyslots lose
+		// or regain, and ask.
+		if change := luksSlotRollback(current, backup); change != "" {
+			if err := confirm(a, fmt.Sprintf("restoring %s onto %s %s", file, target, change)); err != nil {
+				return err
+			}
+		}
 	}
 	h, err := luks.Restore(f, size, b, bsize, luks.RestoreOptions{NoHeader: force})
 	if err != nil {
@@ -195,4 +208,26 @@ func luksHeaderRestore(a *app, cmd *cobra.Command, image, file string, force boo
 	}
 	a.infof("restored the LUKS2 header of %s from %s (UUID %s, keyslots %s) to both header copies", target, file, h.UUID, keyslotList(h))
 	return nil
+}
+
+// luksSlotRollback says how restoring backup changes the keyslots of cur:
+// passphrases it brings back (keyslots removed or changed since) and ones
+// it removes (added since); "" if none.
+func luksSlotRollback(cur, backup *luks.Header) string {
+	salts := map[int][]byte{}
+	for _, k := range cur.Keyslots {
+		salts[k.ID] = k.KDF.Salt
+	}
+	var back, gone []int
+	for _, k := range backup.Keyslots {
+		if salt, ok := salts[k.ID]; !ok || !bytes.Equal(salt, k.KDF.Salt) {
+			back = append(back, k.ID)
+		}
+		delete(salts, k.ID)
+	}
+	for id := range salts {
+		gone = append(gone, id)
+	}
+	slices.Sort(gone)
+	return describeRollback(back, gone)
 }

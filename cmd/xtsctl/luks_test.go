@@ -704,8 +704,15 @@ func testLUKSKeyslots(t *testing.T, dir, img, pass string, plain []byte) {
 	if strings.Contains(stdout, "keyslot 2:") {
 		t.Errorf("info still lists keyslot 2:\n%s", stdout)
 	}
-	// Restoring the backup brings keyslot 2 back, in cryptsetup too.
-	xt(t, "header", "restore", img, backup)
+	// Restoring the backup brings keyslot 2 back, in cryptsetup too; as
+	// for volumes it asks first, and without a terminal it changes
+	// nothing unless --batch-mode says so.
+	unrestored := readFile(t, img)
+	xtFail(t, exitUsage, "restoring "+backup+" onto "+img+" brings back the passphrase of key slot 2 as they were (removed or changed since the backup), and there is no terminal", "header", "restore", img, backup)
+	if !bytes.Equal(unrestored, readFile(t, img)) {
+		t.Fatal("a refused header restore changed the image")
+	}
+	xt(t, "header", "restore", "--batch-mode", img, backup)
 	if !opens(p3raw, "2") {
 		t.Fatal("cryptsetup does not open keyslot 2 after the header was restored")
 	}
@@ -871,7 +878,7 @@ func TestLUKSDetachedHeaderWrites(t *testing.T) {
 	if csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, data) {
 		t.Fatal("cryptsetup still opens the removed keyslot")
 	}
-	xt(t, "header", "restore", "--header", hdr, data, backup)
+	xt(t, "header", "restore", "--batch-mode", "--header", hdr, data, backup)
 	if !csOK("open", "--test-passphrase", "--header", hdr, "--key-file", p1, "--key-slot", "1", data) {
 		t.Fatal("restore did not bring keyslot 1 back")
 	}

@@ -106,11 +106,17 @@ func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
 }
 
 // confirm asks the person at the terminal to type "yes" before something
-// that cannot be undone; --batch-mode answers for them. Without a terminal
-// it fails, naming --batch-mode.
+// that cannot be undone; --batch-mode answers for them. It asks only when
+// standard input is a terminal (someone is there; a script's input is
+// not), on /dev/tty; otherwise it fails, naming --batch-mode.
 func confirm(a *app, question string) error {
 	if a.batch {
 		return nil
+	}
+	in, ok := a.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
+			"to go on all the same, add --batch-mode")
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {

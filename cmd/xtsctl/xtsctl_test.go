@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 			// process (backend_dm_linux_test.go) and in a VM.
 			testhooks.DMUnavailable = fmt.Errorf("%w: hidden from tests that run xtsctl as a process", devmapper.ErrUnavailable)
 			// No controlling terminal, as in CI, also when the tests
-			// run from one: a question on /dev/tty must not wait.
+			// run from one: a passphrase prompt on /dev/tty must not wait.
 			syscall.Setsid()
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
