@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xtsctl/xtsctl/cmd/xtsctl/internal/bench"
+	"github.com/xtsctl/xtsctl/internal/bench"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 )
 
