@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,7 +59,7 @@ clock. docs/BENCH.md describes the method and the --json schema.`,
 				Version: strings.SplitN(versionString(), " ", 2)[0],
 			}
 			var err error
-			if cfg.Sizes, err = parseSizes(sizes); err != nil {
+			if cfg.Sizes, err = bench.ParseLengths(sizes); err != nil {
 				return usageError(fmt.Errorf("--sizes: %w", err), "for example --sizes "+kernelSizes)
 			}
 			switch keySize {
@@ -140,35 +138,6 @@ clock. docs/BENCH.md describes the method and the --json schema.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (schema: docs/BENCH.md)")
 	f.StringVar(&plotPath, "plot", "", "also draw throughput against length into `FILE` (.svg or .png)")
 	return cmd
-}
-
-// parseSizes reads a comma-separated list of lengths; a k or K suffix
-// multiplies by 1024.
-func parseSizes(s string) ([]int, error) {
-	var sizes []int
-	for _, field := range strings.Split(s, ",") {
-		field = strings.TrimSpace(field)
-		if field == "" {
-			return nil, errors.New("empty length in the list")
-		}
-		mult := 1
-		if num, ok := strings.CutSuffix(strings.ToLower(field), "k"); ok {
-			field, mult = num, 1024
-		}
-		n, err := strconv.Atoi(field)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a length in bytes", field)
-		}
-		n *= mult
-		if n < bench.MinSize {
-			return nil, fmt.Errorf("%d bytes is too short: an XTS data unit is at least %d bytes", n, bench.MinSize)
-		}
-		if n > bench.MaxSize {
-			return nil, fmt.Errorf("%d bytes is too long (at most %d)", n, bench.MaxSize)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes, nil
 }
 
 func writePlot(rep *bench.Report, path, format string) error {

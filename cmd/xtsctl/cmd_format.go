@@ -54,7 +54,7 @@ appears only when complete. format prints the volume's UUID.`,
 }
 
 func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, force bool) error {
-	size, err := parseSize(sizeArg)
+	size, err := bytesize.Parse(sizeArg)
 	if err != nil {
 		return usageError(fmt.Errorf("--size: %w", err))
 	}

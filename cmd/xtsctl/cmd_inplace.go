@@ -118,7 +118,7 @@ func (f *inPlaceFlags) room(t *inplace.FileTarget) (int64, error) {
 	if f.reduce == "" {
 		return 0, nil
 	}
-	n, err := parseSize(f.reduce)
+	n, err := bytesize.Parse(f.reduce)
 	if err != nil {
 		return 0, usageError(fmt.Errorf("--reduce-device-size: %w", err))
 	}

@@ -528,7 +528,7 @@ func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
 	iterations, _ := fs.GetUint32("kdf-iterations")
 	var memKiB uint32
 	if m := flagString(cmd, "kdf-memory"); m != "" {
-		n, err := parseKDFMemory(m)
+		n, err := bytesize.ParseKiB(m)
 		if err != nil {
 			return nil, usageError(fmt.Errorf("--kdf-memory: %w", err))
 		}

@@ -206,7 +206,7 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 	if err := luksWriteType(typ); err != nil {
 		return err
 	}
-	size, err := parseSize(sizeArg)
+	size, err := bytesize.Parse(sizeArg)
 	if err != nil {
 		return usageError(fmt.Errorf("--size: %w", err))
 	}

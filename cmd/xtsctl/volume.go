@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -72,7 +71,7 @@ var testOnlyCalibrate func() volume.KDFParams
 func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 	var memKiB uint32
 	if f.memory != "" {
-		n, err := parseKDFMemory(f.memory)
+		n, err := bytesize.ParseKiB(f.memory)
 		if err != nil {
 			return volume.KDFParams{}, usageError(fmt.Errorf("--kdf-memory: %w", err))
 		}
@@ -121,45 +120,6 @@ func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
 		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
 	return nil
-}
-
-func parseKDFMemory(s string) (uint32, error) {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return uint32(n), nil // KiB, as cryptsetup's --pbkdf-memory
-	}
-	b, err := parseSize(s)
-	if err != nil {
-		return 0, err
-	}
-	if b%1024 != 0 || b/1024 > math.MaxUint32 {
-		return 0, fmt.Errorf("%s is not a whole number of KiB below 4 TiB", s)
-	}
-	return uint32(b / 1024), nil
-}
-
-// parseSize reads a size: a number of bytes, or a number with a unit K, M,
-// G, T (powers of 1024, also written KiB...) or KB, MB, GB, TB (powers of
-// 1000), as truncate(1) reads them.
-func parseSize(s string) (int64, error) {
-	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	unit := s[len(num):]
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 1G, 512M, 4096)", s)
-	}
-	mult := map[string]int64{"": 1, "B": 1,
-		"K": 1 << 10, "KiB": 1 << 10, "KB": 1e3,
-		"M": 1 << 20, "MiB": 1 << 20, "MB": 1e6,
-		"G": 1 << 30, "GiB": 1 << 30, "GB": 1e9,
-		"T": 1 << 40, "TiB": 1 << 40, "TB": 1e12,
-	}[unit]
-	if mult == 0 {
-		return 0, fmt.Errorf("invalid size %q: unknown unit %q (want K, M, G or T)", s, unit)
-	}
-	if n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n * mult, nil
 }
 
 // options validates the creation flags.

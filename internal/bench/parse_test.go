@@ -126,3 +126,15 @@ func TestReadProcCPUInfo(t *testing.T) {
 		t.Errorf("missing file gave %+v", c)
 	}
 }
+
+func TestParseLengths(t *testing.T) {
+	got, err := ParseLengths("16, 512,4k,16K")
+	if err != nil || len(got) != 4 || got[0] != 16 || got[1] != 512 || got[2] != 4096 || got[3] != 16384 {
+		t.Errorf("ParseLengths = %v, %v; want [16 512 4096 16384]", got, err)
+	}
+	for _, s := range []string{"", "512,", "15", "x", "1.5k", "16385k"} {
+		if got, err := ParseLengths(s); err == nil {
+			t.Errorf("ParseLengths(%q) = %v, want an error", s, got)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -498,3 +499,32 @@ func (tg *tagger) sum(tags, data []byte, first uint64) {
 }
 
 func (tg *tagger) stop() { close(tg.work) }
+
+// ParseLengths reads a comma-separated list of message lengths (--sizes);
+// a k or K suffix multiplies by 1024. Each must be MinSize..MaxSize.
+func ParseLengths(s string) ([]int, error) {
+	var sizes []int
+	for _, field := range strings.Split(s, ",") {
+		field = strings.TrimSpace(field)
+		if field == "" {
+			return nil, errors.New("empty length in the list")
+		}
+		mult := 1
+		if num, ok := strings.CutSuffix(strings.ToLower(field), "k"); ok {
+			field, mult = num, 1024
+		}
+		n, err := strconv.Atoi(field)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a length in bytes", field)
+		}
+		n *= mult
+		if n < MinSize {
+			return nil, fmt.Errorf("%d bytes is too short: an XTS data unit is at least %d bytes", n, MinSize)
+		}
+		if n > MaxSize {
+			return nil, fmt.Errorf("%d bytes is too long (at most %d)", n, MaxSize)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}

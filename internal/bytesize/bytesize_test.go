@@ -23,3 +23,38 @@ func TestExact(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	for s, want := range map[string]int64{
+		"0": 0, "4096": 4096, "4096B": 4096, "1K": 1024, "1KiB": 1024, "1KB": 1000,
+		"512M": 512 << 20, "3MB": 3e6, "1G": 1 << 30, "2GB": 2e9, "1T": 1 << 40, "1TB": 1e12,
+		"8388607T": 8388607 << 40,
+	} {
+		if got, err := Parse(s); err != nil || got != want {
+			t.Errorf("Parse(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "G", "-1", "1.5G", "1X", "1g", "8388608T", "99999999999999999999"} {
+		if got, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) = %d, want an error", s, got)
+		}
+	}
+}
+
+func TestParseKiB(t *testing.T) {
+	for s, want := range map[string]uint32{"65536": 65536, "64M": 65536, "1G": 1 << 20, "4KB": 0} {
+		got, err := ParseKiB(s)
+		if want == 0 {
+			if err == nil {
+				t.Errorf("ParseKiB(%q) = %d, want an error (not whole KiB)", s, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("ParseKiB(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	if got, err := ParseKiB("4T"); err == nil {
+		t.Errorf("ParseKiB(4T) = %d, want an error (4 TiB does not fit)", got)
+	}
+}
