@@ -1684,17 +1684,18 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	SHRQ $0x04, DX
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ    DX, $0x02
-	JAE     wide31
-	VMOVQ   (R8), X10
-	VPINSRQ $0x01, 8(R8), X10, X10
-	VPXOR   (BX), X10, X10
-	CMPQ    R12, $0x0a
-	JE      aes128_32
-	VAESENC 16(BX), X10, X10
-	VAESENC 32(BX), X10, X10
-	VAESENC 48(BX), X10, X10
-	VAESENC 64(BX), X10, X10
+	CMPQ        DX, $0x02
+	JAE         wide31
+	VMOVQ       (R8), X10
+	VMOVQ       8(R8), X13
+	VPUNPCKLQDQ X13, X10, X10
+	VPXOR       (BX), X10, X10
+	CMPQ        R12, $0x0a
+	JE          aes128_32
+	VAESENC     16(BX), X10, X10
+	VAESENC     32(BX), X10, X10
+	VAESENC     48(BX), X10, X10
+	VAESENC     64(BX), X10, X10
 
 aes128_32:
 	VAESENC     -144(R10), X10, X10
@@ -1826,15 +1827,16 @@ shortDone36:
 	RET
 
 wide31:
-	VMOVQ   (R8), X10
-	VPINSRQ $0x01, 8(R8), X10, X10
-	VPXOR   (BX), X10, X10
-	CMPQ    R12, $0x0a
-	JE      aes128_40
-	VAESENC 16(BX), X10, X10
-	VAESENC 32(BX), X10, X10
-	VAESENC 48(BX), X10, X10
-	VAESENC 64(BX), X10, X10
+	VMOVQ       (R8), X10
+	VMOVQ       8(R8), X13
+	VPUNPCKLQDQ X13, X10, X10
+	VPXOR       (BX), X10, X10
+	CMPQ        R12, $0x0a
+	JE          aes128_40
+	VAESENC     16(BX), X10, X10
+	VAESENC     32(BX), X10, X10
+	VAESENC     48(BX), X10, X10
+	VAESENC     64(BX), X10, X10
 
 aes128_40:
 	VAESENC        -144(R10), X10, X10
@@ -2522,17 +2524,18 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	SHRQ $0x04, DX
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ    DX, $0x04
-	JAE     wide68
-	VMOVQ   (R8), X12
-	VPINSRQ $0x01, 8(R8), X12, X12
-	VPXOR   (BX), X12, X12
-	CMPQ    R12, $0x0a
-	JE      aes128_69
-	VAESENC 16(BX), X12, X12
-	VAESENC 32(BX), X12, X12
-	VAESENC 48(BX), X12, X12
-	VAESENC 64(BX), X12, X12
+	CMPQ        DX, $0x04
+	JAE         wide68
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_69
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
 
 aes128_69:
 	VAESENC     -144(R10), X12, X12
@@ -2666,9 +2669,9 @@ shortDone73:
 wide68:
 	CMPQ            DX, $0x10
 	JB              narrowTweak77
-	VMOVQ           (R8), X12
-	VPINSRQ         $0x01, 8(R8), X12, X12
-	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VPBROADCASTQ    (R8), Z12
+	VPBROADCASTQ    8(R8), Z8
+	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
@@ -2706,15 +2709,16 @@ aes128_79:
 	JMP             tweaked78
 
 narrowTweak77:
-	VMOVQ   (R8), X12
-	VPINSRQ $0x01, 8(R8), X12, X12
-	VPXOR   (BX), X12, X12
-	CMPQ    R12, $0x0a
-	JE      aes128_80
-	VAESENC 16(BX), X12, X12
-	VAESENC 32(BX), X12, X12
-	VAESENC 48(BX), X12, X12
-	VAESENC 64(BX), X12, X12
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_80
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
 
 aes128_80:
 	VAESENC     -144(R10), X12, X12
@@ -5672,17 +5676,18 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	SHRQ $0x04, DX
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ    DX, $0x02
-	JAE     wide176
-	VMOVQ   (R8), X10
-	VPINSRQ $0x01, 8(R8), X10, X10
-	VPXOR   (BX), X10, X10
-	CMPQ    R12, $0x0a
-	JE      aes128_177
-	VAESENC 16(BX), X10, X10
-	VAESENC 32(BX), X10, X10
-	VAESENC 48(BX), X10, X10
-	VAESENC 64(BX), X10, X10
+	CMPQ        DX, $0x02
+	JAE         wide176
+	VMOVQ       (R8), X10
+	VMOVQ       8(R8), X13
+	VPUNPCKLQDQ X13, X10, X10
+	VPXOR       (BX), X10, X10
+	CMPQ        R12, $0x0a
+	JE          aes128_177
+	VAESENC     16(BX), X10, X10
+	VAESENC     32(BX), X10, X10
+	VAESENC     48(BX), X10, X10
+	VAESENC     64(BX), X10, X10
 
 aes128_177:
 	VAESENC     -144(R10), X10, X10
@@ -5814,15 +5819,16 @@ shortDone181:
 	RET
 
 wide176:
-	VMOVQ   (R8), X10
-	VPINSRQ $0x01, 8(R8), X10, X10
-	VPXOR   (BX), X10, X10
-	CMPQ    R12, $0x0a
-	JE      aes128_185
-	VAESENC 16(BX), X10, X10
-	VAESENC 32(BX), X10, X10
-	VAESENC 48(BX), X10, X10
-	VAESENC 64(BX), X10, X10
+	VMOVQ       (R8), X10
+	VMOVQ       8(R8), X13
+	VPUNPCKLQDQ X13, X10, X10
+	VPXOR       (BX), X10, X10
+	CMPQ        R12, $0x0a
+	JE          aes128_185
+	VAESENC     16(BX), X10, X10
+	VAESENC     32(BX), X10, X10
+	VAESENC     48(BX), X10, X10
+	VAESENC     64(BX), X10, X10
 
 aes128_185:
 	VAESENC        -144(R10), X10, X10
@@ -6456,17 +6462,18 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	SHRQ $0x04, DX
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ    DX, $0x04
-	JAE     wide209
-	VMOVQ   (R8), X12
-	VPINSRQ $0x01, 8(R8), X12, X12
-	VPXOR   (BX), X12, X12
-	CMPQ    R12, $0x0a
-	JE      aes128_210
-	VAESENC 16(BX), X12, X12
-	VAESENC 32(BX), X12, X12
-	VAESENC 48(BX), X12, X12
-	VAESENC 64(BX), X12, X12
+	CMPQ        DX, $0x04
+	JAE         wide209
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_210
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
 
 aes128_210:
 	VAESENC     -144(R10), X12, X12
@@ -6600,9 +6607,9 @@ shortDone214:
 wide209:
 	CMPQ            DX, $0x10
 	JB              narrowTweak218
-	VMOVQ           (R8), X12
-	VPINSRQ         $0x01, 8(R8), X12, X12
-	VSHUFI64X2      $0x00, Z12, Z12, Z12
+	VPBROADCASTQ    (R8), Z12
+	VPBROADCASTQ    8(R8), Z8
+	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
@@ -6640,15 +6647,16 @@ aes128_220:
 	JMP             tweaked219
 
 narrowTweak218:
-	VMOVQ   (R8), X12
-	VPINSRQ $0x01, 8(R8), X12, X12
-	VPXOR   (BX), X12, X12
-	CMPQ    R12, $0x0a
-	JE      aes128_221
-	VAESENC 16(BX), X12, X12
-	VAESENC 32(BX), X12, X12
-	VAESENC 48(BX), X12, X12
-	VAESENC 64(BX), X12, X12
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_221
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
 
 aes128_221:
 	VAESENC     -144(R10), X12, X12

@@ -296,9 +296,11 @@ func yregs32(i int) VecPhysical {
 func (c *vk) encryptTweak(x VecPhysical, p GPPhysical) {
 	isa := []string{"AES", "AVX"}
 	// Two qword loads: callers build the tweak with 8-byte stores, which
-	// a 16-byte load could not forward from.
+	// a 16-byte load could not forward from; both load at once.
+	hi := asX(c.tmp[0])
 	VMOVQ(Mem{Base: p}, x)
-	VPINSRQ(Imm(1), Mem{Base: p, Disp: 8}, x, x)
+	VMOVQ(Mem{Base: p, Disp: 8}, hi)
+	VPUNPCKLQDQ(hi, x, x)
 	VPXOR(keyMem(c.tk, c.kend2, 0), x, x)
 	c.middle([]VecPhysical{x}, "VAESENC", func(j int) Op { return keyMem(c.tk, c.kend2, j) }, isa)
 	raw(isa, "VAESENCLAST", keyMem(c.tk, c.kend2, 14), x, x)
@@ -312,10 +314,12 @@ func (c *vk) encryptTweak(x VecPhysical, p GPPhysical) {
 // made 4096-byte units 6% and 512-byte units 35% faster, as the next
 // call's chain cannot start early enough to hide under this one's work.
 func (c *vk) encryptTweakWide(p GPPhysical) {
-	x := asX(c.tw)
-	VMOVQ(Mem{Base: p}, x)
-	VPINSRQ(Imm(1), Mem{Base: p, Disp: 8}, x, x)
-	VSHUFI64X2(Imm(0), c.tw, c.tw, c.tw)
+	// Each qword broadcast straight from memory (8-byte loads, which the
+	// caller's 8-byte stores forward to) and interleaved within the
+	// lanes: no lane-crossing shuffle before the chain either.
+	VPBROADCASTQ(Mem{Base: p}, c.tw)
+	VPBROADCASTQ(Mem{Base: p, Disp: 8}, zregs[8])
+	VPUNPCKLQDQ(zregs[8], c.tw, c.tw)
 	key := func(j int) Op {
 		k := zregs[8+j%4]
 		VBROADCASTI32X4(keyMem(c.tk, c.kend2, j), k)
