@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -124,9 +122,9 @@ func headerBackup(a *app, image, file string, force bool) error {
 }
 
 func headerRestore(a *app, image, file string, force bool) error {
-	backup, err := readBackup(file)
+	backup, err := volume.ReadBackup(file)
 	if err != nil {
-		return err
+		return withCode(exitInput, err)
 	}
 	if _, err := volume.ParseHeader(backup); err != nil {
 		return withCode(exitInput, fmt.Errorf("%s is not a valid header backup: %w", file, err))
@@ -165,7 +163,7 @@ func headerRestore(a *app, image, file string, force bool) error {
 		return volumeError(image, err)
 	}
 	if current != nil {
-		if change := slotRollback(current.Header, backup); change != "" {
+		if change := describeRollback(volume.SlotRollback(current.Header, backup)); change != "" {
 			if err := confirm(a, fmt.Sprintf("restoring %s onto %s %s", file, image, change)); err != nil {
 				return err
 			}
@@ -177,46 +175,6 @@ func headerRestore(a *app, image, file string, force bool) error {
 	}
 	a.infof("restored the header of %s from %s (UUID %s, key slots %s) to both header copies", image, file, h.UUIDString(), intList(h.ActiveSlots()))
 	return nil
-}
-
-func readBackup(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, withCode(exitInput, fmt.Errorf("header backup %s does not exist", file))
-	case err != nil:
-		return nil, withCode(exitInput, fmt.Errorf("cannot read header backup: %w", err))
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, volume.CopySize+1))
-	if err != nil {
-		return nil, withCode(exitInput, fmt.Errorf("cannot read header backup %s: %w", file, err))
-	}
-	if len(b) != volume.CopySize {
-		return nil, withCode(exitInput, fmt.Errorf("%s is not a header backup: %d bytes, a backup has %d", file, len(b), volume.CopySize))
-	}
-	return b, nil
-}
-
-// slotRollback says how restoring backup changes the key slots of cur:
-// passphrases it brings back (removed or changed since the backup) and
-// ones it removes (added since); "" if none.
-func slotRollback(cur *volume.Header, backup []byte) string {
-	old, err := volume.ParseHeader(backup)
-	if err != nil || old.UUID != cur.UUID {
-		return "" // Restore refuses it, naming why
-	}
-	var back, gone []int
-	for i := range old.Slots {
-		o, c := old.Slots[i], cur.Slots[i]
-		switch {
-		case o.Active && (!c.Active || o.Salt != c.Salt):
-			back = append(back, i)
-		case !o.Active && c.Active:
-			gone = append(gone, i)
-		}
-	}
-	return describeRollback(back, gone)
 }
 
 // describeRollback names the key slots a header restore brings back and
