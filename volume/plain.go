@@ -60,6 +60,59 @@ func (p Plain) Check() error {
 	return nil
 }
 
+// ErrInputSize is wrapped by the errors of CheckPlaintext and DataSize: an
+// input whose size does not fit a plain image.
+var ErrInputSize = errors.New("input size does not fit the sectors")
+
+type inputSizeError struct{ msg string }
+
+func (e *inputSizeError) Error() string        { return e.msg }
+func (e *inputSizeError) Is(target error) bool { return target == ErrInputSize }
+
+// CheckPlaintext checks that size bytes of plaintext (below zero: a
+// stream, checked as it is read) fill whole sectors; name is the input's
+// in messages.
+func (p Plain) CheckPlaintext(name string, size int64) error {
+	if size > 0 && size%int64(p.Sector.Size) != 0 {
+		return &inputSizeError{fmt.Sprintf("input %s is %d bytes, not a whole number of %d-byte sectors", name, size, p.Sector.Size)}
+	}
+	return nil
+}
+
+// DataSize returns the bytes of ciphertext that follow the offset in an
+// image of imageSize bytes: a whole number of sectors, at least one. A
+// stream (imageSize below zero) gives -1: read it to its end.
+func (p Plain) DataSize(name string, imageSize int64) (int64, error) {
+	size := imageSize - p.OffsetBytes()
+	switch {
+	case imageSize < 0:
+		return -1, nil
+	case size <= 0:
+		return 0, &inputSizeError{fmt.Sprintf("input %s is %d bytes: nothing after the offset of %d bytes", name, imageSize, p.OffsetBytes())}
+	case size%int64(p.Sector.Size) != 0:
+		return 0, &inputSizeError{fmt.Sprintf("input %s holds %d bytes after the offset, not a whole number of %d-byte sectors", name, size, p.Sector.Size)}
+	}
+	return size, nil
+}
+
+// SkipOffset moves r, at the start of an image, to its encrypted data (for
+// DecryptPlain): it seeks where it can, and reads past the offset where
+// not (a stream). Seeking past the end is no error: DataSize checks a
+// file's size first; a stream that ends within the offset is one.
+func (p Plain) SkipOffset(r io.Reader) error {
+	n := p.OffsetBytes()
+	if s, ok := r.(io.Seeker); ok {
+		if _, err := s.Seek(n, io.SeekStart); err == nil {
+			return nil
+		}
+	}
+	got, err := io.CopyN(io.Discard, r, n)
+	if err == io.EOF {
+		err = fmt.Errorf("the input ended after %d bytes, within the offset of %d", got, n)
+	}
+	return err
+}
+
 // EncryptPlain writes to w what a plain-mode device holds after size bytes of
 // plaintext from r were written through the mapping: Offset*512 zero bytes
 // (the area before the mapping, never written by dm-crypt), then the

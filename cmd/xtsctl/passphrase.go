@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"golang.org/x/term"
 )
 
@@ -40,29 +41,14 @@ func readPassphrase(a *app, req passphraseRequest) ([]byte, error) {
 }
 
 // readPassphraseFile returns the file's content with one trailing newline
-// removed (what echo or an editor adds), or with win.size set exactly the
-// bytes it selects. An empty passphrase is an error.
+// removed (what echo or an editor adds), or with win.Size set exactly the
+// bytes it selects (keyfile.Options.Passphrase).
 func readPassphraseFile(a *app, path string, win keyWindow) ([]byte, error) {
-	buf, n, err := readSecretFile(a, "passphrase file", path, maxPassphrase, win)
-	if err != nil {
-		return nil, err
+	p, err := readSecret(a, path, keyfile.Options{Name: "passphrase file", Limit: maxPassphrase, Window: win, Passphrase: true})
+	if errors.Is(err, keyfile.ErrEmpty) {
+		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is empty", path), "write the passphrase into it, e.g. with a text editor")
 	}
-	if n > maxPassphrase {
-		clear(buf)
-		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is larger than %d bytes", path, maxPassphrase))
-	}
-	p := buf[:n]
-	if win.size == 0 {
-		p = bytes.TrimSuffix(p, []byte("\n"))
-	}
-	if len(p) == 0 {
-		clear(buf)
-		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is empty", path),
-			"write the passphrase into it, e.g. with a text editor")
-	}
-	out := bytes.Clone(p)
-	clear(buf)
-	return out, nil
+	return p, err
 }
 
 // readPassphraseTTY asks on the controlling terminal, without echo.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -114,40 +113,16 @@ func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
 }
 
 func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
-	p, err := pf.params()
-	if err != nil {
-		return err
-	}
-	in, err := openStreamInput(a, inPath)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if in.size > 0 && in.size%int64(p.Sector.Size) != 0 {
-		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, p.Sector.Size),
-			fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
-	}
-	codec, keyBits, wipe, err := plainCodec(a, pf, p)
-	if err != nil {
-		return err
-	}
-	defer wipe()
-	out, err := createOutput(outPath, in, force)
-	if err != nil {
-		return err
-	}
-	update, done := newProgress(a, "encrypting", in.size)
-	n, err := volume.EncryptPlain(a.ctx, out, in, in.size, p, codec, update)
-	done()
-	err = nonEmpty(in, n, err)
-	if err := finish(out, err); err != nil {
-		return err
-	}
-	a.infof("encrypted %s (%s, %d sectors) to %s: %s", in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
-	return nil
+	return convertPlain(a, pf, "encrypt", inPath, outPath, force)
 }
 
 func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
+	return convertPlain(a, pf, "decrypt", inPath, outPath, force)
+}
+
+// convertPlain encrypts or decrypts (verb) inPath to outPath as
+// cryptsetup's plain mode maps them (volume.EncryptPlain, DecryptPlain).
+func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bool) error {
 	p, err := pf.params()
 	if err != nil {
 		return err
@@ -157,58 +132,40 @@ func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) er
 		return err
 	}
 	defer in.Close()
-	size := in.size - p.OffsetBytes()
-	switch {
-	case in.size < 0:
-		size = -1 // a stream: read to its end
-	case size <= 0:
-		return withCode(exitInput, fmt.Errorf("input %s is %d bytes: nothing after the offset of %d bytes", inPath, in.size, p.OffsetBytes()))
-	case size%int64(p.Sector.Size) != 0:
-		return withCode(exitInput, fmt.Errorf("input %s holds %d bytes after the offset, not a whole number of %d-byte sectors", inPath, size, p.Sector.Size))
+	size, run := in.size, volume.EncryptPlain
+	if verb == "encrypt" {
+		if err := p.CheckPlaintext(inPath, in.size); err != nil {
+			return withCode(exitInput, err, fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
+		}
+	} else if size, err = p.DataSize(inPath, in.size); err != nil {
+		return withCode(exitInput, err)
 	}
 	codec, keyBits, wipe, err := plainCodec(a, pf, p)
 	if err != nil {
 		return err
 	}
 	defer wipe()
-	if err := skipOffset(in, p.OffsetBytes()); err != nil {
-		return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
+	if verb == "decrypt" {
+		if err := p.SkipOffset(in); err != nil {
+			return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
+		}
+		run = volume.DecryptPlain
 	}
 	out, err := createOutput(outPath, in, force)
 	if err != nil {
 		return err
 	}
-	update, done := newProgress(a, "decrypting", size)
-	n, err := volume.DecryptPlain(a.ctx, out, in, size, p, codec, update)
+	update, done := newProgress(a, verb+"ing", size)
+	n, err := run(a.ctx, out, in, size, p, codec, update)
 	done()
-	err = nonEmpty(in, n, err)
+	if err == nil && n == 0 { // an empty stream, refused as an empty file is
+		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.path)}
+	}
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("decrypted %s (%s, %d sectors) to %s: %s", in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
+	a.infof("%sed %s (%s, %d sectors) to %s: %s", verb, in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 
 func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
-
-// skipOffset positions in after the offset: a seek for files, reading and
-// dropping the bytes for a stream.
-func skipOffset(in *input, n int64) error {
-	if in.size >= 0 {
-		_, err := in.Seek(n, io.SeekStart)
-		return err
-	}
-	got, err := io.CopyN(io.Discard, in, n)
-	if err == io.EOF {
-		err = fmt.Errorf("the input ended after %d bytes, within the offset of %d", got, n)
-	}
-	return err
-}
-
-// nonEmpty makes an empty stream an error, as an empty file is.
-func nonEmpty(in *input, n int64, err error) error {
-	if err == nil && n == 0 {
-		return &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.path)}
-	}
-	return err
-}

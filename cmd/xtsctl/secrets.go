@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
 
 	"github.com/spf13/pflag"
 
+	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/term"
@@ -20,27 +20,22 @@ import (
 // bytes that xts.NewCipher accepts (its two halves must differ). The caller
 // wipes the key.
 func readKeyFile(a *app, path string) ([]byte, error) {
-	buf, n, err := readSecretFile(a, "key file", path, 64, a.keyWindow)
-	if err != nil {
+	key, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: 64, Window: a.keyWindow})
+	switch {
+	case errors.Is(err, keyfile.ErrTooLarge):
+		return nil, withCode(exitKey, fmt.Errorf("key file %s holds more than 64 bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path),
+			"if the key is a part of the file, say which: --keyfile-offset BYTES --keyfile-size 64 (or 32)")
+	case err != nil:
 		return nil, err
-	}
-	key := buf[:n]
-	if n != 32 && n != 64 {
-		secret.Wipe(buf)
-		size := fmt.Sprintf("%d bytes", n)
-		if n == 65 {
-			size = "more than 64 bytes"
-		}
-		hint := "make one with: head -c 64 /dev/urandom > KEYFILE"
-		if n == 65 {
-			hint = "if the key is a part of the file, say which: --keyfile-offset BYTES --keyfile-size 64 (or 32)"
-		}
-		return nil, withCode(exitKey, fmt.Errorf("key file %s holds %s; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, size), hint)
+	case len(key) != 32 && len(key) != 64:
+		secret.Wipe(key)
+		return nil, withCode(exitKey, fmt.Errorf("key file %s holds %d bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, len(key)),
+			"make one with: head -c 64 /dev/urandom > KEYFILE")
 	}
 	// The xts package judges the key; here its refusal gets the file's name.
 	c, err := xts.NewCipher(key)
 	if err != nil {
-		secret.Wipe(buf)
+		secret.Wipe(key)
 		if errors.Is(err, xts.ErrEqualKeyHalves) {
 			err = fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path)
 		}
@@ -50,13 +45,9 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 	return key, nil
 }
 
-// keyWindow is the part of a key or passphrase file that holds the secret:
-// cryptsetup's --keyfile-offset and --keyfile-size, so that a key can live
-// inside a larger file or device.
-type keyWindow struct {
-	offset int64 // bytes skipped at the start
-	size   int   // bytes read exactly (taken as they are), or 0: the rest of the file
-}
+// keyWindow is keyfile.Window. Shim: goes when luks.go and main.go use
+// keyfile.Window.
+type keyWindow = keyfile.Window
 
 // registerKeyWindow adds --keyfile-offset and --keyfile-size, once, for the
 // command's key file (--key-file) or passphrase file (--passphrase-file).
@@ -64,98 +55,53 @@ func registerKeyWindow(a *app, fs *pflag.FlagSet) {
 	if fs.Lookup("keyfile-offset") != nil {
 		return
 	}
-	fs.Int64Var(&a.keyWindow.offset, "keyfile-offset", 0, "skip `BYTES` at the start of the key or passphrase file (cryptsetup's --keyfile-offset)")
-	fs.IntVar(&a.keyWindow.size, "keyfile-size", 0, "read exactly `BYTES` of the key or passphrase file, taken as they are (cryptsetup's --keyfile-size; default: the rest of the file)")
+	fs.Int64Var(&a.keyWindow.Offset, "keyfile-offset", 0, "skip `BYTES` at the start of the key or passphrase file (cryptsetup's --keyfile-offset)")
+	fs.IntVar(&a.keyWindow.Size, "keyfile-size", 0, "read exactly `BYTES` of the key or passphrase file, taken as they are (cryptsetup's --keyfile-size; default: the rest of the file)")
 }
 
-// check validates the window against limit, the most a secret may hold.
-func (w keyWindow) check(limit int) error {
-	switch {
-	case w.offset < 0:
-		return usageError(fmt.Errorf("--keyfile-offset %d is negative", w.offset))
-	case w.size < 0:
-		return usageError(fmt.Errorf("--keyfile-size %d is negative", w.size))
-	case w.size > limit:
-		return usageError(fmt.Errorf("--keyfile-size %d is more than the %d bytes this file can hold", w.size, limit))
+// readSecret reads a key or passphrase from the file at path or, for "-",
+// from standard input (keyfile.Read, keyfile.ReadStdin), after locking
+// memory, and maps the errors. The caller wipes the secret.
+func readSecret(a *app, path string, o keyfile.Options) ([]byte, error) {
+	if err := o.Window.Check(o.Limit); err != nil {
+		return nil, usageError(fmt.Errorf("--keyfile-%w", err))
 	}
-	return nil
-}
-
-// readSecretFile reads up to limit+1 bytes of the file at path, which holds
-// a key or passphrase ("what" names it in messages), so that callers can
-// tell a file that is too long; win, if set, selects the bytes to read. It
-// locks memory first, refuses directories and warns when other users can
-// read the file. The caller wipes buf, of which the first n bytes were
-// read.
-func readSecretFile(a *app, what, path string, limit int, win keyWindow) (buf []byte, n int, err error) {
-	if err := win.check(limit); err != nil {
-		return nil, 0, err
-	}
-	buf, n, err = readSecretPrefix(a, what, path, limit, win.offset)
-	if err != nil || win.size == 0 {
-		return buf, n, err
-	}
-	if n < win.size {
-		secret.Wipe(buf)
-		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s holds %d bytes after --keyfile-offset %d; --keyfile-size wants %d", what, path, n, win.offset, win.size))
-	}
-	return buf, win.size, nil
-}
-
-// readSecretPrefix reads up to limit+1 bytes of the file at path from byte
-// offset on.
-func readSecretPrefix(a *app, what, path string, limit int, offset int64) (buf []byte, n int, err error) {
 	protectSecrets(a)
+	var p []byte
+	var err error
 	if path == "-" {
 		// Standard input: from a pipe (a terminal would echo it).
-		if err := a.takeStdin("the " + what); err != nil {
-			return nil, 0, err
+		if err := a.takeStdin("the " + o.Name); err != nil {
+			return nil, err
 		}
 		if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			return nil, 0, usageError(fmt.Errorf("%s - reads standard input, which is a terminal", what),
+			return nil, usageError(fmt.Errorf("%s - reads standard input, which is a terminal", o.Name),
 				"pipe it in, or leave the option out to be asked without echo")
 		}
-		if _, err := io.CopyN(io.Discard, a.stdin, offset); err != nil && !errors.Is(err, io.EOF) {
-			return nil, 0, withCode(exitKey, fmt.Errorf("cannot read the %s from standard input: %w", what, err))
+		p, err = keyfile.ReadStdin(a.stdin, o)
+	} else {
+		o.Exposed = func(perm fs.FileMode) {
+			a.warningf("%s %s is accessible by other users (mode %04o)", o.Name, path, perm)
+			a.hintf("chmod 600 %s", path)
 		}
-		buf = make([]byte, limit+1)
-		n, err = io.ReadFull(a.stdin, buf)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			secret.Wipe(buf)
-			return nil, 0, withCode(exitKey, fmt.Errorf("cannot read the %s from standard input: %w", what, err))
-		}
-		return buf, n, nil
+		p, err = keyfile.Read(path, o)
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s does not exist", what, path))
-	} else if err != nil {
-		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s: %w", what, err))
+	var se *keyfile.ShortError
+	if errors.As(err, &se) {
+		err = fmt.Errorf("%s %s holds %d bytes after --keyfile-offset %d; --keyfile-size wants %d", o.Name, path, se.Got, se.Window.Offset, se.Window.Size)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s: %w", what, err))
+	return p, withCode(exitKey, err)
+}
+
+// readSecretFile is readSecret as luks.go calls it: a secret that is too
+// large comes back as limit+1 bytes. Shim: goes when luks.go checks
+// keyfile.ErrTooLarge.
+func readSecretFile(a *app, what, path string, limit int, win keyWindow) ([]byte, int, error) {
+	p, err := readSecret(a, path, keyfile.Options{Name: what, Limit: limit, Window: win})
+	if errors.Is(err, keyfile.ErrTooLarge) {
+		return make([]byte, limit+1), limit + 1, nil
 	}
-	if fi.IsDir() {
-		return nil, 0, withCode(exitKey, fmt.Errorf("%s %s is a directory", what, path))
-	}
-	warnIfExposed(a, what, path, fi)
-	if offset > 0 {
-		// Seek where it can (files, devices), read past where not (pipes).
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			if _, err := io.CopyN(io.Discard, f, offset); err != nil && !errors.Is(err, io.EOF) {
-				return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s %s: %w", what, path, err))
-			}
-		}
-	}
-	buf = make([]byte, limit+1)
-	n, err = io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		secret.Wipe(buf)
-		return nil, 0, withCode(exitKey, fmt.Errorf("cannot read %s %s: %w", what, path, err))
-	}
-	return buf, n, nil
+	return p, len(p), err
 }
 
 // protectSecrets locks memory and disables core dumps before any secret is
@@ -170,11 +116,3 @@ func protectSecrets(a *app) {
 }
 
 var memoryWarning sync.Once
-
-// warnIfExposed warns when a file holding secrets can be read by other users.
-func warnIfExposed(a *app, what, path string, fi fs.FileInfo) {
-	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
-		a.warningf("%s %s is accessible by other users (mode %04o)", what, path, fi.Mode().Perm())
-		a.hintf("chmod 600 %s", path)
-	}
-}

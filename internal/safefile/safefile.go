@@ -3,6 +3,11 @@
 // same directory, which is synced and then renamed over the final name.
 // An interrupted or failed run leaves no file under the final name (a killed
 // process can leave only the hidden temporary file, never the output).
+//
+// Around that, CreateOutput decides what an output path is (a file to
+// write that way, a stream to write through, or something to refuse) and
+// OpenInput what an input path is (a file or block device of known size,
+// or a stream).
 package safefile
 
 import (

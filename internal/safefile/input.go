@@ -1,0 +1,100 @@
+package safefile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Why an input is refused; OpenInput's errors wrap one of these (or
+// fs.ErrNotExist, or an I/O error) and name the path.
+var (
+	// ErrPipe: the input is a named pipe where a seekable file is needed.
+	ErrPipe = errors.New("input is a pipe")
+	// ErrNotImage: the input is a directory, a character device, a
+	// socket: neither a regular file nor a block device.
+	ErrNotImage = errors.New("input is not a regular file or block device")
+	// ErrEmpty: the input holds no bytes.
+	ErrEmpty = errors.New("input is empty")
+)
+
+// Input is an opened input: a regular file or block device of known size,
+// or a stream (standard input, a named pipe) whose size is known only at
+// its end.
+type Input struct {
+	*os.File           // nil for a stream that is no file of ours (Stream)
+	Stream   io.Reader // if not nil, read instead of File (standard input)
+	Name     string    // the path, or what the input is ("standard input")
+	Size     int64     // in bytes; -1 for a stream
+	Info     fs.FileInfo
+}
+
+// Read reads the stream or the file.
+func (in *Input) Read(p []byte) (int, error) {
+	if in.Stream != nil {
+		return in.Stream.Read(p)
+	}
+	return in.File.Read(p)
+}
+
+// kindError is an error with a message of its own that wraps a kind
+// (one of the Err values above, or fs.ErrNotExist).
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// OpenInput opens path read-only and finds its size. It accepts regular
+// files and block devices (whose size Stat reports as 0: it seeks to the
+// end); anything else, and an empty input, is an error naming the path.
+func OpenInput(path string) (*Input, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &kindError{fmt.Sprintf("input %s does not exist", path), fs.ErrNotExist}
+	case err != nil:
+		return nil, fmt.Errorf("cannot read input: %w", err)
+	case fi.IsDir():
+		return nil, &kindError{fmt.Sprintf("input %s is a directory, not an image", path), ErrNotImage}
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return nil, &kindError{fmt.Sprintf("input %s is a pipe: this needs a file or block device", path), ErrPipe}
+	case !fi.Mode().IsRegular() && (fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0):
+		return nil, &kindError{fmt.Sprintf("input %s is not a regular file or block device", path), ErrNotImage}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read input: %w", err)
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot read input %s: %w", path, err)
+	}
+	if size == 0 {
+		f.Close()
+		return nil, &kindError{fmt.Sprintf("input %s is empty", path), ErrEmpty}
+	}
+	return &Input{File: f, Name: path, Size: size, Info: fi}, nil
+}
+
+// OpenStreamInput is OpenInput for a reader that also takes a stream: a
+// named pipe is opened with Size -1 (read it to its end). Standard input
+// is the caller's: Input{Stream: os.Stdin, Name: "standard input", Size: -1}.
+func OpenStreamInput(path string) (*Input, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&fs.ModeNamedPipe != 0 {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read input: %w", err)
+		}
+		return &Input{File: f, Name: path, Size: -1, Info: fi}, nil
+	}
+	return OpenInput(path)
+}
