@@ -120,3 +120,4 @@ func (j fileJournal) Create(size int64, init func(Device) error) (JournalFile, e
 	return f, f.Sync()
 }
 func (j fileJournal) Remove() error { return os.Remove(string(j)) }
+func (j fileJournal) Name() string  { return string(j) }

@@ -19,7 +19,14 @@
 // Runs: EncryptPlain and DecryptPlain keep their journal in a file beside
 // the image (Journal, FileJournal); EncryptVolume, DecryptVolume and
 // ResumeVolume keep theirs at the end of the target. Probe and
-// ProbeJournal describe an interrupted run without a key (for info).
-// OpenTarget opens and locks a target, refusing one that is read-only,
-// mounted or in use.
+// ProbeJournal describe an interrupted run without a key, and FindRun
+// finds one for info. OpenTarget opens and locks a target, refusing one
+// that is read-only, mounted or in use.
+//
+// A command does not call the runs directly: PrepareVolume and
+// PreparePlain (with JournalFor, which places a plain run's journal) look
+// at the target first, say whether an interrupted run is resumed, and make
+// every check that needs no key; the Plan then runs with the key, so that
+// a refusal comes before the passphrase is asked for. Errors are typed or
+// sentinel values, for the caller to map to its messages.
 package inplace

@@ -44,7 +44,9 @@ const (
 
 // journalZone is the zone size in journal mode: each zone costs two syncs
 // and the journal holds two of them. A variable for tests.
-var journalZone int64 = 16 << 20
+var journalZone int64 = defaultJournalZone
+
+const defaultJournalZone = 16 << 20
 
 // geometry places a run's data: logical byte x of the length bytes is at
 // src+x in the target before the run and at dst+x after. Zones are taken

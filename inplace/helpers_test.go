@@ -133,6 +133,8 @@ func (j *memJournal) Create(size int64, init func(Device) error) (JournalFile, e
 	return d, nil
 }
 
+func (j *memJournal) Name() string { return "journal" }
+
 func (j *memJournal) Remove() error {
 	if j.log != nil {
 		j.log.add(op{dev: "journal", kind: opRemove})

@@ -31,6 +31,8 @@ type Journal interface {
 	Create(size int64, init func(Device) error) (JournalFile, error)
 	// Remove deletes the journal, durably.
 	Remove() error
+	// Name names the journal in messages.
+	Name() string
 }
 
 // Journal file layout: the anchor, the two records, a reserved block, then
@@ -164,31 +166,28 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction)
 		return nil, err
 	}
 	if dir == Encrypt {
-		a.Length, a.Dest = size-room, off
+		a.Dest = off
 		switch {
 		case room < 0 || room > size:
 			return nil, fmt.Errorf("the room to leave (%d bytes) is not within the target's %d bytes", room, size)
 		case !e.t.Resizable() && room < off:
 			return nil, &NeedRoomError{What: "the offset", Need: off, Have: room}
 		case e.t.Resizable() && room > 0:
-			return nil, errors.New("the room to leave at the end applies to block devices: an image grows")
+			return nil, ErrRoomOnImage
 		}
 		a.FinalSize = size
 		if e.t.Resizable() {
 			a.FinalSize = size + off
 		}
 	} else {
-		a.Length, a.Source = size-off, off
+		a.Source = off
 		a.FinalSize = size
 		if e.t.Resizable() {
-			a.FinalSize = a.Length
+			a.FinalSize = size - off
 		}
 	}
-	switch {
-	case a.Length <= 0:
-		return nil, fmt.Errorf("nothing to convert: the target is %d bytes, its data would start at byte %d", size, off)
-	case a.Length%ss != 0:
-		return nil, fmt.Errorf("the data is %d bytes, not a whole number of %d-byte sectors", a.Length, ss)
+	if a.Length, err = plainLength(size, room, p, dir); err != nil {
+		return nil, err
 	}
 	a.Mode, a.Zone = chooseMode(off, a.Length)
 	if err := a.check(); err != nil {

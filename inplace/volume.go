@@ -209,23 +209,20 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 			return nil, ErrAlreadyVolume
 		}
 		if t.Resizable() && room != 0 {
-			return nil, errors.New("the room to leave at the end applies to block devices: an image grows")
+			return nil, ErrRoomOnImage
 		}
 		if room < 0 || room >= size {
 			return nil, fmt.Errorf("the room to leave (%d bytes) is not within the target's %d bytes", room, size)
 		}
 		length = size - room
 	}
-	ss := create.SectorSize
-	if ss == 0 {
-		ss = 4096
-	}
+	ss := sectorSizeOf(create)
 	if length%int64(ss) != 0 {
-		return nil, fmt.Errorf("the data is %d bytes, not a whole number of %d-byte sectors", length, ss)
+		return nil, &SectorsError{Kind: KindVolume, Length: length, SectorSize: ss}
 	}
 	l, err := volume.NewLayout(length, ss, create.TagSize)
 	if err != nil {
-		return nil, err
+		return nil, &LayoutError{err}
 	}
 	final := l.Size
 	if !t.Resizable() {

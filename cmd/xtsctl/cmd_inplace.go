@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -57,11 +56,13 @@ func inPlaceArgs(f *inPlaceFlags, names ...string) cobra.PositionalArgs {
 	}
 }
 
-// inPlaceRun is what the in-place commands share.
+// inPlaceRun is what the in-place commands share: the target, the room
+// at its end, and the progress bar of the phase being run.
 type inPlaceRun struct {
 	a      *app
 	target string
 	t      *inplace.FileTarget
+	room   int64 // --reduce-device-size
 	phase  string
 	update func(int64)
 	done   func()
@@ -69,19 +70,29 @@ type inPlaceRun struct {
 }
 
 // openInPlace opens the target, refusing (before anything changes) what
-// is read-only, mounted or in use.
-func openInPlace(a *app, target string, verb string) (*inPlaceRun, error) {
+// is read-only, mounted or in use, and reads --reduce-device-size for it.
+func openInPlace(a *app, ip *inPlaceFlags, target string, verb string) (*inPlaceRun, error) {
 	t, err := inplace.OpenTarget(target)
 	if err != nil {
 		return nil, inPlaceError(target, err)
 	}
-	return &inPlaceRun{a: a, target: target, t: t, verb: verb}, nil
+	r := &inPlaceRun{a: a, target: target, t: t, verb: verb}
+	if ip.reduce != "" {
+		if r.room, err = bytesize.Parse(ip.reduce); err != nil {
+			err = usageError(fmt.Errorf("--reduce-device-size: %w", err))
+		} else if t.Resizable() {
+			err = usageError(errors.New("--reduce-device-size applies to block devices: an image file grows by what it needs"))
+		}
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func (r *inPlaceRun) close() {
-	if r.done != nil {
-		r.done()
-	}
+	r.finishProgress()
 	r.t.Close()
 }
 
@@ -89,9 +100,7 @@ func (r *inPlaceRun) close() {
 func (r *inPlaceRun) options() inplace.Options {
 	return inplace.Options{Progress: func(phase string, done, total int64) {
 		if phase != r.phase {
-			if r.done != nil {
-				r.done()
-			}
+			r.finishProgress()
 			what := map[string]string{
 				"hashing":    "hashing the plaintext for the end-to-end digest",
 				"checking":   "checking every sector's tag",
@@ -113,36 +122,10 @@ func (r *inPlaceRun) finishProgress() {
 	}
 }
 
-// room parses --reduce-device-size for the target.
-func (f *inPlaceFlags) room(t *inplace.FileTarget) (int64, error) {
-	if f.reduce == "" {
-		return 0, nil
-	}
-	n, err := bytesize.Parse(f.reduce)
-	if err != nil {
-		return 0, usageError(fmt.Errorf("--reduce-device-size: %w", err))
-	}
-	if t.Resizable() {
-		return 0, usageError(errors.New("--reduce-device-size applies to block devices: an image file grows by what it needs"))
-	}
-	return n, nil
-}
-
-// journalOf is the journal of a plain run: --journal, or beside an image.
-func (f *inPlaceFlags) journalOf(target string, t *inplace.FileTarget) (inplace.FileJournal, error) {
-	if f.journal != "" {
-		if fi, err := os.Stat(f.journal); err == nil {
-			if tfi, err := t.Stat(); err == nil && os.SameFile(fi, tfi) {
-				return inplace.FileJournal{}, usageError(errors.New("--journal cannot be the target itself"))
-			}
-		}
-		return inplace.FileJournal{Path: f.journal}, nil
-	}
-	if !t.Resizable() {
-		return inplace.FileJournal{}, usageError(fmt.Errorf("%s is a block device: a plain in-place run needs --journal FILE, a file on another device (it holds up to %s)", target, bytesize.Human(32<<20+16<<10)),
-			"the journal must survive what the device might not: keep it on another disk, and keep it until the run finishes")
-	}
-	return inplace.FileJournal{Path: inplace.DefaultJournal(target)}, nil
+// unlock opens a volume's header with pass, as every unlock of the target
+// does.
+func (r *inPlaceRun) unlock(pass []byte) func(*volume.Headers) ([]byte, int, error) {
+	return func(hs *volume.Headers) ([]byte, int, error) { return hs.UnlockWith(pass, r.a.unlockOptions(r.target)) }
 }
 
 // describeStatus says how far an interrupted run got.
@@ -163,43 +146,39 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
 	}
-	r, err := openInPlace(a, target, "encrypting")
+	r, err := openInPlace(a, ip, target, "encrypting")
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	room, err := ip.room(r.t)
-	if err != nil {
-		return err
-	}
-	size, err := r.t.Size()
-	if err != nil {
-		return withCode(exitInput, err)
-	}
-	st, err := inplace.Probe(r.t, size)
+	p, err := inplace.PrepareVolume(r.t, inplace.Encrypt, r.room)
 	if err != nil {
 		return inPlaceError(target, err)
 	}
 	var res *inplace.VolumeResult
-	switch {
-	case st != nil && st.Direction == inplace.Decrypt:
-		return inPlaceError(target, &inplace.DirectionError{Kind: st.Kind, Direction: st.Direction})
-	case st != nil && st.Started:
-		a.infof("%s: resuming the interrupted in-place encryption: %s", target, describeStatus(st))
+	if p.Resume {
+		a.infof("%s: resuming the interrupted in-place encryption: %s", target, describeStatus(p.Status))
 		if cmd.Flags().Changed("digest") {
 			a.warningf("--digest applies when a run starts: the interrupted one's choice stands")
 		}
-		res, err = resumeVolume(r, cf.passphraseOpt)
-	default:
-		if st != nil {
+		pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file", prompt: "the passphrase for " + target})
+		if err != nil {
+			return err
+		}
+		defer clear(pass)
+		res, err = p.ResumeVolume(a.ctx, r.unlock(pass), r.options())
+		if err != nil {
+			return inPlaceError(target, err)
+		}
+	} else {
+		if p.Status != nil {
 			a.infof("%s: an in-place encryption stopped before it converted anything: starting again", target)
 		}
-		res, err = startVolumeEncryption(r, cmd, cf, room, size, withDigest)
+		if res, err = startVolumeEncryption(r, p, cmd, cf, withDigest); err != nil {
+			return err
+		}
 	}
 	r.finishProgress()
-	if err != nil {
-		return err
-	}
 	if res.DigestComputed {
 		printDigest(a, res.Digest[:])
 	} else {
@@ -215,8 +194,9 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 	return nil
 }
 
-// startVolumeEncryption asks for the new passphrase and runs.
-func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, room, size int64, withDigest bool) (*inplace.VolumeResult, error) {
+// startVolumeEncryption reads the new volume's flags, makes the checks that
+// need no passphrase, asks for the new passphrase and runs.
+func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, cf *createFlags, withDigest bool) (*inplace.VolumeResult, error) {
 	a := r.a
 	ss, err := volumeSectorSize(cmd)
 	if err != nil {
@@ -230,25 +210,9 @@ func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, r
 	if opts.NoDigest && opts.TagSize == 0 {
 		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", r.target)
 	}
-	// The checks that need no passphrase come first: the format's limits,
-	// the room, not a volume already.
-	length := size - room
-	if r.t.Resizable() {
-		length = size
-	}
-	if length%int64(ss) != 0 {
-		return nil, withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", r.target, length, ss),
-			"choose a smaller --sector-size, or pad it to a multiple of the sector size")
-	}
-	l, err := volume.NewLayout(length, ss, opts.TagSize)
+	length, err := p.CheckVolume(opts)
 	if err != nil {
-		return nil, usageError(err)
-	}
-	if !r.t.Resizable() && l.Size > size {
-		return nil, inPlaceError(r.target, &inplace.NeedRoomError{What: "an xtsctl volume", Need: l.Size - length, Have: room})
-	}
-	if _, err := volume.ReadHeaders(r.t, size); !errors.Is(err, volume.ErrNotVolume) {
-		return nil, inPlaceError(r.target, inplace.ErrAlreadyVolume)
+		return nil, inPlaceError(r.target, err)
 	}
 	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
 		prompt: "the new passphrase for " + r.target, confirm: true})
@@ -261,28 +225,8 @@ func startVolumeEncryption(r *inPlaceRun, cmd *cobra.Command, cf *createFlags, r
 		return nil, err
 	}
 	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, bytesize.Human(length))
-	res, err := inplace.EncryptVolume(a.ctx, r.t, opts, room, r.options())
-	if err != nil {
-		return nil, inPlaceError(r.target, err)
-	}
-	return res, nil
-}
-
-// resumeVolume asks for the passphrase of the interrupted run and
-// continues it.
-func resumeVolume(r *inPlaceRun, passFile string) (*inplace.VolumeResult, error) {
-	pass, err := readPassphrase(r.a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + r.target})
-	if err != nil {
-		return nil, err
-	}
-	defer clear(pass)
-	res, err := inplace.ResumeVolume(r.a.ctx, r.t, func(hs *volume.Headers) ([]byte, int, error) {
-		return hs.UnlockWith(pass, r.a.unlockOptions(r.target))
-	}, r.options())
-	if err != nil {
-		return nil, inPlaceError(r.target, err)
-	}
-	return res, nil
+	res, err := p.EncryptVolume(a.ctx, opts, r.options())
+	return res, inPlaceError(r.target, err)
 }
 
 func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string, withDigest bool) error {
@@ -301,43 +245,29 @@ func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, pass
 	if cmd.Flags().Changed("sector-size") {
 		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
 	}
-	r, err := openInPlace(a, target, "decrypting")
+	r, err := openInPlace(a, ip, target, "decrypting")
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	size, err := r.t.Size()
-	if err != nil {
-		return withCode(exitInput, err)
-	}
-	st, err := inplace.Probe(r.t, size)
+	p, err := inplace.PrepareVolume(r.t, inplace.Decrypt, 0)
 	if err != nil {
 		return inPlaceError(target, err)
 	}
-	switch {
-	case st != nil && st.Direction == inplace.Encrypt:
-		return inPlaceError(target, &inplace.DirectionError{Kind: st.Kind, Direction: st.Direction})
-	case st != nil && st.Started:
-		a.infof("%s: resuming the interrupted in-place decryption: %s", target, describeStatus(st))
-	default:
-		// Not a volume, or one with a problem: said before the passphrase.
-		if _, err := volume.ReadHeaders(r.t, size); err != nil && st == nil {
-			return volumeError(target, err)
-		}
+	if p.Resume {
+		a.infof("%s: resuming the interrupted in-place decryption: %s", target, describeStatus(p.Status))
 	}
 	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
 	if err != nil {
 		return err
 	}
 	defer clear(pass)
-	if st == nil || !st.Started {
+	if !p.Resume {
 		a.infof("decrypting %s in place; if this is interrupted, run the same command again to resume", target)
 	}
 	opts := r.options()
 	opts.NoDigest = !withDigest
-	res, err := inplace.DecryptVolume(a.ctx, r.t, func(hs *volume.Headers) ([]byte, int, error) {
-		return hs.UnlockWith(pass, a.unlockOptions(target))
-	}, opts)
+	res, err := p.DecryptVolume(a.ctx, r.unlock(pass), opts)
 	r.finishProgress()
 	var dm *inplace.DigestMismatchError
 	if errors.As(err, &dm) {
@@ -369,53 +299,20 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	if err != nil {
 		return err
 	}
-	verb := "encrypting"
-	if dir == inplace.Decrypt {
-		verb = "decrypting"
-	}
-	r, err := openInPlace(a, target, verb)
+	verb := map[inplace.Direction]string{inplace.Encrypt: "encrypting", inplace.Decrypt: "decrypting"}[dir]
+	r, err := openInPlace(a, ip, target, verb)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	room, err := ip.room(r.t)
+	j, err := inplace.JournalFor(r.t, ip.journal)
 	if err != nil {
-		return err
-	}
-	j, err := ip.journalOf(target, r.t)
-	if err != nil {
-		return err
+		return inPlaceError(target, err)
 	}
 	// An interrupted run, or a new one, whose data must be whole sectors
 	// (as encrypt and decrypt IN OUT require): said before the key is read.
-	jf, err := j.Open()
-	var st *inplace.Status
-	switch {
-	case err == nil:
-		st, err = inplace.ProbeJournal(jf)
-		jf.Close()
-		if err != nil {
-			return withCode(exitInput, fmt.Errorf("%s: its journal %s: %w", target, j.Path, err),
-				"if no in-place run of "+target+" was interrupted, the file is not xtsctl's: move it away")
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		size, err := r.t.Size()
-		if err != nil {
-			return withCode(exitInput, err)
-		}
-		data := size - room
-		if dir == inplace.Decrypt {
-			data = size - p.OffsetBytes()
-		}
-		ss := int64(p.Sector.Size)
-		switch {
-		case data <= 0:
-			return withCode(exitInput, fmt.Errorf("%s is %d bytes: nothing to convert after the offset of %d bytes", target, size, p.OffsetBytes()))
-		case data%ss != 0:
-			return withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", target, data, ss),
-				"pad it to a multiple of the sector size, or choose a smaller --sector-size")
-		}
-	default:
+	plan, err := inplace.PreparePlain(r.t, j, p, dir, r.room)
+	if err != nil {
 		return inPlaceError(target, err)
 	}
 	key, err := readKeyFile(a, pf.keyFile)
@@ -424,18 +321,13 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	}
 	defer secret.Wipe(key)
 	switch {
-	case st == nil:
+	case plan.Status == nil:
 		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
 			verb, target, plainCipher(p, 8*len(key)), j.Path)
-	case st.Direction == dir:
-		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(st))
+	case plan.Resume:
+		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
 	}
-	var res *inplace.Result
-	if dir == inplace.Encrypt {
-		res, err = inplace.EncryptPlain(a.ctx, r.t, j, p, room, key, r.options())
-	} else {
-		res, err = inplace.DecryptPlain(a.ctx, r.t, j, p, key, r.options())
-	}
+	res, err := plan.RunPlain(a.ctx, key, r.options())
 	r.finishProgress()
 	if err != nil {
 		return inPlaceError(target, err)
@@ -460,6 +352,10 @@ func inPlaceError(target string, err error) error {
 		re  *inplace.ReadError
 		we  *inplace.WriteError
 		dme *inplace.DigestMismatchError
+		je  *inplace.JournalError
+		nd  *inplace.NoDataError
+		se  *inplace.SectorsError
+		le  *inplace.LayoutError
 		pe  *fs.PathError
 	)
 	wrap := func(code int, hints ...string) error {
@@ -488,6 +384,23 @@ func inPlaceError(target string, err error) error {
 		return wrap(exitUsage)
 	case errors.Is(err, inplace.ErrAlreadyVolume):
 		return wrap(exitInput, "xtsctl info "+target+" describes it")
+	case errors.Is(err, inplace.ErrJournalIsTarget):
+		return usageError(errors.New("--journal cannot be the target itself"))
+	case errors.Is(err, inplace.ErrJournalRequired):
+		return usageError(fmt.Errorf("%s is a block device: a plain in-place run needs --journal FILE, a file on another device (it holds up to %s)", target, bytesize.Human(inplace.MaxJournalSize)),
+			"the journal must survive what the device might not: keep it on another disk, and keep it until the run finishes")
+	case errors.As(err, &je):
+		return wrap(exitInput, "if no in-place run of "+target+" was interrupted, the file is not xtsctl's: move it away")
+	case errors.As(err, &nd):
+		return withCode(exitInput, fmt.Errorf("%s is %d bytes: nothing to convert after the offset of %d bytes", target, nd.Size, nd.Offset))
+	case errors.As(err, &se) && se.Kind == inplace.KindPlain:
+		return withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", target, se.Length, se.SectorSize),
+			"pad it to a multiple of the sector size, or choose a smaller --sector-size")
+	case errors.As(err, &se):
+		return withCode(exitInput, fmt.Errorf("%s holds %d bytes of data, not a whole number of %d-byte sectors", target, se.Length, se.SectorSize),
+			"choose a smaller --sector-size, or pad it to a multiple of the sector size")
+	case errors.As(err, &le):
+		return usageError(le.Err)
 	case errors.Is(err, inplace.ErrNotClean):
 		return wrap(exitInput)
 	case errors.Is(err, inplace.ErrHeaderLost):
@@ -525,35 +438,20 @@ type inPlaceJSON struct {
 // area at its end, or a plain run's journal), and the header when there is
 // one; shown is false when there is no run.
 func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err error) {
-	st, err := inplace.Probe(in, in.size)
-	if err != nil {
-		return true, withCode(exitInput, fmt.Errorf("%s: %w", image, err))
-	}
-	journal := ""
-	if st == nil {
-		journal = f.journal
-		if journal == "" && in.info.Mode().IsRegular() {
-			journal = inplace.DefaultJournal(image)
-		}
-		jf, err := os.Open(journal)
-		if journal == "" || errors.Is(err, fs.ErrNotExist) && f.journal == "" {
-			return false, nil
-		}
-		if err != nil {
-			return true, withCode(exitInput, fmt.Errorf("cannot read the journal: %w", err))
-		}
-		defer jf.Close()
-		if st, err = inplace.ProbeJournal(jf); err != nil {
-			return true, withCode(exitInput, fmt.Errorf("%s: %w", journal, err))
-		}
-	} else if f.journal != "" {
+	st, err := inplace.FindRun(in, in.size, image, f.journal, in.info.Mode().IsRegular())
+	switch {
+	case errors.Is(err, inplace.ErrJournalInTarget):
 		return true, usageError(fmt.Errorf("%s is a volume being converted in place: its journal is in it, --journal does not apply", image))
+	case err != nil:
+		return true, withCode(exitInput, err)
+	case st == nil:
+		return false, nil
 	}
 	resume := fmt.Sprintf("xtsctl %s --in-place", st.Direction.Verb())
 	if st.Kind == inplace.KindPlain {
 		resume += " --type plain --key-file KEYFILE"
-		if journal != inplace.DefaultJournal(image) {
-			resume += " --journal " + journal
+		if st.Journal != inplace.DefaultJournal(image) {
+			resume += " --journal " + st.Journal
 		}
 		if st.SectorSize != 512 {
 			resume += fmt.Sprintf(" --sector-size %d", st.SectorSize)
@@ -570,30 +468,25 @@ func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err
 	}
 	resume += " " + image
 	j := &inPlaceJSON{Kind: st.Kind.String(), Direction: st.Direction.Verb(), DataLength: st.Length, Done: st.Done,
-		Recorded: st.Recorded, Started: st.Started, Journal: journal, Resume: resume}
+		Recorded: st.Recorded, Started: st.Started, Journal: st.Journal, Resume: resume}
 	if st.Length > 0 {
 		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
 	}
 	// A volume's header, where it can be read, says the rest.
 	var vol *infoJSON
-	if st.Kind == inplace.KindVolume {
-		hs, err := volume.ReadHeaders(in, in.size)
-		var ie *volume.InPlaceError
-		if err == nil || errors.As(err, &ie) {
-			vst, _ := volume.ReadState(in, hs.Header)
-			v := infoOf(image, in.size, hs, vst)
-			// The run moves the data over the primary copy and the state
-			// area: say so rather than call them damaged.
-			for i := range v.HeaderCopies {
-				if c := &v.HeaderCopies[i]; c.Name == "primary" && !c.OK {
-					c.Error = "its place holds data during the in-place " + st.Direction.String()
-				}
+	if hs := st.Headers; hs != nil {
+		v := infoOf(image, in.size, hs, st.State)
+		// The run moves the data over the primary copy and the state
+		// area: say so rather than call them damaged.
+		for i := range v.HeaderCopies {
+			if c := &v.HeaderCopies[i]; c.Name == "primary" && !c.OK {
+				c.Error = "its place holds data during the in-place " + st.Direction.String()
 			}
-			if st.Direction == inplace.Encrypt && hs.Header.Flags&volume.FlagDigest != 0 {
-				v.Digest = "recorded"
-			}
-			vol = &v
 		}
+		if st.Direction == inplace.Encrypt && hs.Header.Flags&volume.FlagDigest != 0 {
+			v.Digest = "recorded"
+		}
+		vol = &v
 	}
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
@@ -626,8 +519,8 @@ func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err
 		progress = "how far it got is unknown (no intact record)"
 	}
 	a.resultf("%-16s %s %s, interrupted: %s", "in-place run:", what, st.Direction, progress)
-	if journal != "" {
-		a.resultf("%-16s %s", "journal:", journal)
+	if st.Journal != "" {
+		a.resultf("%-16s %s", "journal:", st.Journal)
 	}
 	a.resultf("%-16s %s", "resume with:", resume)
 	return true, nil
