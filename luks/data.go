@@ -163,7 +163,8 @@ func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, data
 // having written what fit, if r holds more than the segment. It returns the
 // number of plaintext bytes read. r is read in order, the chunks encrypted
 // on every core (internal/stream). progress, if not nil, is called with the
-// plaintext bytes written so far after each write.
+// bytes of the segment written so far (a padded sector counts whole) after
+// each write.
 func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.WriterAt, dataSize int64, progress func(int64)) (int64, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
@@ -213,9 +214,10 @@ func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.Writ
 			return nil
 		},
 		Commit: func(_ int, buf []byte, pos int64) error {
-			_, err := w.WriteAt(buf[:roundUp(len(buf), ss)], off+pos)
+			m := roundUp(len(buf), ss)
+			_, err := w.WriteAt(buf[:m], off+pos)
 			if err == nil && progress != nil {
-				progress(pos + int64(len(buf)))
+				progress(pos + int64(m))
 			}
 			return err
 		},
@@ -226,10 +228,10 @@ func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.Writ
 // that long): a header with one keyslot for passphrase (Format with opt),
 // then the plaintext read from r encrypted into the data segment (Encrypt);
 // a nil r fills the segment with encrypted zeros, as a newly formatted
-// image. progress, if not nil, sees the plaintext bytes written so far: 0
-// once the header is written and encryption starts (the keyslot's KDF
-// comes before), then after each write; the data segment's length
-// (DataRange) is their total. The volume key is wiped before Create
+// image. progress, if not nil, sees the bytes of the data segment written
+// so far: 0 once the header is written and encryption starts (the
+// keyslot's KDF comes before), then after each write, up to the segment's
+// length (DataRange) when r fills it. The volume key is wiped before Create
 // returns.
 func Create(ctx context.Context, f ReadWriterAt, size int64, passphrase []byte, opt FormatOptions, r io.Reader, progress func(int64)) (*Header, error) {
 	h, key, err := Format(f, size, passphrase, opt)
