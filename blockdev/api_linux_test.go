@@ -149,7 +149,7 @@ func TestOpenCloseLifecycle(t *testing.T) {
 		case TypeLUKS:
 			img, _ := os.ReadFile(lk)
 			var out bytes.Buffer
-			if _, err := lh.Decrypt(ctx, lkey, bytes.NewReader(img), int64(len(img)), &out); err != nil {
+			if _, err := lh.Decrypt(ctx, lkey, bytes.NewReader(img), int64(len(img)), &out, nil); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(out.Bytes()[1<<20:1<<20+len(data)], data) {

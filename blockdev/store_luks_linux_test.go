@@ -39,7 +39,7 @@ func luksImage(t testing.TB, path string, data int64, opt luks.FormatOptions) (*
 	}
 	plain := make([]byte, data)
 	rand.Read(plain)
-	if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size); err != nil {
+	if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size, nil); err != nil {
 		t.Fatal(err)
 	}
 	return h, key, plain
@@ -104,7 +104,7 @@ func TestLUKSStore(t *testing.T) {
 			t.Fatal("the store wrote before the data segment")
 		}
 		var out bytes.Buffer
-		if _, err := h.Decrypt(context.Background(), key, bytes.NewReader(after), int64(len(after)), &out); err != nil {
+		if _, err := h.Decrypt(context.Background(), key, bytes.NewReader(after), int64(len(after)), &out, nil); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(out.Bytes(), plain) {

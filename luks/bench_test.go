@@ -136,7 +136,7 @@ func BenchmarkData(b *testing.B) {
 	b.Run("Encrypt", func(b *testing.B) {
 		b.SetBytes(seg)
 		for b.Loop() {
-			if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), img, int64(len(img))); err != nil {
+			if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), img, int64(len(img)), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -144,7 +144,7 @@ func BenchmarkData(b *testing.B) {
 	b.Run("Decrypt", func(b *testing.B) {
 		b.SetBytes(seg)
 		for b.Loop() {
-			if _, err := h.Decrypt(context.Background(), key, img, int64(len(img)), io.Discard); err != nil {
+			if _, err := h.Decrypt(context.Background(), key, img, int64(len(img)), io.Discard, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -25,7 +25,10 @@ const (
 	maxArgon2Thread = 4
 )
 
-func (p Argon2Params) check() error {
+// Check reports costs that cryptsetup would not write: fewer than 4
+// passes, more than 4 threads, less than 32 KiB (8 per thread) or more
+// than 4 GiB of memory.
+func (p Argon2Params) Check() error {
 	switch {
 	case p.Time < minArgon2Time:
 		return fmt.Errorf("argon2id: %d passes, cryptsetup wants at least %d", p.Time, minArgon2Time)

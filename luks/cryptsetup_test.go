@@ -176,14 +176,14 @@ func testCryptsetupImage(t *testing.T, c csCase) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if m, err := h.Decrypt(context.Background(), key, df, size, &got); err != nil || m != n {
+	if m, err := h.Decrypt(context.Background(), key, df, size, &got, nil); err != nil || m != n {
 		t.Fatalf("Decrypt: %d bytes, %v", m, err)
 	}
 	if !bytes.Equal(got.Bytes(), plain) {
 		t.Fatal("Decrypt: plaintext differs from what python3-cryptography encrypted")
 	}
 	out := newMemFile(size)
-	if m, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), out, size); err != nil || m != n {
+	if m, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), out, size, nil); err != nil || m != n {
 		t.Fatalf("Encrypt: %d bytes, %v", m, err)
 	}
 	if !bytes.Equal(out.b[off:off+n], ct) {

@@ -123,8 +123,9 @@ func (h *Header) DMTable(dataSize int64) (devmapper.CryptTable, error) {
 // Decrypt writes the plaintext of the whole data segment to w. data holds
 // the data device (the image, or the data device of a detached header) of
 // dataSize bytes. It runs on internal/stream: chunks are read and decrypted
-// on every core and written in order.
-func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, dataSize int64, w io.Writer) (int64, error) {
+// on every core and written in order. progress, if not nil, is called with
+// the bytes written so far after each write.
+func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, dataSize int64, w io.Writer, progress func(int64)) (int64, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
 		return 0, err
@@ -147,6 +148,9 @@ func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, data
 		Commit: func(_ int, buf []byte, _ int64) error {
 			m, err := w.Write(buf)
 			written += int64(m)
+			if progress != nil {
+				progress(written)
+			}
 			return err
 		},
 	})
@@ -158,8 +162,10 @@ func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, data
 // first sector on. A last partial sector is padded with zeros. It fails,
 // having written what fit, if r holds more than the segment. It returns the
 // number of plaintext bytes read. r is read in order, the chunks encrypted
-// on every core (internal/stream).
-func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.WriterAt, dataSize int64) (int64, error) {
+// on every core (internal/stream). progress, if not nil, is called with the
+// bytes of the segment written so far (a padded sector counts whole) after
+// each write.
+func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.WriterAt, dataSize int64, progress func(int64)) (int64, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
 		return 0, err
@@ -208,10 +214,53 @@ func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.Writ
 			return nil
 		},
 		Commit: func(_ int, buf []byte, pos int64) error {
-			_, err := w.WriteAt(buf[:roundUp(len(buf), ss)], off+pos)
+			m := roundUp(len(buf), ss)
+			_, err := w.WriteAt(buf[:m], off+pos)
+			if err == nil && progress != nil {
+				progress(pos + int64(m))
+			}
 			return err
 		},
 	})
+}
+
+// Create makes a new LUKS2 image on f, of size bytes (the file already
+// that long): a header with one keyslot for passphrase (Format with opt),
+// then the plaintext read from r encrypted into the data segment (Encrypt);
+// a nil r fills the segment with encrypted zeros, as a newly formatted
+// image. progress, if not nil, sees the bytes of the data segment written
+// so far: 0 once the header is written and encryption starts (the
+// keyslot's KDF comes before), then after each write, up to the segment's
+// length (DataRange) when r fills it. The volume key is wiped before Create
+// returns.
+func Create(ctx context.Context, f ReadWriterAt, size int64, passphrase []byte, opt FormatOptions, r io.Reader, progress func(int64)) (*Header, error) {
+	h, key, err := Format(f, size, passphrase, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	if r == nil {
+		_, n, err := h.DataRange(size)
+		if err != nil {
+			return nil, err
+		}
+		r = io.LimitReader(zeros{}, n)
+	}
+	if progress != nil {
+		progress(0)
+	}
+	if _, err := h.Encrypt(ctx, key, r, f, size, progress); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// zeros reads zeros.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // roundUp is n rounded up to whole sectors of ss bytes.

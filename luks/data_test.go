@@ -28,12 +28,12 @@ func encryptLengths(t *testing.T, seg int64) {
 	f, h, key := fastFormat(t, filepath.Join(dir, "img"), size, []byte("lengths"), FormatOptions{KeySize: 64, SectorSize: ss})
 	for _, n := range []int64{0, 100, ss, 1 << 20, seg - 1, seg} {
 		plain := randBytes(t, int(n))
-		m, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size)
+		m, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size, nil)
 		if err != nil || m != n {
 			t.Fatalf("Encrypt of %d bytes: %d, %v", n, m, err)
 		}
 		var out bytes.Buffer
-		if got, err := h.Decrypt(context.Background(), key, f, size, &out); err != nil || got != seg {
+		if got, err := h.Decrypt(context.Background(), key, f, size, &out, nil); err != nil || got != seg {
 			t.Fatalf("Decrypt: %d, %v", got, err)
 		}
 		padded := (n + ss - 1) / ss * ss
@@ -42,7 +42,7 @@ func encryptLengths(t *testing.T, seg int64) {
 			t.Fatalf("%d bytes: the segment does not hold them, zero-padded to a sector", n)
 		}
 	}
-	_, err := h.Encrypt(context.Background(), key, bytes.NewReader(make([]byte, seg+1)), f, size)
+	_, err := h.Encrypt(context.Background(), key, bytes.NewReader(make([]byte, seg+1)), f, size, nil)
 	if err == nil || !strings.Contains(err.Error(), "longer than the") {
 		t.Fatalf("Encrypt of more than the segment: %v", err)
 	}

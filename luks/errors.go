@@ -3,6 +3,8 @@ package luks
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // ErrNotLUKS is returned for an image with no LUKS header at all: neither
@@ -141,3 +143,48 @@ var ErrLastKeyslot = errors.New("refusing to remove the last keyslot")
 // ErrHeaderChanged is returned by a write when the header on disk is no
 // longer the one that was read (another program changed it meanwhile).
 var ErrHeaderChanged = errors.New("the header on disk changed since it was read")
+
+// ErrNoKeyslot is returned for a header without any keyslot: no
+// passphrase opens it (its last keyslot was removed).
+var ErrNoKeyslot = errors.New("the header has no keyslot: no passphrase opens it")
+
+// KeyslotStateError refuses a keyslot asked for by ID: not in use where
+// one in use is wanted (to unlock with, to remove), or in use where a free
+// one is wanted (to add).
+type KeyslotStateError struct {
+	Keyslot int
+	InUse   bool  // the keyslot is in use (and a free one was wanted)
+	Used    []int // the keyslots in use
+}
+
+func (e *KeyslotStateError) Error() string {
+	if e.InUse {
+		return fmt.Sprintf("keyslot %d is in use", e.Keyslot)
+	}
+	return fmt.Sprintf("keyslot %d is not in use (keyslots in use: %s)", e.Keyslot, intList(e.Used))
+}
+
+// UnusableKeyslotsError says that the header has keyslots but none this
+// package can use; Errs says why for each (*UnsupportedError,
+// *CorruptError), and errors.Is sees them.
+type UnusableKeyslotsError struct {
+	Errs []error
+}
+
+func (e *UnusableKeyslotsError) Error() string {
+	return "no keyslot this package can use: " + errors.Join(e.Errs...).Error()
+}
+
+func (e *UnusableKeyslotsError) Unwrap() []error { return e.Errs }
+
+// intList writes IDs for messages: "0, 3", or "none".
+func intList(ids []int) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ", ")
+}

@@ -39,7 +39,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := h.Encrypt(ctx, key, bytes.NewReader(plaintext), img, int64(len(img))); err != nil {
+	if _, err := h.Encrypt(ctx, key, bytes.NewReader(plaintext), img, int64(len(img)), nil); err != nil {
 		log.Fatal(err)
 	}
 
@@ -53,7 +53,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	var out bytes.Buffer
-	if _, err := h.Decrypt(ctx, key, img, int64(len(img)), &out); err != nil {
+	if _, err := h.Decrypt(ctx, key, img, int64(len(img)), &out, nil); err != nil {
 		log.Fatal(err)
 	}
 	table, _ := h.DMTable(int64(len(img)))

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 )
 
@@ -126,12 +129,14 @@ type KDF struct {
 	Salt       []byte `json:"salt"`
 }
 
+// String describes the KDF and its costs for people: "argon2id, 4
+// passes, 1.0 GiB, 4 threads" or "pbkdf2-sha256, 1000 iterations".
 func (k KDF) String() string {
 	switch k.Type {
 	case "pbkdf2":
 		return fmt.Sprintf("pbkdf2-%s, %d iterations", k.Hash, k.Iterations)
 	case "argon2i", "argon2id":
-		return fmt.Sprintf("%s, %d passes, %d KiB, %d threads", k.Type, k.Time, k.MemoryKiB, k.Threads)
+		return fmt.Sprintf("%s, %d passes, %s, %d threads", k.Type, k.Time, bytesize.Human(int64(k.MemoryKiB)<<10), k.Threads)
 	}
 	return k.Type
 }
@@ -232,6 +237,22 @@ func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	return readLUKS2(r, uint64(size))
 }
 
+// Detect reports whether r (size bytes) holds a LUKS header, even one this
+// package cannot use: the LUKS1 or LUKS2 magic at its start, or a LUKS2
+// secondary header where the primary is gone. It is what tells a LUKS image
+// from others without the user naming its type.
+func Detect(r io.ReaderAt, size int64) bool {
+	var m [6]byte
+	if n, _ := r.ReadAt(m[:], 0); n == len(m) && (bytes.Equal(m[:], magic1) || bytes.Equal(m[:], magic2)) {
+		return true
+	}
+	if size <= 0 {
+		return false
+	}
+	_, err := ReadHeader(r, size)
+	return err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupported)
+}
+
 // readFull reads len(b) bytes at off; a short read is an error naming the offset.
 func readFull(r io.ReaderAt, b []byte, off int64) error {
 	n, err := r.ReadAt(b, off)
@@ -311,6 +332,22 @@ func (h *Header) Keyslot(id int) *Keyslot {
 		}
 	}
 	return nil
+}
+
+// KeyslotIDs returns the IDs of the keyslots in use, in order.
+func (h *Header) KeyslotIDs() []int {
+	ids := make([]int, 0, len(h.Keyslots))
+	for _, k := range h.Keyslots {
+		ids = append(ids, k.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Summary describes the volume's encryption in one line: "LUKS2,
+// aes-xts-plain64, 512-bit key, 4096-byte sectors".
+func (h *Header) Summary() string {
+	return fmt.Sprintf("LUKS%d, %s, %d-bit key, %d-byte sectors", h.Version, h.Cipher, 8*h.KeySize, h.Segment.SectorSize)
 }
 
 // checkKeyLen checks a volume key's length against the header's key size,

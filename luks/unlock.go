@@ -79,6 +79,40 @@ func (h *Header) Unlock(ctx context.Context, hdr io.ReaderAt, passphrase []byte,
 	return nil, -1, ErrWrongPassphrase
 }
 
+// CheckUnlock reports, before anyone is asked for a passphrase, whether
+// Unlock can open the volume at all: the volume is one this package
+// decrypts (Supported), and keyslot (cryptsetup's --key-slot; nil for any)
+// is in use and usable, or, with nil, some keyslot is. It returns the
+// Keyslots option for Unlock: the one picked, or nil for any. Errors:
+// an *UnsupportedError, a *KeyslotStateError, the keyslot's own error
+// (Keyslot.Err), ErrNoKeyslot, or an *UnusableKeyslotsError.
+func (h *Header) CheckUnlock(keyslot *int) ([]int, error) {
+	if err := h.Supported(); err != nil {
+		return nil, err
+	}
+	if keyslot != nil {
+		k := h.Keyslot(*keyslot)
+		switch {
+		case k == nil:
+			return nil, &KeyslotStateError{Keyslot: *keyslot, Used: h.KeyslotIDs()}
+		case k.Err != nil:
+			return nil, k.Err
+		}
+		return []int{*keyslot}, nil
+	}
+	var why []error
+	for _, k := range h.Keyslots {
+		if k.Err == nil {
+			return nil, nil
+		}
+		why = append(why, k.Err)
+	}
+	if len(why) == 0 {
+		return nil, ErrNoKeyslot
+	}
+	return nil, &UnusableKeyslotsError{Errs: why}
+}
+
 // slotOrder returns the keyslots to try.
 func (h *Header) slotOrder(pick []int) ([]*Keyslot, error) {
 	var out []*Keyslot

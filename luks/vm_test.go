@@ -116,7 +116,7 @@ check() {
 			f, h = openHeader(t, img)
 		}
 		plain := randBytes(t, int(c.data))
-		if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size); err != nil {
+		if _, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c.extra > 0 {

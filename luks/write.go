@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -237,14 +238,14 @@ type KeyslotOptions struct {
 
 func (o *KeyslotOptions) argon2() (Argon2Params, error) {
 	if o.Argon2 != nil {
-		return *o.Argon2, o.Argon2.check()
+		return *o.Argon2, o.Argon2.Check()
 	}
 	t := o.KDFTime
 	if t == 0 {
 		t = DefaultKDFTime
 	}
 	p := CalibrateArgon2id(t, o.KDFMemoryKiB)
-	return p, p.check()
+	return p, p.Check()
 }
 
 // newKeyslot derives a keyslot key from the passphrase, splits and
@@ -444,7 +445,7 @@ func (o FormatOptions) Check() error {
 		return fmt.Errorf("data offset %d leaves no room for a keyslot (at least %d bytes)", opt.DataOffset, 2*meta+aSize)
 	}
 	if opt.Keyslot.Argon2 != nil {
-		return opt.Keyslot.Argon2.check()
+		return opt.Keyslot.Argon2.Check()
 	}
 	return nil
 }
@@ -819,6 +820,30 @@ func Restore(f ReadWriterAt, devSize int64, backup io.ReaderAt, backupSize int64
 		return nil, err
 	}
 	return ReadHeader(f, devSize)
+}
+
+// Rollback says how restoring backup over cur (the header on the device,
+// of the same volume) changes its keyslots: back lists the keyslots whose
+// passphrase the backup brings back (removed or changed since it was
+// taken), gone those it drops (added since), each in order. A keyslot is
+// the same where its KDF salt is: a new passphrase always gets a new salt.
+func Rollback(cur, backup *Header) (back, gone []int) {
+	salts := map[int][]byte{}
+	for _, k := range cur.Keyslots {
+		salts[k.ID] = k.KDF.Salt
+	}
+	for _, k := range backup.Keyslots {
+		if salt, ok := salts[k.ID]; !ok || !bytes.Equal(salt, k.KDF.Salt) {
+			back = append(back, k.ID)
+		}
+		delete(salts, k.ID)
+	}
+	for id := range salts {
+		gone = append(gone, id)
+	}
+	slices.Sort(back)
+	slices.Sort(gone)
+	return back, gone
 }
 
 // encryptArea encrypts keyslot material in place, the inverse of decryptArea.

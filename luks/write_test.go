@@ -104,7 +104,7 @@ func TestFormatOpensInCryptsetup(t *testing.T) {
 				KeySize: c.keySize, SectorSize: c.sectorSize, DataOffset: c.offset, UUID: uuid, Label: "xtsctl test",
 			})
 			plain := randBytes(t, 1<<20)
-			if n, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size); err != nil || n != int64(len(plain)) {
+			if n, err := h.Encrypt(context.Background(), key, bytes.NewReader(plain), f, size, nil); err != nil || n != int64(len(plain)) {
 				t.Fatalf("Encrypt: %d, %v", n, err)
 			}
 			if got := dumpKey(t, img, "", pf); !bytes.Equal(got, key) {
@@ -447,7 +447,7 @@ func TestNoKeyslotLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if _, err := h.Decrypt(context.Background(), key, f, 17<<20, &out); err != nil || out.Len() != 1<<20 {
+	if _, err := h.Decrypt(context.Background(), key, f, 17<<20, &out, nil); err != nil || out.Len() != 1<<20 {
 		t.Fatalf("Decrypt: %d bytes, %v", out.Len(), err)
 	}
 	newPass := []byte("back")

@@ -14,11 +14,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +26,7 @@ import (
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/luks/luksimage"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -56,25 +55,7 @@ func wantsLUKS(cmd *cobra.Command, image string) bool {
 }
 
 // hasLUKSHeader reports whether the file at path holds a LUKS header.
-func hasLUKSHeader(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var m [6]byte
-	if n, _ := f.ReadAt(m[:], 0); n == len(m) && (string(m[:]) == "LUKS\xba\xbe" || string(m[:]) == "SKUL\xba\xbe") {
-		return true
-	}
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil || size == 0 {
-		return false
-	}
-	// A LUKS2 image whose primary header is gone: ReadHeader finds a
-	// secondary copy where the format allows one.
-	_, err = luks.ReadHeader(f, size)
-	return err == nil || errors.Is(err, luks.ErrCorrupt) || errors.Is(err, luks.ErrUnsupported)
-}
+func hasLUKSHeader(path string) bool { return luksimage.IsLUKS(path) }
 
 // addFlag registers a flag on fs unless the command has it already (the
 // volume commands may come to register the same spelling).
@@ -210,138 +191,48 @@ func readLUKSKeyFile(a *app, path string, win keyWindow) ([]byte, error) {
 	return bytes.Clone(buf[:n]), nil
 }
 
-// luksImage is a LUKS image opened for a command: its header, read from
-// the image or from a detached header file, and the data device.
-type luksImage struct {
-	name     string // IMAGE as given, for messages
-	hdrName  string // the header's file as given: --header, or IMAGE
-	detached bool
-	h        *luks.Header
-	hdr      *os.File // the header device
-	hdrSize  int64
-	data     *os.File // the data device (the same file as hdr unless detached); nil if not opened
-	dataSize int64
-	dataInfo os.FileInfo
-	files    []*os.File
+// openLUKS opens image (and --header) for cmd as access says and reads
+// the header.
+func openLUKS(cmd *cobra.Command, image string, access luksimage.Access) (*luksimage.Image, error) {
+	li, err := luksimage.Open(image, flagString(cmd, "header"), access)
+	return li, luksOpenError(err, access)
 }
 
-func (li *luksImage) Close() {
-	for _, f := range li.files {
-		f.Close()
+// luksOpenError maps luksimage's errors to exit codes.
+func luksOpenError(err error, access luksimage.Access) error {
+	var (
+		fe *luksimage.FileError
+		he *luksimage.HeaderError
+	)
+	switch {
+	case errors.As(err, &fe) && fe.Problem == luksimage.InUse:
+		how := "open read-write"
+		if access == luksimage.WriteHeader {
+			how = "open"
+		}
+		return withCode(exitDevice, fmt.Errorf("%s is in use: %s (xtsctl status lists open images), or being changed by another xtsctl command", fe.Path, how),
+			"close it first")
+	case errors.As(err, &fe):
+		return withCode(exitInput, err)
+	case errors.As(err, &he):
+		return luksError(he.Path, he.Err)
 	}
-}
-
-// How openLUKS opens the files.
-type luksAccess int
-
-const (
-	luksInspect     luksAccess = iota // read, no lock (info, header backup)
-	luksRead                          // read, shared lock on the data and the header (decrypt)
-	luksWriteHeader                   // exclusive lock on the header device (passphrase, header restore); the data device is not opened when detached
-)
-
-// openLUKS opens image (and --header) for cmd and reads the header.
-func openLUKS(cmd *cobra.Command, image string, access luksAccess) (*luksImage, error) {
-	li := &luksImage{name: image, hdrName: image}
-	if hf := flagString(cmd, "header"); hf != "" {
-		li.hdrName, li.detached = hf, true
-	}
-	open := func(path string, what string) (*os.File, error) {
-		if err := checkInputPath(path, what); err != nil {
-			return nil, err
-		}
-		var f *os.File
-		var err error
-		switch access {
-		case luksInspect:
-			f, err = os.Open(path)
-		case luksRead:
-			f, err = volume.LockImage(path, true, 0)
-		case luksWriteHeader:
-			f, err = volume.LockImage(path, false, 0)
-		}
-		switch {
-		case errors.Is(err, volume.ErrInUse):
-			how := "open read-write"
-			if access == luksWriteHeader {
-				how = "open"
-			}
-			return nil, withCode(exitDevice, fmt.Errorf("%s is in use: %s (xtsctl status lists open images), or being changed by another xtsctl command", path, how),
-				"close it first")
-		case err != nil:
-			return nil, withCode(exitInput, fmt.Errorf("cannot open %s %s: %w", what, path, err))
-		}
-		li.files = append(li.files, f)
-		return f, nil
-	}
-	size := func(f *os.File) (int64, error) {
-		n, err := f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
-		if err != nil {
-			return 0, withCode(exitInput, fmt.Errorf("cannot read %s: %w", f.Name(), err))
-		}
-		return n, nil
-	}
-	var err error
-	if !li.detached || access != luksWriteHeader {
-		if li.data, err = open(image, "image"); err != nil {
-			li.Close()
-			return nil, err
-		}
-		if li.dataSize, err = size(li.data); err != nil {
-			li.Close()
-			return nil, err
-		}
-		li.dataInfo, _ = li.data.Stat()
-	}
-	if li.detached {
-		if li.hdr, err = open(li.hdrName, "header file"); err != nil {
-			li.Close()
-			return nil, err
-		}
-		if li.hdrSize, err = size(li.hdr); err != nil {
-			li.Close()
-			return nil, err
-		}
-	} else {
-		li.hdr, li.hdrSize = li.data, li.dataSize
-	}
-	if li.h, err = luks.ReadHeader(li.hdr, li.hdrSize); err != nil {
-		li.Close()
-		return nil, luksError(li.hdrName, err)
-	}
-	return li, nil
+	return err
 }
 
 // luksOutput starts writing path (createOutput), refusing the image and
 // its detached header as outputs: either would be replaced.
-func luksOutput(path string, li *luksImage, force bool) (*output, error) {
-	if fi, err := os.Stat(path); err == nil && li.detached {
-		if hi, err := li.hdr.Stat(); err == nil && os.SameFile(fi, hi) {
+func luksOutput(path string, li *luksimage.Image, force bool) (*output, error) {
+	if fi, err := os.Stat(path); err == nil && li.Detached {
+		if hi, err := li.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
 			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
 		}
 	}
-	info := li.dataInfo
+	info := li.DataInfo
 	if info == nil {
-		info, _ = li.hdr.Stat()
+		info, _ = li.HeaderFile.Stat()
 	}
-	return createOutput(path, &input{File: li.data, path: li.name, size: li.dataSize, info: info}, force)
-}
-
-// checkInputPath names what is wrong with an input path before it is
-// opened: missing, a directory, neither a file nor a block device.
-func checkInputPath(path, what string) error {
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return withCode(exitInput, fmt.Errorf("%s %s does not exist", what, path))
-	case err != nil:
-		return withCode(exitInput, fmt.Errorf("cannot read %s: %w", what, err))
-	case fi.IsDir():
-		return withCode(exitInput, fmt.Errorf("%s %s is a directory", what, path))
-	case !fi.Mode().IsRegular() && (fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0):
-		return withCode(exitInput, fmt.Errorf("%s %s is not a regular file or block device", what, path))
-	}
-	return nil
+	return createOutput(path, &input{File: li.Data, path: li.Path, size: li.DataSize, info: info}, force)
 }
 
 // luksLimits bounds the KDF costs that unlocking runs, as for volumes:
@@ -369,49 +260,18 @@ func luksKeySlot(cmd *cobra.Command) (*int, error) {
 }
 
 // luksUsable checks, before anyone is asked for a passphrase, that the
-// volume is one this package decrypts and that a keyslot can be tried:
-// pick (--key-slot), or any if it is nil. It returns the keyslots to try.
-func luksUsable(li *luksImage, pick *int) ([]int, error) {
-	h := li.h
-	if err := h.Supported(); err != nil {
-		return nil, luksError(li.hdrName, err)
-	}
-	if pick != nil {
-		k := h.Keyslot(*pick)
-		switch {
-		case k == nil:
-			return nil, usageError(fmt.Errorf("%s: keyslot %d is not in use (keyslots in use: %s)", li.hdrName, *pick, intList(luksSlotIDs(h))))
-		case k.Err != nil:
-			return nil, luksError(li.hdrName, k.Err)
-		}
-		return []int{*pick}, nil
-	}
-	var why []error
-	for _, k := range h.Keyslots {
-		if k.Err == nil {
-			return nil, nil
-		}
-		why = append(why, k.Err)
-	}
-	if len(why) == 0 {
-		return nil, withCode(exitKey, fmt.Errorf("%s has no keyslot: no passphrase opens it", li.hdrName),
-			"restore a header backup taken before the last keyslot was removed")
-	}
-	return nil, luksError(li.hdrName, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(why...)))
-}
-
-func luksSlotIDs(h *luks.Header) []int {
-	var ids []int
-	for _, k := range h.Keyslots {
-		ids = append(ids, k.ID)
-	}
-	return ids
+// volume is one package luks decrypts and that a keyslot can be tried:
+// pick (--key-slot), or any if it is nil (luks.Header.CheckUnlock). It
+// returns the keyslots to try.
+func luksUsable(li *luksimage.Image, pick *int) ([]int, error) {
+	slots, err := li.Header.CheckUnlock(pick)
+	return slots, luksError(li.HeaderPath, err)
 }
 
 // luksUnlock asks for the passphrase (--key-file, --passphrase-file or the
 // terminal) and unlocks li; it returns the volume key, which the caller
 // wipes, and the keyslot that opened.
-func luksUnlock(a *app, cmd *cobra.Command, li *luksImage) ([]byte, int, error) {
+func luksUnlock(a *app, cmd *cobra.Command, li *luksimage.Image) ([]byte, int, error) {
 	pick, err := luksKeySlot(cmd)
 	if err != nil {
 		return nil, -1, err
@@ -420,12 +280,12 @@ func luksUnlock(a *app, cmd *cobra.Command, li *luksImage) ([]byte, int, error) 
 	if err != nil {
 		return nil, -1, err
 	}
-	pass, err := luksPassphrase(a, cmd, "key-file", "passphrase-file", "the passphrase for "+li.name, false)
+	pass, err := luksPassphrase(a, cmd, "key-file", "passphrase-file", "the passphrase for "+li.Path, false)
 	if err != nil {
 		return nil, -1, err
 	}
 	defer clear(pass)
-	key, slot, err := li.h.Unlock(a.ctx, li.hdr, pass, luks.UnlockOptions{Keyslots: slots, Limits: a.luksLimits()})
+	key, slot, err := li.Unlock(a.ctx, pass, slots, a.luksLimits())
 	if err != nil {
 		return nil, -1, luksUnlockError(li, err)
 	}
@@ -434,14 +294,15 @@ func luksUnlock(a *app, cmd *cobra.Command, li *luksImage) ([]byte, int, error) 
 
 // luksUnlockError explains a failed unlock, naming the keyslots that only
 // a token (TPM2, FIDO2, ...) can open: xtsctl runs no tokens.
-func luksUnlockError(li *luksImage, err error) error {
-	err = luksError(li.hdrName, err)
+func luksUnlockError(li *luksimage.Image, err error) error {
+	unlock := errors.Is(err, luks.ErrWrongPassphrase) || errors.Is(err, luks.ErrKDFCost)
+	err = luksError(li.HeaderPath, err)
 	var byToken []string
-	for _, t := range li.h.Tokens {
+	for _, t := range li.Header.Tokens {
 		byToken = append(byToken, fmt.Sprintf("%s (token %d, keyslots %s)", t.Type, t.ID, intList(t.Keyslots)))
 	}
 	var ce *cliError
-	if len(byToken) > 0 && errors.As(err, &ce) && ce.code == exitKey {
+	if len(byToken) > 0 && unlock && errors.As(err, &ce) && ce.code == exitKey {
 		ce.hints = append(ce.hints, "keyslots bound to tokens open with what the token holds, which xtsctl does not run: "+strings.Join(byToken, ", "))
 	}
 	return err
@@ -455,6 +316,8 @@ func luksError(file string, err error) error {
 	var (
 		ce *cliError
 		ue *luks.UnsupportedError
+		se *luks.KeyslotStateError
+		nu *luks.UnusableKeyslotsError
 	)
 	wrap := func(code int, hints ...string) error {
 		return withCode(code, fmt.Errorf("%s: %w", file, err), hints...)
@@ -462,6 +325,15 @@ func luksError(file string, err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return err
+	case errors.As(err, &se) && se.InUse:
+		return usageError(fmt.Errorf("%s: %w", file, err), "pick a free one, or leave --key-slot out")
+	case errors.As(err, &se):
+		return usageError(fmt.Errorf("%s: %w", file, err))
+	case errors.Is(err, luks.ErrNoKeyslot):
+		return withCode(exitKey, fmt.Errorf("%s has no keyslot: no passphrase opens it", file),
+			"restore a header backup taken before the last keyslot was removed")
+	case errors.As(err, &nu):
+		return luksError(file, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(nu.Errs...)))
 	case errors.Is(err, luks.ErrNotLUKS):
 		return withCode(exitInput, fmt.Errorf("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header)", file))
 	case errors.Is(err, luks.ErrKDFCost):
@@ -502,11 +374,6 @@ func luksNeedFile(out *output) error {
 	}
 	out.Abort()
 	return usageError(fmt.Errorf("%s cannot take a LUKS image: it is written at offsets, its header last, so it must be a file", out.FinalName()))
-}
-
-// describeLUKS is the one-line summary of a LUKS image's encryption.
-func describeLUKS(h *luks.Header) string {
-	return fmt.Sprintf("LUKS%d, %s, %d-bit key, %d-byte sectors", h.Version, h.Cipher, 8*h.KeySize, h.Segment.SectorSize)
 }
 
 // testOnlyLUKSArgon2 and testOnlyLUKSDigest replace the calibration of new
@@ -553,7 +420,7 @@ func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
 		a.infof("calibrating the passphrase hashing (Argon2id) to take %v", kdfTime)
 		p = luks.CalibrateArgon2id(kdfTime, memKiB)
 	}
-	if err := (luks.FormatOptions{Keyslot: luks.KeyslotOptions{Argon2: &p}}).Check(); err != nil {
+	if err := p.Check(); err != nil {
 		return nil, usageError(err)
 	}
 	work := uint64(p.Time) * uint64(p.MemoryKiB)
@@ -576,22 +443,4 @@ func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
 // --new-passphrase-file, or the terminal, asked twice.
 func luksNewPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, image string) ([]byte, error) {
 	return luksPassphrase(a, cmd, keyFlag, passFlag, "the new passphrase for "+image, true)
-}
-
-// keyslotList describes keyslots for messages: "0, 3".
-func keyslotList(h *luks.Header) string {
-	ids := luksSlotIDs(h)
-	slices.Sort(ids)
-	return intList(ids)
-}
-
-// kdfDescription is a keyslot's KDF and its costs, for messages.
-func kdfDescription(k luks.KDF) string {
-	switch k.Type {
-	case "argon2i", "argon2id":
-		return fmt.Sprintf("%s, %d passes, %s, %d threads", k.Type, k.Time, bytesize.Human(int64(k.MemoryKiB)<<10), k.Threads)
-	case "pbkdf2":
-		return fmt.Sprintf("pbkdf2-%s, %d iterations", k.Hash, k.Iterations)
-	}
-	return k.Type
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
 
 // luksDataOnly lists the flags of encrypt and decrypt that LUKS images do
@@ -23,7 +24,7 @@ func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool)
 	if err := luksRejectFlags(cmd, append(luksDataOnly, "sector-size")...); err != nil {
 		return err
 	}
-	li, err := openLUKS(cmd, inPath, luksRead)
+	li, err := openLUKS(cmd, inPath, luksimage.Read)
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool)
 	if _, err := luksUsable(li, pick); err != nil {
 		return err
 	}
-	_, n, err := li.h.DataRange(li.dataSize)
+	_, n, err := li.Header.DataRange(li.DataSize)
 	if err != nil {
 		return luksError(inPath, err)
 	}
@@ -51,45 +52,13 @@ func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool)
 	}
 	defer clear(key)
 	update, done := newProgress(a, "decrypting", n)
-	_, err = li.h.Decrypt(a.ctx, key, li.data, li.dataSize, &progressWriter{w: out, update: update})
+	_, err = li.Header.Decrypt(a.ctx, key, li.Data, li.DataSize, out, update)
 	done()
 	if err := finish(out, err); err != nil {
 		return luksError(inPath, err)
 	}
-	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, bytesize.Human(n), slot, outPath, describeLUKS(li.h))
+	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, bytesize.Human(n), slot, outPath, li.Header.Summary())
 	return nil
-}
-
-// progressWriter counts what passes through it for a progress bar.
-type progressWriter struct {
-	w      io.Writer
-	update func(int64)
-	n      int64
-}
-
-func (p *progressWriter) Write(b []byte) (int, error) {
-	n, err := p.w.Write(b)
-	p.n += int64(n)
-	if p.update != nil {
-		p.update(p.n)
-	}
-	return n, err
-}
-
-// progressReader is progressWriter for reads.
-type progressReader struct {
-	r      io.Reader
-	update func(int64)
-	n      int64
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.n += int64(n)
-	if p.update != nil {
-		p.update(p.n)
-	}
-	return n, err
 }
 
 // luksFormatOptions reads the options of a new LUKS2 image from the flags
@@ -114,6 +83,7 @@ func luksFormatOptions(cmd *cobra.Command) (luks.FormatOptions, error) {
 	o.SectorSize = ss
 	o.Label = flagString(cmd, "label")
 	o.UUID = flagString(cmd, "uuid")
+	o.DataOffset = luks.DefaultDataOffset // cryptsetup's layout, said here for the progress total
 	o.DigestIterations = testOnlyLUKSDigest
 	if err := o.Check(); err != nil {
 		return o, usageError(err)
@@ -121,41 +91,32 @@ func luksFormatOptions(cmd *cobra.Command) (luks.FormatOptions, error) {
 	return o, nil
 }
 
-// luksCreate asks for the passphrase, formats out (size bytes) as LUKS2
-// and encrypts the size-o.DataOffset bytes of r into its data segment.
-func luksCreate(a *app, cmd *cobra.Command, o luks.FormatOptions, out interface {
-	luks.ReadWriterAt
-	Truncate(int64) error
-}, size int64, r io.Reader, image, what string) (*luks.Header, error) {
+// luksCreate asks for the passphrase and makes out (size bytes) a LUKS2
+// image whose data segment holds the plaintext of r (nil: zeros).
+func luksCreate(a *app, cmd *cobra.Command, o luks.FormatOptions, out *output, size int64, r io.Reader, image, what string) (*luks.Header, error) {
 	pass, err := luksNewPassphrase(a, cmd, "key-file", "passphrase-file", image)
 	if err != nil {
 		return nil, err
 	}
 	defer clear(pass)
-	kp, err := luksKDF(a, cmd)
-	if err != nil {
+	if o.Keyslot.Argon2, err = luksKDF(a, cmd); err != nil {
 		return nil, err
 	}
-	o.Keyslot.Argon2 = kp
 	if err := out.Truncate(size); err != nil {
 		return nil, withCode(exitOutput, fmt.Errorf("cannot write %s: %w", image, err))
 	}
-	h, key, err := luks.Format(out, size, pass, o)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	_, n, err := h.DataRange(size)
-	if err != nil {
-		return nil, err
-	}
-	update, done := newProgress(a, what, n)
-	_, err = h.Encrypt(a.ctx, key, &progressReader{r: r, update: update}, out, size)
-	done()
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
+	// The bar starts with the encryption, after the keyslot's KDF.
+	var update func(int64)
+	done := func() {}
+	defer func() { done() }()
+	return luks.Create(a.ctx, out.File, size, pass, o, r, func(n int64) {
+		if n == 0 {
+			update, done = newProgress(a, what, size-int64(o.DataOffset))
+		}
+		if update != nil {
+			update(n)
+		}
+	})
 }
 
 // luksEncrypt is encrypt --type luks2 (cmd_encrypt.go's hook): IN becomes
@@ -188,11 +149,11 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 	if err := luksNeedFile(out); err != nil {
 		return err
 	}
-	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(in.size), in, outPath, "encrypting")
+	h, err := luksCreate(a, cmd, o, out, o.ImageSize(in.size), in, outPath, "encrypting")
 	if err := finish(out, err); err != nil {
 		return luksError(outPath, err)
 	}
-	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, bytesize.Human(in.size), outPath, describeLUKS(h), h.UUID, h.Segment.Offset)
+	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, bytesize.Human(in.size), outPath, h.Summary(), h.UUID, h.Segment.Offset)
 	return nil
 }
 
@@ -227,12 +188,12 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 	if err := luksNeedFile(out); err != nil {
 		return err
 	}
-	h, err := luksCreate(a, cmd, o, out.File, o.ImageSize(size), io.LimitReader(zeroReader{}, size), image, "formatting")
+	h, err := luksCreate(a, cmd, o, out, o.ImageSize(size), nil, image, "formatting")
 	if err := finish(out, err); err != nil {
 		return luksError(image, err)
 	}
 	a.resultf("%s", h.UUID)
-	a.infof("formatted %s: %s of data (image %s), %s, data at byte %d", image, bytesize.Human(size), bytesize.Human(o.ImageSize(size)), describeLUKS(h), h.Segment.Offset)
+	a.infof("formatted %s: %s of data (image %s), %s, data at byte %d", image, bytesize.Human(size), bytesize.Human(o.ImageSize(size)), h.Summary(), h.Segment.Offset)
 	return nil
 }
 
@@ -243,12 +204,4 @@ func luksWriteType(typ string) error {
 		return withCode(exitUsage, errors.New("unsupported --type luks1: xtsctl reads LUKS1 images but writes only LUKS2"), "use --type luks2")
 	}
 	return nil
-}
-
-// zeroReader reads zeros.
-type zeroReader struct{}
-
-func (zeroReader) Read(p []byte) (int, error) {
-	clear(p)
-	return len(p), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
 
 // luksInfoSchema names the layout of info --json for LUKS images
@@ -49,7 +50,7 @@ func luksInfo(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 	case !f.showKey && (f.keyOutput != "" || f.passFile != "" || flagString(cmd, "key-file") != ""):
 		return usageError(errors.New("--key-output, --passphrase-file and --key-file go with --show-key"))
 	}
-	li, err := openLUKS(cmd, image, luksInspect)
+	li, err := openLUKS(cmd, image, luksimage.Inspect)
 	if err != nil {
 		return err
 	}
@@ -57,19 +58,19 @@ func luksInfo(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 	if f.dmTable {
 		return luksDMTable(a, cmd, f, li)
 	}
-	h := li.h
-	j := luksInfoJSON{Schema: luksInfoSchema, Image: image, Format: fmt.Sprintf("luks%d", h.Version), ImageSize: li.dataSize, Header: h}
-	if li.detached {
-		j.HeaderFile = li.hdrName
+	h := li.Header
+	j := luksInfoJSON{Schema: luksInfoSchema, Image: image, Format: fmt.Sprintf("luks%d", h.Version), ImageSize: li.DataSize, Header: h}
+	if li.Detached {
+		j.HeaderFile = li.HeaderPath
 	}
 	if err := h.Supported(); err != nil {
 		j.Unsupported = err.Error()
 	} else {
 		j.Supported = true
 	}
-	if off, n, err := h.DataRange(li.dataSize); err == nil {
+	if off, n, err := h.DataRange(li.DataSize); err == nil {
 		j.DataOffset, j.DataLength = off, n
-		if t, err := h.DMTable(li.dataSize); err == nil {
+		if t, err := h.DMTable(li.DataSize); err == nil {
 			j.DMTable = dmTemplate(t, image)
 		}
 	} else if j.Supported {
@@ -152,7 +153,7 @@ func printLUKSInfo(a *app, j *luksInfoJSON) {
 		row("keyslots", "none")
 	}
 	for _, k := range h.Keyslots {
-		s := kdfDescription(k.KDF)
+		s := k.KDF.String()
 		if h.Version == 2 && k.Priority != luks.PriorityNormal {
 			s += ", " + k.Priority.String()
 		}
@@ -180,17 +181,17 @@ func printLUKSInfo(a *app, j *luksInfoJSON) {
 // luksDMTable is info --dm-table of a LUKS image: the table cryptsetup
 // loads, with the key only when --show-key asks for it (then only to a
 // terminal or --key-output).
-func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksImage) error {
+func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksimage.Image) error {
 	device := f.device
 	if device == "" {
-		device = li.name
-		if li.dataInfo != nil && li.dataInfo.Mode().IsRegular() {
-			a.hintf("%s is a file: dm-crypt needs a block device; attach it (losetup --find --show %s) and give that with --device", li.name, li.name)
+		device = li.Path
+		if li.DataInfo != nil && li.DataInfo.Mode().IsRegular() {
+			a.hintf("%s is a file: dm-crypt needs a block device; attach it (losetup --find --show %s) and give that with --device", li.Path, li.Path)
 		}
 	}
-	t, err := li.h.DMTable(li.dataSize)
+	t, err := li.Header.DMTable(li.DataSize)
 	if err != nil {
-		return luksError(li.name, err)
+		return luksError(li.Path, err)
 	}
 	if !f.showKey {
 		a.resultf("%s", dmTemplate(t, device))
@@ -208,7 +209,7 @@ func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksImage) error 
 		return err
 	}
 	defer clear(key)
-	return writeKeyTable(a, t, device, key, out, f.keyOutput, li.name, "volume key", "image")
+	return writeKeyTable(a, t, device, key, out, f.keyOutput, li.Path, "volume key", "image")
 }
 
 // luksVerify answers verify on a LUKS image (cmd_verify.go's hook): LUKS

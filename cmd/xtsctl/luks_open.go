@@ -5,13 +5,11 @@ package main
 // unlocks here.
 
 import (
-	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
-	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
 
 // luksOpenOnly lists the flags of open that LUKS images do not take.
@@ -21,31 +19,11 @@ var luksOpenOnly = []string{"offset", "skip", "iv-large-sectors", "sector-size",
 // and fills req for blockdev.Open (cmd_open.go's hook). The header is read
 // through img, or from --header. The caller wipes req.Key.
 func luksOpenRequest(a *app, cmd *cobra.Command, image string, img *os.File, req *blockdev.Request) error {
-	li := &luksImage{name: image, hdrName: image, data: img}
+	li, err := luksimage.OpenOn(img, image, flagString(cmd, "header"))
+	if err != nil {
+		return luksOpenError(err, luksimage.Inspect)
+	}
 	defer li.Close()
-	var err error
-	if li.dataSize, err = img.Seek(0, io.SeekEnd); err != nil {
-		return withCode(exitInput, fmt.Errorf("cannot read image %s: %w", image, err))
-	}
-	li.hdr, li.hdrSize = img, li.dataSize
-	if hf := flagString(cmd, "header"); hf != "" {
-		li.hdrName, li.detached = hf, true
-		if err := checkInputPath(hf, "header file"); err != nil {
-			return err
-		}
-		f, err := os.Open(hf)
-		if err != nil {
-			return withCode(exitInput, fmt.Errorf("cannot open header file %s: %w", hf, err))
-		}
-		li.files = append(li.files, f)
-		if li.hdrSize, err = f.Seek(0, io.SeekEnd); err != nil {
-			return withCode(exitInput, fmt.Errorf("cannot read header file %s: %w", hf, err))
-		}
-		li.hdr = f
-	}
-	if li.h, err = luks.ReadHeader(li.hdr, li.hdrSize); err != nil {
-		return luksError(li.hdrName, err)
-	}
 	// What cannot be served is refused before the passphrase is asked.
 	pick, err := luksKeySlot(cmd)
 	if err != nil {
@@ -54,15 +32,15 @@ func luksOpenRequest(a *app, cmd *cobra.Command, image string, img *os.File, req
 	if _, err := luksUsable(li, pick); err != nil {
 		return err
 	}
-	if _, _, err := li.h.DataRange(li.dataSize); err != nil {
+	if _, _, err := li.Header.DataRange(li.DataSize); err != nil {
 		return luksError(image, err)
 	}
 	key, slot, err := luksUnlock(a, cmd, li)
 	if err != nil {
 		return err
 	}
-	req.Type, req.LUKS, req.Key = blockdev.TypeLUKS, li.h, key
-	req.Cipher = luksCipher(li.h)
+	req.Type, req.LUKS, req.Key = blockdev.TypeLUKS, li.Header, key
+	req.Cipher = luksCipher(li.Header)
 	a.infof("%s: unlocked with keyslot %d", image, slot)
 	return nil
 }
@@ -71,7 +49,7 @@ func luksOpenRequest(a *app, cmd *cobra.Command, image string, img *os.File, req
 // (cmd_open.go's hook), as cryptsetup's: it says which keyslot the
 // passphrase opens, exit 0, or fails with exit 4; nothing is served.
 func luksTestPassphrase(a *app, cmd *cobra.Command, image string) error {
-	li, err := openLUKS(cmd, image, luksInspect)
+	li, err := openLUKS(cmd, image, luksimage.Inspect)
 	if err != nil {
 		return err
 	}
