@@ -126,7 +126,7 @@ says how.`,
 				if err := rejectFlags(cmd, typ, append(createOnly, "digest")); err != nil {
 					return err
 				}
-				return encryptPlain(a, &pf, args[0], args[1], force)
+				return convertPlain(a, &pf, "encrypt", args[0], args[1], force)
 			}
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err
@@ -212,7 +212,7 @@ same command again after an interruption.`,
 				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 					return err
 				}
-				return decryptPlain(a, &pf, args[0], args[1], force)
+				return convertPlain(a, &pf, "decrypt", args[0], args[1], force)
 			}
 			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 )
 
 func init() { registerCommand(newFormatCmd) }
@@ -69,7 +70,7 @@ func format(a *app, cmd *cobra.Command, cf *createFlags, image, sizeArg string, 
 	if err != nil {
 		return err
 	}
-	out, err := createOutput(image, &input{}, force)
+	out, err := createOutput(image, &safefile.Input{}, force)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func headerBackup(a *app, image, file string, force bool) error {
 		return err
 	}
 	defer in.Close()
-	hs, err := volume.ReadHeaders(in, in.size)
+	hs, err := volume.ReadHeaders(in, in.Size)
 	var te *volume.TruncatedError
 	if errors.As(err, &te) {
 		a.warningf("%s: %v", image, err) // the header itself is fine

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/volume"
@@ -98,7 +99,7 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 			return err
 		}
 	}
-	hs, err := volume.ReadHeaders(in, in.size)
+	hs, err := volume.ReadHeaders(in, in.Size)
 	var te *volume.TruncatedError
 	switch {
 	case errors.As(err, &te) && !f.dmTable:
@@ -113,7 +114,7 @@ func info(a *app, cmd *cobra.Command, f *infoFlags, image string) error {
 	h := hs.Header
 	st, warnings := volume.ReadState(in, h)
 	warnAll(a, image, warnings)
-	j := infoOf(image, in.size, hs, st)
+	j := infoOf(image, in.Size, hs, st)
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -287,11 +288,11 @@ func printInfo(a *app, j infoJSON) {
 	row("volume size", "%d bytes (secondary header at byte %d)", j.VolumeSize, j.SecondaryOffset)
 }
 
-func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) error {
+func dmTable(a *app, f *infoFlags, image string, in *safefile.Input, hs *volume.Headers) error {
 	device := f.device
 	if device == "" {
 		device = image
-		if in.info.Mode().IsRegular() {
+		if in.Info.Mode().IsRegular() {
 			a.hintf("%s is a file: dm-crypt needs a block device; attach it (losetup --find --show %s) and give that with --device", image, image)
 		}
 	}
@@ -300,7 +301,7 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 		a.resultf("%s", dmTemplate(t, device))
 		return nil
 	}
-	out, err := keyTableOutput(a, f, "master key", func() (*output, error) { return createOutput(f.keyOutput, in, f.force) })
+	out, err := keyTableOutput(a, f, "master key", func() (*safefile.Output, error) { return createOutput(f.keyOutput, in, f.force) })
 	if err != nil {
 		return err
 	}
@@ -320,7 +321,7 @@ func dmTable(a *app, f *infoFlags, image string, in *input, hs *volume.Headers) 
 // keyTableOutput checks where info --dm-table --show-key may print a line
 // holding a key (a terminal, or --key-output) before anything is unlocked,
 // and creates the --key-output file (nil for the terminal).
-func keyTableOutput(a *app, f *infoFlags, keyName string, create func() (*output, error)) (*output, error) {
+func keyTableOutput(a *app, f *infoFlags, keyName string, create func() (*safefile.Output, error)) (*safefile.Output, error) {
 	if f.keyOutput == "" {
 		if !a.stdoutIsTerminal() {
 			return nil, usageError(fmt.Errorf("--show-key prints the %s only to a terminal; stdout is not one", keyName),
@@ -337,7 +338,7 @@ func keyTableOutput(a *app, f *infoFlags, keyName string, create func() (*output
 // appending it could copy the line (and the key) to an array nothing
 // wipes. keyName is "master key" or "volume key", of what ("volume",
 // "image").
-func writeKeyTable(a *app, t devmapper.CryptTable, device string, key []byte, out *output, keyOutput, image, keyName, what string) error {
+func writeKeyTable(a *app, t devmapper.CryptTable, device string, key []byte, out *safefile.Output, keyOutput, image, keyName, what string) error {
 	t.Key, t.Device = key, device
 	line, err := t.AppendLine(nil)
 	if err != nil {

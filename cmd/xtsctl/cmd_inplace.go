@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/inplace"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -437,8 +438,8 @@ type inPlaceJSON struct {
 // infoInPlace shows an interrupted in-place run of image (a volume's run
 // area at its end, or a plain run's journal), and the header when there is
 // one; shown is false when there is no run.
-func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err error) {
-	st, err := inplace.FindRun(in, in.size, image, f.journal, in.info.Mode().IsRegular())
+func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown bool, err error) {
+	st, err := inplace.FindRun(in, in.Size, image, f.journal, in.Info.Mode().IsRegular())
 	switch {
 	case errors.Is(err, inplace.ErrJournalInTarget):
 		return true, usageError(fmt.Errorf("%s is a volume being converted in place: its journal is in it, --journal does not apply", image))
@@ -475,7 +476,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err
 	// A volume's header, where it can be read, says the rest.
 	var vol *infoJSON
 	if hs := st.Headers; hs != nil {
-		v := infoOf(image, in.size, hs, st.State)
+		v := infoOf(image, in.Size, hs, st.State)
 		// The run moves the data over the primary copy and the state
 		// area: say so rather than call them damaged.
 		for i := range v.HeaderCopies {
@@ -505,7 +506,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *input) (shown bool, err
 	if vol != nil {
 		printInfo(a, *vol)
 	} else {
-		a.resultf("%-16s %s (%d bytes)", "image:", image, in.size)
+		a.resultf("%-16s %s (%d bytes)", "image:", image, in.Size)
 	}
 	what := "an xtsctl volume"
 	if st.Kind == inplace.KindPlain {

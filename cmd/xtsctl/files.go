@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -13,30 +11,9 @@ import (
 	"golang.org/x/term"
 )
 
-// input is safefile.Input under the field names the commands still use.
-// Shim: goes when they use *safefile.Input.
-type input struct {
-	*os.File
-	stream io.Reader
-	path   string
-	size   int64
-	info   fs.FileInfo
-}
-
-func (in *input) Read(p []byte) (int, error) {
-	if in.stream != nil {
-		return in.stream.Read(p)
-	}
-	return in.File.Read(p)
-}
-
-func fromSafefile(in *safefile.Input) *input {
-	return &input{File: in.File, stream: in.Stream, path: in.Name, size: in.Size, info: in.Info}
-}
-
 // openInput opens an image to read (safefile.OpenInput): a file or block
 // device.
-func openInput(path string) (*input, error) {
+func openInput(path string) (*safefile.Input, error) {
 	if path == "-" {
 		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
 			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
@@ -45,7 +22,7 @@ func openInput(path string) (*input, error) {
 	if err != nil {
 		return nil, inputError(err)
 	}
-	return fromSafefile(in), nil
+	return in, nil
 }
 
 func inputError(err error) error {
@@ -57,39 +34,32 @@ func inputError(err error) error {
 
 // openStreamInput is openInput for commands that also read a stream: "-"
 // (standard input) or a named pipe.
-func openStreamInput(a *app, path string) (*input, error) {
+func openStreamInput(a *app, path string) (*safefile.Input, error) {
 	if path != "-" {
 		in, err := safefile.OpenStreamInput(path)
 		if err != nil {
 			return nil, inputError(err)
 		}
-		return fromSafefile(in), nil
+		return in, nil
 	}
 	if err := a.takeStdin("the input"); err != nil {
 		return nil, err
 	}
-	in := &input{stream: a.stdin, path: "standard input", size: -1}
+	in := &safefile.Input{Stream: a.stdin, Name: "standard input", Size: -1}
 	if f, ok := a.stdin.(*os.File); ok {
-		in.info, _ = f.Stat()
+		in.Info, _ = f.Stat()
 	}
 	return in, nil
 }
 
-// output is safefile.Output; stream is its Stream. Shim: goes when the
-// commands use *safefile.Output.
-type output struct {
-	*safefile.Output
-	stream *os.File
-}
-
 // createOutput starts writing path (safefile.CreateOutput), refusing
 // binary output to a terminal and writing over in.
-func createOutput(path string, in *input, force bool) (*output, error) {
+func createOutput(path string, in *safefile.Input, force bool) (*safefile.Output, error) {
 	if path == "-" && term.IsTerminal(int(os.Stdout.Fd())) {
 		return nil, usageError(errors.New("standard output is a terminal: xtsctl writes binary data there"),
 			"redirect it to a file or a pipe, or name an output file")
 	}
-	out, err := safefile.CreateOutput(path, in.info, force)
+	out, err := safefile.CreateOutput(path, in.Info, force)
 	switch {
 	case errors.Is(err, safefile.ErrSameFile):
 		return nil, usageError(err, "write the output to a new file, or encrypt in place with --in-place")
@@ -99,11 +69,11 @@ func createOutput(path string, in *input, force bool) (*output, error) {
 	case err != nil:
 		return nil, withCode(exitOutput, err)
 	}
-	return &output{Output: out, stream: out.Stream}, nil
+	return out, nil
 }
 
 // finish commits out, or removes it when err is set, and maps the error.
-func finish(out *output, err error) error {
+func finish(out *safefile.Output, err error) error {
 	if err != nil {
 		out.Abort()
 		if errors.Is(err, context.Canceled) {
@@ -127,7 +97,7 @@ func finish(out *output, err error) error {
 
 // needFile refuses a stream for an output that must be written out of
 // order: a volume's header goes at its start, after the data.
-func needFile(out *output) error {
+func needFile(out *safefile.Output) error {
 	if out.File != nil {
 		return nil
 	}
@@ -137,7 +107,7 @@ func needFile(out *output) error {
 }
 
 // notWritten says what a failed run left of out.
-func notWritten(out *output) string {
+func notWritten(out *safefile.Output) string {
 	if out.File == nil {
 		return "what was written to " + out.FinalName() + " is incomplete or unverified: discard it"
 	}

@@ -11,7 +11,6 @@ package main
 // limits, new keyslot costs and the mapping of errors to exit codes.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -24,7 +23,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/internal/keyfile"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/luks/luksimage"
 	"github.com/xtsctl/xtsctl/volume"
@@ -165,7 +165,7 @@ func luksPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, prompt string
 		// cryptsetup's --keyfile-offset and --keyfile-size select the
 		// bytes of the key file that unlocks (or, for a new image, of the
 		// new one), not of --new-key-file.
-		var win keyWindow
+		var win keyfile.Window
 		if keyFlag == "key-file" {
 			win = a.keyWindow
 		}
@@ -176,19 +176,17 @@ func luksPassphrase(a *app, cmd *cobra.Command, keyFlag, passFlag, prompt string
 
 // readLUKSKeyFile reads a key file as cryptsetup does: all of it (or the
 // bytes win selects) is the passphrase, up to 8 MiB.
-func readLUKSKeyFile(a *app, path string, win keyWindow) ([]byte, error) {
-	buf, n, err := readSecretFile(a, "key file", path, maxKeyFile, win)
-	if err != nil {
-		return nil, err
-	}
-	defer secret.Wipe(buf)
+func readLUKSKeyFile(a *app, path string, win keyfile.Window) ([]byte, error) {
+	key, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: maxKeyFile, Window: win})
 	switch {
-	case n > maxKeyFile:
+	case errors.Is(err, keyfile.ErrTooLarge):
 		return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %d MiB, the most cryptsetup reads from a key file", path, maxKeyFile>>20))
-	case n == 0:
+	case err != nil:
+		return nil, err
+	case len(key) == 0:
 		return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
 	}
-	return bytes.Clone(buf[:n]), nil
+	return key, nil
 }
 
 // openLUKS opens image (and --header) for cmd as access says and reads
@@ -222,7 +220,7 @@ func luksOpenError(err error, access luksimage.Access) error {
 
 // luksOutput starts writing path (createOutput), refusing the image and
 // its detached header as outputs: either would be replaced.
-func luksOutput(path string, li *luksimage.Image, force bool) (*output, error) {
+func luksOutput(path string, li *luksimage.Image, force bool) (*safefile.Output, error) {
 	if fi, err := os.Stat(path); err == nil && li.Detached {
 		if hi, err := li.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
 			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
@@ -232,7 +230,7 @@ func luksOutput(path string, li *luksimage.Image, force bool) (*output, error) {
 	if info == nil {
 		info, _ = li.HeaderFile.Stat()
 	}
-	return createOutput(path, &input{File: li.Data, path: li.Path, size: li.DataSize, info: info}, force)
+	return createOutput(path, &safefile.Input{File: li.Data, Name: li.Path, Size: li.DataSize, Info: info}, force)
 }
 
 // luksLimits bounds the KDF costs that unlocking runs, as for volumes:
@@ -368,7 +366,7 @@ func luksCipher(h *luks.Header) blockdev.Cipher {
 
 // luksNeedFile refuses a stream as a new LUKS image: it is written at
 // offsets, header last.
-func luksNeedFile(out *output) error {
+func luksNeedFile(out *safefile.Output) error {
 	if out.File != nil {
 		return nil
 	}

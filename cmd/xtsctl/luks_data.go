@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
@@ -93,7 +94,7 @@ func luksFormatOptions(cmd *cobra.Command) (luks.FormatOptions, error) {
 
 // luksCreate asks for the passphrase and makes out (size bytes) a LUKS2
 // image whose data segment holds the plaintext of r (nil: zeros).
-func luksCreate(a *app, cmd *cobra.Command, o luks.FormatOptions, out *output, size int64, r io.Reader, image, what string) (*luks.Header, error) {
+func luksCreate(a *app, cmd *cobra.Command, o luks.FormatOptions, out *safefile.Output, size int64, r io.Reader, image, what string) (*luks.Header, error) {
 	pass, err := luksNewPassphrase(a, cmd, "key-file", "passphrase-file", image)
 	if err != nil {
 		return nil, err
@@ -138,9 +139,9 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 		return err
 	}
 	defer in.Close()
-	if in.size%int64(o.SectorSize) != 0 {
-		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, o.SectorSize),
-			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(o.SectorSize)), inPath))
+	if in.Size%int64(o.SectorSize) != 0 {
+		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.Size, o.SectorSize),
+			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.Size, int64(o.SectorSize)), inPath))
 	}
 	out, err := createOutput(outPath, in, force)
 	if err != nil {
@@ -149,11 +150,11 @@ func luksEncrypt(a *app, cmd *cobra.Command, typ, inPath, outPath string, force 
 	if err := luksNeedFile(out); err != nil {
 		return err
 	}
-	h, err := luksCreate(a, cmd, o, out, o.ImageSize(in.size), in, outPath, "encrypting")
+	h, err := luksCreate(a, cmd, o, out, o.ImageSize(in.Size), in, outPath, "encrypting")
 	if err := finish(out, err); err != nil {
 		return luksError(outPath, err)
 	}
-	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, bytesize.Human(in.size), outPath, h.Summary(), h.UUID, h.Segment.Offset)
+	a.infof("encrypted %s (%s) to the LUKS2 image %s: %s, UUID %s, data at byte %d", inPath, bytesize.Human(in.Size), outPath, h.Summary(), h.UUID, h.Segment.Offset)
 	return nil
 }
 
@@ -181,7 +182,7 @@ func luksFormatType(a *app, cmd *cobra.Command, typ, image, sizeArg string, forc
 	if o.ImageSize(size) < size {
 		return usageError(fmt.Errorf("--size %s is too large", sizeArg))
 	}
-	out, err := createOutput(image, &input{}, force)
+	out, err := createOutput(image, &safefile.Input{}, force)
 	if err != nil {
 		return err
 	}

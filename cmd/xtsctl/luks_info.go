@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
@@ -197,7 +198,7 @@ func luksDMTable(a *app, cmd *cobra.Command, f *infoFlags, li *luksimage.Image) 
 		a.resultf("%s", dmTemplate(t, device))
 		return nil
 	}
-	out, err := keyTableOutput(a, f, "volume key", func() (*output, error) { return luksOutput(f.keyOutput, li, f.force) })
+	out, err := keyTableOutput(a, f, "volume key", func() (*safefile.Output, error) { return luksOutput(f.keyOutput, li, f.force) })
 	if err != nil {
 		return err
 	}

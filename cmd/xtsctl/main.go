@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/internal/keyfile"
 )
 
 func main() {
@@ -41,7 +42,7 @@ type app struct {
 	batch bool
 	// keyWindow (--keyfile-offset, --keyfile-size) selects the bytes of
 	// the key or passphrase file that hold the secret.
-	keyWindow keyWindow
+	keyWindow keyfile.Window
 	// stdinTaken names what standard input is read for ("" if nothing):
 	// it can serve only one of the input, a key, a passphrase.
 	stdinTaken string

@@ -31,7 +31,7 @@ type passphraseRequest struct {
 func readPassphrase(a *app, req passphraseRequest) ([]byte, error) {
 	protectSecrets(a)
 	if req.file != "" {
-		var win keyWindow
+		var win keyfile.Window
 		if req.flag == "passphrase-file" {
 			win = a.keyWindow // cryptsetup's --keyfile-* apply to the unlocking key file, not the new one
 		}
@@ -43,7 +43,7 @@ func readPassphrase(a *app, req passphraseRequest) ([]byte, error) {
 // readPassphraseFile returns the file's content with one trailing newline
 // removed (what echo or an editor adds), or with win.Size set exactly the
 // bytes it selects (keyfile.Options.Passphrase).
-func readPassphraseFile(a *app, path string, win keyWindow) ([]byte, error) {
+func readPassphraseFile(a *app, path string, win keyfile.Window) ([]byte, error) {
 	p, err := readSecret(a, path, keyfile.Options{Name: "passphrase file", Limit: maxPassphrase, Window: win, Passphrase: true})
 	if errors.Is(err, keyfile.ErrEmpty) {
 		return nil, withCode(exitKey, fmt.Errorf("passphrase file %s is empty", path), "write the passphrase into it, e.g. with a text editor")

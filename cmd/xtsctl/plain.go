@@ -112,14 +112,6 @@ func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
 	}
 }
 
-func encryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
-	return convertPlain(a, pf, "encrypt", inPath, outPath, force)
-}
-
-func decryptPlain(a *app, pf *plainFlags, inPath, outPath string, force bool) error {
-	return convertPlain(a, pf, "decrypt", inPath, outPath, force)
-}
-
 // convertPlain encrypts or decrypts (verb) inPath to outPath as
 // cryptsetup's plain mode maps them (volume.EncryptPlain, DecryptPlain).
 func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bool) error {
@@ -132,12 +124,12 @@ func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bo
 		return err
 	}
 	defer in.Close()
-	size, run := in.size, volume.EncryptPlain
+	size, run := in.Size, volume.EncryptPlain
 	if verb == "encrypt" {
-		if err := p.CheckPlaintext(inPath, in.size); err != nil {
-			return withCode(exitInput, err, fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(p.Sector.Size)), inPath))
+		if err := p.CheckPlaintext(inPath, in.Size); err != nil {
+			return withCode(exitInput, err, fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.Size, int64(p.Sector.Size)), inPath))
 		}
-	} else if size, err = p.DataSize(inPath, in.size); err != nil {
+	} else if size, err = p.DataSize(inPath, in.Size); err != nil {
 		return withCode(exitInput, err)
 	}
 	codec, keyBits, wipe, err := plainCodec(a, pf, p)
@@ -159,12 +151,12 @@ func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bo
 	n, err := run(a.ctx, out, in, size, p, codec, update)
 	done()
 	if err == nil && n == 0 { // an empty stream, refused as an empty file is
-		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.path)}
+		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.Name)}
 	}
 	if err := finish(out, err); err != nil {
 		return err
 	}
-	a.infof("%sed %s (%s, %d sectors) to %s: %s", verb, in.path, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
+	a.infof("%sed %s (%s, %d sectors) to %s: %s", verb, in.Name, bytesize.Human(n), n/int64(p.Sector.Size), out.FinalName(), plainCipher(p, keyBits))
 	return nil
 }
 

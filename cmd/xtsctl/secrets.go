@@ -45,10 +45,6 @@ func readKeyFile(a *app, path string) ([]byte, error) {
 	return key, nil
 }
 
-// keyWindow is keyfile.Window. Shim: goes when luks.go and main.go use
-// keyfile.Window.
-type keyWindow = keyfile.Window
-
 // registerKeyWindow adds --keyfile-offset and --keyfile-size, once, for the
 // command's key file (--key-file) or passphrase file (--passphrase-file).
 func registerKeyWindow(a *app, fs *pflag.FlagSet) {
@@ -91,17 +87,6 @@ func readSecret(a *app, path string, o keyfile.Options) ([]byte, error) {
 		err = fmt.Errorf("%s %s holds %d bytes after --keyfile-offset %d; --keyfile-size wants %d", o.Name, path, se.Got, se.Window.Offset, se.Window.Size)
 	}
 	return p, withCode(exitKey, err)
-}
-
-// readSecretFile is readSecret as luks.go calls it: a secret that is too
-// large comes back as limit+1 bytes. Shim: goes when luks.go checks
-// keyfile.ErrTooLarge.
-func readSecretFile(a *app, what, path string, limit int, win keyWindow) ([]byte, int, error) {
-	p, err := readSecret(a, path, keyfile.Options{Name: what, Limit: limit, Window: win})
-	if errors.Is(err, keyfile.ErrTooLarge) {
-		return make([]byte, limit+1), limit + 1, nil
-	}
-	return p, len(p), err
 }
 
 // protectSecrets locks memory and disables core dumps before any secret is

@@ -307,9 +307,9 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 		return err
 	}
 	defer in.Close()
-	if in.size%int64(ss) != 0 {
-		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.size, ss),
-			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.size, int64(ss)), inPath))
+	if in.Size%int64(ss) != 0 {
+		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.Size, ss),
+			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.Size, int64(ss)), inPath))
 	}
 	out, err := createOutput(outPath, in, force)
 	if err != nil {
@@ -318,14 +318,14 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	if err := needFile(out); err != nil {
 		return err
 	}
-	h, digest, err := createVolume(a, cf, opts, out.File, in, in.size, outPath, "encrypting")
+	h, digest, err := createVolume(a, cf, opts, out.File, in, in.Size, outPath, "encrypting")
 	if err := finish(out, err); err != nil {
 		return volumeError(outPath, err)
 	}
 	if withDigest {
 		printDigest(a, digest)
 	}
-	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, bytesize.Human(in.size), outPath, volumeCipher(h), h.UUIDString())
+	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, bytesize.Human(in.Size), outPath, volumeCipher(h), h.UUIDString())
 	if !withDigest {
 		a.infof("%s records no end-to-end digest (--digest none)", outPath)
 	}
@@ -439,7 +439,7 @@ func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string,
 	}
 	switch {
 	case !dc.Done:
-	case out.stream == os.Stdout:
+	case out.Stream == os.Stdout:
 		// Standard output holds the plaintext: the digest goes to stderr.
 		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
 	default:
