@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xtsctl/xtsctl/internal/bench"
+	"github.com/xtsctl/xtsctl/bench"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 )
 
