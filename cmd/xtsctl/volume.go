@@ -332,25 +332,6 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	return nil
 }
 
-// checkHeaders reads image's header copies without a key and reports
-// what makes it unusable: not a volume, an unsupported version, both copies
-// damaged, truncation.
-func checkHeaders(image, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return volumeError(image, err)
-	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return volumeError(image, err)
-	}
-	if _, err := volume.ReadHeaders(f, size); err != nil {
-		return volumeError(image, err)
-	}
-	return nil
-}
-
 // createVolume asks for the new passphrase, calibrates, and writes the
 // volume to dev from r.
 func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.ReaderAt, size int64, image, what string) (*volume.Header, []byte, error) {
@@ -388,17 +369,9 @@ func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume
 func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volume.Volume, error) {
 	// An image that is not a usable volume is reported before anyone is
 	// asked for a passphrase.
-	if err := checkHeaders(image, path); err != nil {
-		return nil, err
-	}
-	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
-	if err != nil {
-		return nil, err
-	}
-	defer clear(pass)
-	v, err := volume.OpenWith(path, readOnly, func(hs *volume.Headers) ([]byte, int, error) {
-		return hs.UnlockWith(pass, a.unlockOptions(image))
-	})
+	v, err := volume.OpenWithPassphrase(path, readOnly, func() ([]byte, error) {
+		return readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
+	}, a.unlockOptions(image))
 	if err != nil {
 		return nil, volumeError(image, err)
 	}
