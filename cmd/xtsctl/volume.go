@@ -81,11 +81,7 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 		return volume.KDFParams{}, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
 	}
 	if f.iterations > 0 {
-		p := volume.KDFParams{Time: f.iterations, MemoryKiB: memKiB}
-		if p.MemoryKiB == 0 {
-			p.MemoryKiB = volume.DefaultKDFMemory()
-		}
-		p.Threads = uint8(min(4, max(1, p.MemoryKiB/8)))
+		p := volume.FixedKDF(f.iterations, memKiB)
 		return p, f.checkNew(a, p)
 	}
 	if testOnlyCalibrate != nil {
@@ -101,22 +97,21 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 	return p, nil
 }
 
-// checkNew checks the costs of a new slot: within the format, no more than
-// xtsctl would unlock unasked, and not below the memory floor unless the
-// user chose the memory (tests, tiny machines).
+// checkNew puts volume.CheckNewKDF's refusals in the flags' terms, and
+// warns of weak costs the user chose.
 func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
-	if err := p.Check(); err != nil {
-		return usageError(err)
-	}
-	if p.Work() > volume.MaxKDFWork {
+	err := volume.CheckNewKDF(p, f.memory != "")
+	var ke *volume.NewKDFError
+	switch {
+	case errors.As(err, &ke) && ke.TooCostly:
 		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
 			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
-	}
-	if p.MemoryKiB < volume.MinKDFMemoryKiB {
-		if f.memory == "" {
-			return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-				bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
-		}
+	case errors.As(err, &ke):
+		return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
+			bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+	case err != nil:
+		return usageError(err)
+	case p.Weak():
 		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
 	return nil
