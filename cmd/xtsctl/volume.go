@@ -18,6 +18,7 @@ import (
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -456,24 +457,26 @@ func notVolume(image string) error {
 		"a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
 }
 
-// sniffFormat names the format of image by its magic, or "".
+// sniffFormat names the format of image if it is a LUKS image
+// (luks.Detect), or "".
 func sniffFormat(image string) string {
 	f, err := os.Open(image)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	b := make([]byte, 8)
-	if _, err := f.ReadAt(b, 0); err != nil {
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || !luks.Detect(f, size) {
 		return ""
 	}
+	h, err := luks.ReadHeader(f, size)
 	switch {
-	case string(b[:6]) == "LUKS\xba\xbe":
-		return fmt.Sprintf("LUKS%d image (cryptsetup)", int(b[6])<<8|int(b[7]))
-	case string(b[:6]) == "SKUL\xba\xbe":
+	case err != nil:
+		return "LUKS image (cryptsetup) whose header is damaged"
+	case len(h.Copies) > 0 && (h.Copies[0].State == luks.CopyDamaged || h.Copies[0].State == luks.CopyMissing):
 		return "LUKS2 image (cryptsetup) whose primary header is damaged"
 	}
-	return ""
+	return fmt.Sprintf("LUKS%d image (cryptsetup)", h.Version)
 }
 
 // slotValue is --key-slot: a slot number, or -1 (every slot) when unset.
