@@ -313,10 +313,24 @@ type VerifyResult struct {
 // Verify checks every tag of the data area, calling bad for each sector
 // that fails (in order), and the end-to-end digest when it still applies
 // (it decrypts only then). Bad sectors are not an error: the result counts
-// them. A digest mismatch is a *DigestMismatchError.
+// them; on a volume not closed cleanly, those in the regions being written
+// then have DirtyRegion set. A digest mismatch is a *DigestMismatchError.
 func (v *Volume) Verify(ctx context.Context, progress func(int64), bad func(BadSector)) (VerifyResult, error) {
 	var res VerifyResult
+	var dirty func(sector uint64) bool
+	if st := v.State(); !st.Valid || st.Dirty {
+		regions, all, err := v.RecoveryRegions()
+		if err != nil {
+			return res, err
+		}
+		set := make(map[int64]bool, len(regions))
+		for _, r := range regions {
+			set[r] = true
+		}
+		dirty = func(n uint64) bool { return all || set[v.RegionOf(n)] }
+	}
 	count := func(b BadSector) {
+		b.DirtyRegion = dirty != nil && dirty(b.Sector)
 		res.BadSectors++
 		if bad != nil {
 			bad(b)

@@ -66,6 +66,11 @@ var (
 type BadSector struct {
 	Sector uint64 // data sector number, from 0
 	Offset int64  // byte offset of its ciphertext in the volume
+	// DirtyRegion (set by Verify) says the sector lies in a region being
+	// written when the volume was last used and not closed cleanly since
+	// (or the record of those regions cannot be trusted): a crash may
+	// have torn it, where any other bad sector was changed outside xtsctl.
+	DirtyRegion bool
 }
 
 // IntegrityError lists the sectors of a read whose tags do not match. Their

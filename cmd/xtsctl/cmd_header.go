@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -129,21 +128,11 @@ func headerRestore(a *app, image, file string, force bool) error {
 	if _, err := volume.ParseHeader(backup); err != nil {
 		return withCode(exitInput, fmt.Errorf("%s is not a valid header backup: %w", file, err))
 	}
-	in, err := openInput(image)
-	if err != nil {
-		return err
-	}
-	in.Close()
-	f, err := openExclusive(image)
-	if err != nil {
+	f, size, current, err := openForHeader(image)
+	if f == nil {
 		return err
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return withCode(exitInput, err)
-	}
-	current, err := volume.ReadHeaders(f, size)
 	var (
 		hd *volume.HeadersDamagedError
 		te *volume.TruncatedError

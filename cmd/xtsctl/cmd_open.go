@@ -142,33 +142,14 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 		return usageError(errors.New("--fstype needs --mount"))
 	}
 	if req.Mount != "" {
-		abs, err := filepath.Abs(req.Mount)
+		real, occupied, err := blockdev.CheckMountpoint(req.Mount)
 		if err != nil {
-			return usageError(err)
+			return fromBlockdev(err)
 		}
-		// The real path is recorded: close unmounts exactly what was
-		// mounted, wherever a symlink on the way points by then.
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = real
+		if occupied {
+			a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
 		}
-		fi, err := os.Stat(abs)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return usageError(fmt.Errorf("mountpoint %s does not exist", req.Mount), "create it: mkdir -p "+req.Mount)
-		case err != nil:
-			return withCode(exitDevice, err)
-		case !fi.IsDir():
-			return usageError(fmt.Errorf("mountpoint %s is not a directory", req.Mount))
-		}
-		// mount(8) does it too, but silently: files there would seem lost.
-		if d, err := os.Open(abs); err == nil {
-			names, _ := d.Readdirnames(1)
-			d.Close()
-			if len(names) > 0 {
-				a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
-			}
-		}
-		req.Mount = abs
+		req.Mount = real
 	}
 	if typ == typePlain {
 		p, err := pf.params()

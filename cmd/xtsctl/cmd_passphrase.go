@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -133,131 +132,101 @@ key slot. With --key-slot N, the passphrase given must be slot N's.`,
 	return cmd
 }
 
-// openForHeader opens image to rewrite its header, with what ReadHeaders
-// found; damaged-but-usable headers come with warnings, a truncated volume
-// is refused.
-func openForHeader(a *app, image string) (*os.File, int64, *volume.Headers, error) {
+// openForHeader opens image to rewrite its header (volume.OpenForHeader).
+// A nil file comes with the error to return; with a file, err is
+// ReadHeaders' and the caller closes the file.
+func openForHeader(image string) (*os.File, int64, *volume.Headers, error) {
 	in, err := openInput(image)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	in.Close()
-	f, err := openExclusive(image)
-	if err != nil {
-		return nil, 0, nil, err
+	f, size, hs, err := volume.OpenForHeader(image)
+	if f == nil {
+		return nil, 0, nil, lockError(image, err)
 	}
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		f.Close()
-		return nil, 0, nil, withCode(exitInput, err)
-	}
-	hs, err := volume.ReadHeaders(f, size)
-	if err != nil {
-		f.Close()
-		return nil, 0, hs, volumeError(image, err)
-	}
-	warnAll(a, image, hs.Warnings)
-	return f, size, hs, nil
+	return f, size, hs, err
 }
 
 func changeSlots(a *app, image string, sf *slotFlags, op string) error {
-	f, _, hs, err := openForHeader(a, image)
-	if err != nil {
+	f, _, hs, err := openForHeader(image)
+	if f == nil {
 		return err
 	}
 	defer f.Close()
-	// --key-slot, as cryptsetup: add puts the new passphrase in that
-	// slot; change changes that slot (unlocked with its passphrase);
-	// remove removes that slot, authorised by any passphrase of the
-	// volume (luksKillSlot), where without it the passphrase given is
-	// the one removed.
+	if err != nil {
+		return volumeError(image, err)
+	}
+	warnAll(a, image, hs.Warnings)
 	target := a.keySlot
+	c := volume.SlotChange{
+		Op:        map[string]volume.SlotOp{"add": volume.OpAddSlot, "change": volume.OpChangeSlot, "remove": volume.OpRemoveSlot}[op],
+		Slot:      target,
+		AllowLast: sf.force,
+		Unlock:    a.unlockOptions(image),
+	}
 	prompt := map[string]string{
 		"add":    "an existing passphrase for " + image,
 		"change": "the passphrase to change of " + image,
 		"remove": "the passphrase to remove from " + image,
 	}[op]
-	opts := a.unlockOptions(image)
-	if op != "change" {
-		opts.Slot = -1
+	if op == "remove" && target >= 0 {
+		prompt = fmt.Sprintf("a passphrase of %s (any slot) to authorise removing key slot %d", image, target)
 	}
-	if target >= 0 {
-		active := hs.Header.Slots[target].Active
-		switch {
-		case op == "add" && active:
-			return usageError(fmt.Errorf("key slot %d of %s is in use", target, image), "choose a free one: xtsctl info "+image)
-		case op != "add" && !active:
-			return usageError(fmt.Errorf("key slot %d of %s is empty", target, image), "xtsctl info "+image+" lists the slots in use")
-		case op == "remove":
-			prompt = fmt.Sprintf("a passphrase of %s (any slot) to authorise removing key slot %d", image, target)
-		}
+	c.Passphrase = func() ([]byte, error) {
+		return readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
 	}
-	pass, err := readPassphrase(a, passphraseRequest{file: sf.passFile, flag: "passphrase-file", prompt: prompt})
-	if err != nil {
-		return err
-	}
-	key, slot, err := hs.UnlockWith(pass, opts)
-	clear(pass)
-	if err != nil {
-		return volumeError(image, err)
-	}
-	defer clear(key)
-
-	if op == "remove" {
-		if target >= 0 {
-			slot = target
-		}
-		if len(hs.Header.ActiveSlots()) == 1 && !sf.force {
-			return usageError(fmt.Errorf("key slot %d holds the last passphrase of %s: without it the volume cannot be opened", slot, image),
-				"add another passphrase first (xtsctl passphrase add), or use --force")
-		}
-		if err := volume.RemoveSlot(f, hs, slot); err != nil {
-			return volumeError(image, err)
-		}
-		a.infof("removed key slot %d from %s", slot, image)
-		return nil
-	}
-
-	newPass, err := readPassphrase(a, passphraseRequest{file: sf.newPassFile, flag: "new-passphrase-file",
-		prompt: "the new passphrase for " + image, confirm: true})
-	if err != nil {
-		return err
-	}
-	defer clear(newPass)
-	kdf, err := sf.kdf.params(a)
-	if err != nil {
-		return err
-	}
-	if op == "add" {
-		n, err := volume.AddSlot(f, hs, key, newPass, kdf, target)
-		if errors.Is(err, volume.ErrSlotsFull) {
-			return withCode(exitUsage, fmt.Errorf("%s: %w", image, err), "remove one first: xtsctl passphrase remove "+image)
-		}
+	c.New = func() ([]byte, volume.KDFParams, error) {
+		newPass, err := readPassphrase(a, passphraseRequest{file: sf.newPassFile, flag: "new-passphrase-file",
+			prompt: "the new passphrase for " + image, confirm: true})
 		if err != nil {
-			return volumeError(image, err)
+			return nil, volume.KDFParams{}, err
 		}
-		a.infof("added key slot %d to %s", n, image)
-		return nil
+		kdf, err := sf.kdf.params(a)
+		return newPass, kdf, err
 	}
-	if err := volume.ChangeSlot(f, hs, key, slot, newPass, kdf); err != nil {
+	slot, err := volume.ChangeSlots(f, hs, c)
+	var se *volume.SlotStateError
+	switch {
+	case errors.As(err, &se) && se.InUse:
+		return usageError(fmt.Errorf("key slot %d of %s is in use", se.Slot, image), "choose a free one: xtsctl info "+image)
+	case errors.As(err, &se):
+		return usageError(fmt.Errorf("key slot %d of %s is empty", se.Slot, image), "xtsctl info "+image+" lists the slots in use")
+	case errors.Is(err, volume.ErrLastSlot):
+		return usageError(fmt.Errorf("key slot %d holds the last passphrase of %s: without it the volume cannot be opened", slot, image),
+			"add another passphrase first (xtsctl passphrase add), or use --force")
+	case errors.Is(err, volume.ErrSlotsFull):
+		return withCode(exitUsage, fmt.Errorf("%s: %w", image, err), "remove one first: xtsctl passphrase remove "+image)
+	case err != nil:
 		return volumeError(image, err)
 	}
-	a.infof("changed the passphrase of key slot %d of %s", slot, image)
+	switch op {
+	case "add":
+		a.infof("added key slot %d to %s", slot, image)
+	case "remove":
+		a.infof("removed key slot %d from %s", slot, image)
+	default:
+		a.infof("changed the passphrase of key slot %d of %s", slot, image)
+	}
 	return nil
 }
 
 // openExclusive opens image read-write for a header rewrite, locked as a
-// read-write volume.Open locks it: a volume that is open (by an xtsctl
-// server, the dm backend or another command) is refused rather than having
-// its header rewritten underneath, and two rewrites never interleave.
+// read-write volume.Open locks it (volume.LockImage).
 func openExclusive(image string) (*os.File, error) {
 	f, err := volume.LockImage(image, false, 0)
-	switch {
-	case errors.Is(err, volume.ErrInUse):
-		return nil, withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
-			"xtsctl status lists open volumes; close it first")
-	case err != nil:
-		return nil, withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
+	if err != nil {
+		return nil, lockError(image, err)
 	}
 	return f, nil
+}
+
+// lockError explains why image could not be opened and locked to rewrite
+// its header.
+func lockError(image string, err error) error {
+	if errors.Is(err, volume.ErrInUse) {
+		return withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
+			"xtsctl status lists open volumes; close it first")
+	}
+	return withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
 }

@@ -75,16 +75,10 @@ func verify(a *app, image, passFile string) error {
 	a.resultf("key slots in use: %s; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
 
 	st := v.State()
-	var torn map[int64]bool // regions being written when it was not closed cleanly
-	allTorn := false
 	if !st.Valid || st.Dirty {
 		regions, all, err := v.RecoveryRegions()
 		if err != nil {
 			return volumeError(image, err)
-		}
-		torn, allTorn = map[int64]bool{}, all
-		for _, r := range regions {
-			torn[r] = true
 		}
 		switch {
 		case !st.Valid:
@@ -107,7 +101,7 @@ func verify(a *app, image, passFile string) error {
 	update, done := newProgress(a, "verifying", h.DataLength)
 	res, err := v.Verify(a.ctx, update, func(b volume.BadSector) {
 		why := "tag mismatch"
-		if allTorn || torn[v.RegionOf(b.Sector)] {
+		if b.DirtyRegion {
 			why += ", in a region being written when the volume was last used (a crash may have torn it: a read-write open checks it, open --recover accepts it)"
 		}
 		a.resultf("bad sector %d at byte offset %d: %s", b.Sector, b.Offset, why)

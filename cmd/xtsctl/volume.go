@@ -18,6 +18,7 @@ import (
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -81,11 +82,7 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 		return volume.KDFParams{}, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
 	}
 	if f.iterations > 0 {
-		p := volume.KDFParams{Time: f.iterations, MemoryKiB: memKiB}
-		if p.MemoryKiB == 0 {
-			p.MemoryKiB = volume.DefaultKDFMemory()
-		}
-		p.Threads = uint8(min(4, max(1, p.MemoryKiB/8)))
+		p := volume.FixedKDF(f.iterations, memKiB)
 		return p, f.checkNew(a, p)
 	}
 	if testOnlyCalibrate != nil {
@@ -101,22 +98,21 @@ func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
 	return p, nil
 }
 
-// checkNew checks the costs of a new slot: within the format, no more than
-// xtsctl would unlock unasked, and not below the memory floor unless the
-// user chose the memory (tests, tiny machines).
+// checkNew puts volume.CheckNewKDF's refusals in the flags' terms, and
+// warns of weak costs the user chose.
 func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
-	if err := p.Check(); err != nil {
-		return usageError(err)
-	}
-	if p.Work() > volume.MaxKDFWork {
+	err := volume.CheckNewKDF(p, f.memory != "")
+	var ke *volume.NewKDFError
+	switch {
+	case errors.As(err, &ke) && ke.TooCostly:
 		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
 			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
-	}
-	if p.MemoryKiB < volume.MinKDFMemoryKiB {
-		if f.memory == "" {
-			return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-				bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
-		}
+	case errors.As(err, &ke):
+		return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
+			bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+	case err != nil:
+		return usageError(err)
+	case p.Weak():
 		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
 	return nil
@@ -332,25 +328,6 @@ func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath 
 	return nil
 }
 
-// checkHeaders reads image's header copies without a key and reports
-// what makes it unusable: not a volume, an unsupported version, both copies
-// damaged, truncation.
-func checkHeaders(image, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return volumeError(image, err)
-	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return volumeError(image, err)
-	}
-	if _, err := volume.ReadHeaders(f, size); err != nil {
-		return volumeError(image, err)
-	}
-	return nil
-}
-
 // createVolume asks for the new passphrase, calibrates, and writes the
 // volume to dev from r.
 func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.ReaderAt, size int64, image, what string) (*volume.Header, []byte, error) {
@@ -388,17 +365,9 @@ func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume
 func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volume.Volume, error) {
 	// An image that is not a usable volume is reported before anyone is
 	// asked for a passphrase.
-	if err := checkHeaders(image, path); err != nil {
-		return nil, err
-	}
-	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
-	if err != nil {
-		return nil, err
-	}
-	defer clear(pass)
-	v, err := volume.OpenWith(path, readOnly, func(hs *volume.Headers) ([]byte, int, error) {
-		return hs.UnlockWith(pass, a.unlockOptions(image))
-	})
+	v, err := volume.OpenWithPassphrase(path, readOnly, func() ([]byte, error) {
+		return readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
+	}, a.unlockOptions(image))
 	if err != nil {
 		return nil, volumeError(image, err)
 	}
@@ -488,24 +457,26 @@ func notVolume(image string) error {
 		"a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
 }
 
-// sniffFormat names the format of image by its magic, or "".
+// sniffFormat names the format of image if it is a LUKS image
+// (luks.Detect), or "".
 func sniffFormat(image string) string {
 	f, err := os.Open(image)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	b := make([]byte, 8)
-	if _, err := f.ReadAt(b, 0); err != nil {
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || !luks.Detect(f, size) {
 		return ""
 	}
+	h, err := luks.ReadHeader(f, size)
 	switch {
-	case string(b[:6]) == "LUKS\xba\xbe":
-		return fmt.Sprintf("LUKS%d image (cryptsetup)", int(b[6])<<8|int(b[7]))
-	case string(b[:6]) == "SKUL\xba\xbe":
+	case err != nil:
+		return "LUKS image (cryptsetup) whose header is damaged"
+	case len(h.Copies) > 0 && (h.Copies[0].State == luks.CopyDamaged || h.Copies[0].State == luks.CopyMissing):
 		return "LUKS2 image (cryptsetup) whose primary header is damaged"
 	}
-	return ""
+	return fmt.Sprintf("LUKS%d image (cryptsetup)", h.Version)
 }
 
 // slotValue is --key-slot: a slot number, or -1 (every slot) when unset.
