@@ -389,51 +389,42 @@ var (
 // chosen.
 func luksKDF(a *app, cmd *cobra.Command) (*luks.Argon2Params, error) {
 	fs := cmd.Flags()
-	kdfTime, _ := fs.GetDuration("kdf-time")
-	iterations, _ := fs.GetUint32("kdf-iterations")
-	var memKiB uint32
-	if m := flagString(cmd, "kdf-memory"); m != "" {
-		n, err := bytesize.ParseKiB(m)
-		if err != nil {
-			return nil, usageError(fmt.Errorf("--kdf-memory: %w", err))
-		}
-		memKiB = n
-	}
-	if kdfTime <= 0 {
-		return nil, usageError(fmt.Errorf("--kdf-time must be positive, not %v", kdfTime))
+	var f kdfFlags
+	f.time, _ = fs.GetDuration("kdf-time")
+	f.iterations, _ = fs.GetUint32("kdf-iterations")
+	f.memory = flagString(cmd, "kdf-memory")
+	memKiB, err := f.memoryKiB()
+	if err != nil {
+		return nil, err
 	}
 	var p luks.Argon2Params
 	switch {
-	case iterations > 0:
-		if iterations < 4 {
-			return nil, usageError(fmt.Errorf("--kdf-iterations %d: LUKS2 Argon2 keyslots take at least 4 passes (cryptsetup refuses fewer)", iterations))
+	case f.iterations > 0:
+		if f.iterations < 4 {
+			return nil, usageError(fmt.Errorf("--kdf-iterations %d: LUKS2 Argon2 keyslots take at least 4 passes (cryptsetup refuses fewer)", f.iterations))
 		}
-		p = luks.Argon2Params{Time: iterations, MemoryKiB: memKiB, Threads: uint32(min(4, max(1, runtime.NumCPU())))}
+		p = luks.Argon2Params{Time: f.iterations, MemoryKiB: memKiB, Threads: uint32(min(4, max(1, runtime.NumCPU())))}
 		if p.MemoryKiB == 0 {
 			p.MemoryKiB = volume.DefaultKDFMemory()
 		}
 	case testOnlyLUKSArgon2 != nil:
 		return testOnlyLUKSArgon2, nil
 	default:
-		a.infof("calibrating the passphrase hashing (Argon2id) to take %v", kdfTime)
-		p = luks.CalibrateArgon2id(kdfTime, memKiB)
+		a.infof("calibrating the passphrase hashing (Argon2id) to take %v", f.time)
+		p = luks.CalibrateArgon2id(f.time, memKiB)
 	}
 	if err := p.Check(); err != nil {
 		return nil, usageError(err)
 	}
-	work := uint64(p.Time) * uint64(p.MemoryKiB)
 	switch {
 	case p.MemoryKiB > luks.DefaultMaxMemoryKiB || p.Time > luks.DefaultMaxTime:
 		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
-	case work > luks.DefaultMaxWork:
-		return nil, usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
-			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+	case uint64(p.Time)*uint64(p.MemoryKiB) > luks.DefaultMaxWork:
+		return nil, f.costError(p.MemoryKiB, p.Time, true, luks.DefaultMaxWork)
 	case p.MemoryKiB < volume.MinKDFMemoryKiB && memKiB == 0:
-		return nil, usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-			bytesize.Human(int64(p.MemoryKiB)<<10), kdfTime, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
-	case p.MemoryKiB < volume.MinKDFMemoryKiB:
-		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test image, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
+		return nil, f.costError(p.MemoryKiB, p.Time, false, 0)
 	}
+	f.warnWeak(a, p.MemoryKiB, "image")
 	return &p, nil
 }
 

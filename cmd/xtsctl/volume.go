@@ -68,18 +68,28 @@ func (f *kdfFlags) register(fs *pflag.FlagSet) {
 // that commands without explicit costs do not spend seconds per slot.
 var testOnlyCalibrate func() volume.KDFParams
 
-// params returns the costs for a new slot.
-func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
+// memoryKiB reads --kdf-memory (0: not given) and checks --kdf-time, for
+// volumes and LUKS images alike.
+func (f *kdfFlags) memoryKiB() (uint32, error) {
 	var memKiB uint32
 	if f.memory != "" {
 		n, err := bytesize.ParseKiB(f.memory)
 		if err != nil {
-			return volume.KDFParams{}, usageError(fmt.Errorf("--kdf-memory: %w", err))
+			return 0, usageError(fmt.Errorf("--kdf-memory: %w", err))
 		}
 		memKiB = n
 	}
 	if f.time <= 0 {
-		return volume.KDFParams{}, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
+		return 0, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
+	}
+	return memKiB, nil
+}
+
+// params returns the costs for a new slot.
+func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
+	memKiB, err := f.memoryKiB()
+	if err != nil {
+		return volume.KDFParams{}, err
 	}
 	if f.iterations > 0 {
 		p := volume.FixedKDF(f.iterations, memKiB)
@@ -104,18 +114,33 @@ func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
 	err := volume.CheckNewKDF(p, f.memory != "")
 	var ke *volume.NewKDFError
 	switch {
-	case errors.As(err, &ke) && ke.TooCostly:
-		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
-			bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, volume.MaxKDFWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
 	case errors.As(err, &ke):
-		return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-			bytesize.Human(int64(p.MemoryKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+		return f.costError(p.MemoryKiB, p.Time, ke.TooCostly, volume.MaxKDFWork)
 	case err != nil:
 		return usageError(err)
-	case p.Weak():
-		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test volume, not for data)", bytesize.Human(int64(p.MemoryKiB)<<10), volume.MinKDFMemoryKiB>>10)
 	}
+	f.warnWeak(a, p.MemoryKiB, "volume")
 	return nil
+}
+
+// costError words a refused cost of a new slot (volumes and LUKS): more
+// work than unlocking runs unasked (maxWork KiB×passes), or else a memory
+// that calibration lowered below the floor.
+func (f *kdfFlags) costError(memKiB, passes uint32, tooCostly bool, maxWork uint64) error {
+	if tooCostly {
+		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
+			bytesize.Human(int64(memKiB)<<10), passes, maxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
+	}
+	return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
+		bytesize.Human(int64(memKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
+}
+
+// warnWeak warns of a memory below the floor, which only --kdf-memory
+// chooses (calibration below it is refused).
+func (f *kdfFlags) warnWeak(a *app, memKiB uint32, what string) {
+	if memKiB < volume.MinKDFMemoryKiB {
+		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test %s, not for data)", bytesize.Human(int64(memKiB)<<10), volume.MinKDFMemoryKiB>>10, what)
+	}
 }
 
 // options validates the creation flags.
