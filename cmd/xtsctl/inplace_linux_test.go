@@ -189,7 +189,13 @@ func interruptRun(t *testing.T, reset func(), progress func() int64, args ...str
 				if progress() > 16<<20 {
 					cmd.Process.Signal(syscall.SIGKILL)
 					<-done
-					return
+					if progress() > 0 {
+						return
+					}
+					// On a loaded machine the run can finish (and
+					// remove its anchor or journal) between the look
+					// and the kill: nothing was interrupted, again.
+					break
 				}
 				continue
 			}
