@@ -20,7 +20,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
-	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/sys/unix"
 )
 
@@ -215,15 +214,14 @@ func (s *server) openStore(key []byte) (fusefile.Store, error) {
 		}
 		params = cfg.LUKS.Sector
 	}
-	c, err := xts.NewCipher(key)
+	if err := params.Check(); err != nil {
+		return nil, usageError(err)
+	}
+	codec, err := sector.NewCodecKey(key, params)
 	if err != nil {
 		return nil, withKind(KindKey, err)
 	}
-	s.wipe = c.Wipe
-	codec, err := sector.NewCodec(c, params)
-	if err != nil {
-		return nil, usageError(err)
-	}
+	s.wipe = codec.Wipe
 	codec.SetWorkers(serveWorkers())
 	store, err := openPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, cfg.LUKS, codec)
 	if errors.Is(err, volume.ErrInUse) {

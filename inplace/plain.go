@@ -8,7 +8,6 @@ import (
 
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
-	"github.com/xtsctl/xtsctl/xts"
 )
 
 // A plain image has no header and no room of its own: a plain run keeps its
@@ -83,15 +82,11 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	c, err := xts.NewCipher(key)
+	codec, err := sector.NewCodecKey(key, p.Sector)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Wipe()
-	codec, err := sector.NewCodec(c, p.Sector)
-	if err != nil {
-		return nil, err
-	}
+	defer codec.Wipe()
 	codec.SetWorkers(1) // the engine's workers are the parallelism
 	keys := newRunKeys(key)
 	defer keys.wipe()

@@ -11,7 +11,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/xts"
 )
 
 // DataRange returns where the data segment lies on a data device of
@@ -59,7 +58,8 @@ func (h *Header) SectorParams() sector.Params {
 }
 
 // NewCodec returns a sector codec for the data segment with the volume
-// key. Sector 0 is the segment's first sector.
+// key, whose Wipe the caller calls. Sector 0 is the segment's first
+// sector.
 func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
 	if err := h.Supported(); err != nil {
 		return nil, err
@@ -67,11 +67,7 @@ func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
 	if err := h.checkKeyLen(key); err != nil {
 		return nil, err
 	}
-	c, err := xts.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return sector.NewCodec(c, h.SectorParams())
+	return sector.NewCodecKey(key, h.SectorParams())
 }
 
 // dmFlags maps LUKS2 persistent flags (config.flags) to the dm-crypt
@@ -134,6 +130,7 @@ func (h *Header) Decrypt(ctx context.Context, key []byte, data io.ReaderAt, data
 	if err != nil {
 		return 0, err
 	}
+	defer codec.Wipe()
 	codec.SetWorkers(1) // the stream's workers are the parallelism
 	ss := int64(h.Segment.SectorSize)
 	var written int64
@@ -174,6 +171,7 @@ func (h *Header) Encrypt(ctx context.Context, key []byte, r io.Reader, w io.Writ
 	if err != nil {
 		return 0, err
 	}
+	defer codec.Wipe()
 	codec.SetWorkers(1)
 	ss := int64(h.Segment.SectorSize)
 	// The input's length is not known: the loads read it in order and say

@@ -120,6 +120,24 @@ func NewCodec(c *xts.Cipher, p Params) (*Codec, error) {
 	return &Codec{c: c, p: p, workers: runtime.GOMAXPROCS(0)}, nil
 }
 
+// NewCodecKey returns a Codec with parameters p over a new xts.Cipher of
+// key (xts.NewCipher's checks), which its Wipe erases. The parameters are
+// checked first, so that an error names them before the key.
+func NewCodecKey(key []byte, p Params) (*Codec, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	c, err := xts.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Codec{c: c, p: p, workers: runtime.GOMAXPROCS(0)}, nil
+}
+
+// Wipe erases the keys of the codec's cipher; the codec cannot be used
+// after it.
+func (s *Codec) Wipe() { s.c.Wipe() }
+
 // Params returns the codec's parameters.
 func (s *Codec) Params() Params { return s.p }
 

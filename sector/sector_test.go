@@ -3,6 +3,7 @@ package sector
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/xtsctl/xtsctl/xts"
@@ -154,4 +155,40 @@ func TestCodecRejects(t *testing.T) {
 		}
 	}()
 	s.Encrypt(make([]byte, 1024), make([]byte, 700), 0)
+}
+
+// TestCodecKeyWipe: a codec made from a key encrypts as one made from its
+// cipher, refuses bad parameters before it looks at the key, and after
+// Wipe holds no key schedule (its cipher refuses to run).
+func TestCodecKeyWipe(t *testing.T) {
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	p := Params{Size: 4096, IVMode: Plain64}
+	s, err := NewCodecKey(key, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := xts.NewCipher(key)
+	ref, _ := NewCodec(c, p)
+	a, b := make([]byte, 8192), make([]byte, 8192)
+	s.Encrypt(a, a, 7)
+	ref.Encrypt(b, b, 7)
+	if !bytes.Equal(a, b) {
+		t.Fatal("NewCodecKey's codec encrypts differently from NewCodec's")
+	}
+	if _, err := NewCodecKey(make([]byte, 64), Params{Size: 1000}); err == nil || !strings.Contains(err.Error(), "1000") {
+		t.Errorf("bad parameters and an all-zero key: %v, want the parameters named", err)
+	}
+	if _, err := NewCodecKey(make([]byte, 64), p); err == nil {
+		t.Error("a key with equal halves was accepted")
+	}
+	s.Wipe()
+	defer func() {
+		if recover() == nil {
+			t.Error("a wiped codec still encrypts")
+		}
+	}()
+	s.Encrypt(a, a, 0)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/xts"
 )
 
 // CreateOptions describe a new volume.
@@ -194,7 +193,6 @@ func newMasterKey(size int) ([]byte, error) {
 // tags. stream.Run runs it on every core, one chunk per worker at a time.
 type engine struct {
 	l       Layout
-	cipher  *xts.Cipher
 	codec   *sector.Codec // single-threaded: the workers are the parallelism
 	tagKey  []byte        // nil without integrity
 	workers int
@@ -207,17 +205,12 @@ type chunkScratch struct {
 }
 
 func newEngine(key []byte, h *Header) (*engine, error) {
-	c, err := xts.NewCipher(key)
+	codec, err := sector.NewCodecKey(key, h.sectorParams())
 	if err != nil {
-		return nil, err
-	}
-	codec, err := sector.NewCodec(c, h.sectorParams())
-	if err != nil {
-		c.Wipe()
 		return nil, err
 	}
 	codec.SetWorkers(1)
-	e := &engine{l: h.Layout, cipher: c, codec: codec, workers: runtime.GOMAXPROCS(0)}
+	e := &engine{l: h.Layout, codec: codec, workers: runtime.GOMAXPROCS(0)}
 	if h.Integrity != IntegrityNone {
 		e.tagKey = deriveKey(key, purposeTags, blake2b.Size)
 	}
@@ -225,7 +218,7 @@ func newEngine(key []byte, h *Header) (*engine, error) {
 }
 
 func (e *engine) wipe() {
-	e.cipher.Wipe()
+	e.codec.Wipe()
 	clear(e.tagKey)
 }
 

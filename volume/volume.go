@@ -14,7 +14,6 @@ import (
 
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,9 +29,8 @@ type Volume struct {
 	l        Layout
 	readOnly bool
 
-	key    []byte
-	cipher *xts.Cipher
-	codec  *sector.Codec
+	key   []byte
+	codec *sector.Codec // its Wipe erases the XTS keys
 	// workers is how many goroutines one large ReadSectors or
 	// WriteSectors call spreads its tags and encryption over.
 	workers int
@@ -202,18 +200,13 @@ func OpenDevice(dev Device, size int64, readOnly bool, unlock func(*Headers) ([]
 
 func newVolume(dev Device, hs *Headers, key []byte, readOnly bool) (*Volume, error) {
 	h := hs.Header
-	c, err := xts.NewCipher(key)
+	codec, err := sector.NewCodecKey(key, h.sectorParams())
 	if err != nil {
-		return nil, err
-	}
-	codec, err := sector.NewCodec(c, h.sectorParams())
-	if err != nil {
-		c.Wipe()
 		return nil, err
 	}
 	v := &Volume{
 		dev: dev, hs: hs, h: h, l: h.Layout, readOnly: readOnly,
-		key: key, cipher: c, codec: codec, workers: runtime.GOMAXPROCS(0),
+		key: key, codec: codec, workers: runtime.GOMAXPROCS(0),
 		warnings: slices.Clone(hs.Warnings),
 	}
 	v.track = newTracker(v)
@@ -995,7 +988,7 @@ func (v *Volume) Close() error {
 	clear(v.key)
 	clear(v.tagKey)
 	v.stateKeys.wipe()
-	v.cipher.Wipe()
+	v.codec.Wipe()
 	if v.file != nil {
 		if cerr := v.file.Close(); err == nil {
 			err = cerr

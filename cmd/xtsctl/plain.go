@@ -12,7 +12,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
-	"github.com/xtsctl/xtsctl/xts"
 )
 
 // plainFlags are the options of cryptsetup's plain mode that xtsctl
@@ -83,24 +82,23 @@ var rejectHints = map[string][]string{
 	"plain passphrase-file": {"a plain image takes its raw key: --key-file FILE (32 or 64 bytes)"},
 }
 
-// plainCodec reads the key file and returns the codec; the caller calls wipe.
-func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, keyBits int, wipe func(), err error) {
+// plainCodec reads the key file and returns the codec, which the caller
+// wipes, and the key's size in bits.
+func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, keyBits int, err error) {
 	key, err := readKeyFile(a, pf.keyFile)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, err
 	}
 	defer secret.Wipe(key)
-	c, err := xts.NewCipher(key)
-	if err != nil {
-		return nil, 0, nil, withCode(exitKey, err)
+	if err := p.Sector.Check(); err != nil {
+		return nil, 0, usageError(err)
 	}
-	codec, err = sector.NewCodec(c, p.Sector)
+	codec, err = sector.NewCodecKey(key, p.Sector)
 	if err != nil {
-		c.Wipe()
-		return nil, 0, nil, usageError(err)
+		return nil, 0, withCode(exitKey, err)
 	}
 	a.verbosef("AES-XTS kernel for %d-byte sectors: %s", p.Sector.Size, aesni.Pick(p.Sector.Size))
-	return codec, 8 * len(key), c.Wipe, nil
+	return codec, 8 * len(key), nil
 }
 
 // plainCipher describes a plain image's encryption.
@@ -132,11 +130,11 @@ func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bo
 	} else if size, err = p.DataSize(inPath, in.Size); err != nil {
 		return withCode(exitInput, err)
 	}
-	codec, keyBits, wipe, err := plainCodec(a, pf, p)
+	codec, keyBits, err := plainCodec(a, pf, p)
 	if err != nil {
 		return err
 	}
-	defer wipe()
+	defer codec.Wipe()
 	if verb == "decrypt" {
 		if err := p.SkipOffset(in); err != nil {
 			return withCode(exitInput, fmt.Errorf("cannot read input: %w", err))
