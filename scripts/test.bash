@@ -68,7 +68,7 @@ done
 rm -rf "$armtests"
 
 step go test -race
-go test -count=1 -race ./sector ./volume/... ./inplace ./blockdev/... ./internal/...
+go test -count=1 -race ./sector ./volume/... ./luks/... ./inplace ./blockdev/... ./internal/...
 
 step CPU features masked
 GODEBUG=cpu.avx512f=off go test -count=1 ./aesni ./xts
