@@ -54,7 +54,8 @@ func TestOpenInputRefuses(t *testing.T) {
 		msg  string
 	}{
 		{filepath.Join(dir, "missing"), fs.ErrNotExist, "input " + dir + "/missing does not exist"},
-		{dir, ErrNotImage, "input " + dir + " is a directory, not an image"},
+		{dir, ErrDirectory, "input " + dir + " is a directory"},
+		{dir, ErrNotImage, "input " + dir + " is a directory"},
 		{"/dev/null", ErrNotImage, "input /dev/null is not a regular file or block device"},
 		{fifo(t, dir), ErrPipe, "input " + dir + "/fifo is a pipe: this needs a file or block device"},
 		{empty, ErrEmpty, "input " + empty + " is empty"},

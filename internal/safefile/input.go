@@ -16,6 +16,8 @@ var (
 	// ErrNotImage: the input is a directory, a character device, a
 	// socket: neither a regular file nor a block device.
 	ErrNotImage = errors.New("input is not a regular file or block device")
+	// ErrDirectory: the input is a directory (errors.Is ErrNotImage too).
+	ErrDirectory = fmt.Errorf("%w: a directory", ErrNotImage)
 	// ErrEmpty: the input holds no bytes.
 	ErrEmpty = errors.New("input is empty")
 )
@@ -49,22 +51,37 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
 
-// OpenInput opens path read-only and finds its size. It accepts regular
-// files and block devices (whose size Stat reports as 0: it seeks to the
-// end); anything else, and an empty input, is an error naming the path.
-func OpenInput(path string) (*Input, error) {
+// CheckPath names what is wrong with path as an image to read, role
+// saying what it is in messages ("input", "image", "header file"):
+// missing (the error wraps fs.ErrNotExist), a directory or neither a
+// regular file nor a block device (ErrNotImage; ErrDirectory for a
+// directory), a named pipe (ErrPipe).
+// It returns path's FileInfo when it is a regular file or block device.
+func CheckPath(path, role string) (fs.FileInfo, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, &kindError{fmt.Sprintf("input %s does not exist", path), fs.ErrNotExist}
+		return nil, &kindError{fmt.Sprintf("%s %s does not exist", role, path), fs.ErrNotExist}
 	case err != nil:
-		return nil, fmt.Errorf("cannot read input: %w", err)
+		return nil, fmt.Errorf("cannot read %s: %w", role, err)
 	case fi.IsDir():
-		return nil, &kindError{fmt.Sprintf("input %s is a directory, not an image", path), ErrNotImage}
+		return nil, &kindError{fmt.Sprintf("%s %s is a directory", role, path), ErrDirectory}
 	case fi.Mode()&fs.ModeNamedPipe != 0:
-		return nil, &kindError{fmt.Sprintf("input %s is a pipe: this needs a file or block device", path), ErrPipe}
+		return nil, &kindError{fmt.Sprintf("%s %s is a pipe: this needs a file or block device", role, path), ErrPipe}
 	case !fi.Mode().IsRegular() && (fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0):
-		return nil, &kindError{fmt.Sprintf("input %s is not a regular file or block device", path), ErrNotImage}
+		return nil, &kindError{fmt.Sprintf("%s %s is not a regular file or block device", role, path), ErrNotImage}
+	}
+	return fi, nil
+}
+
+// OpenInput opens path read-only and finds its size. It accepts regular
+// files and block devices (whose size Stat reports as 0: it seeks to the
+// end); anything else (CheckPath), and an empty input, is an error naming
+// the path.
+func OpenInput(path string) (*Input, error) {
+	fi, err := CheckPath(path, "input")
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {

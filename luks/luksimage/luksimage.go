@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
+	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -78,19 +80,20 @@ func (e *HeaderError) Unwrap() error { return e.Err }
 // opened: missing, a directory, neither a regular file nor a block device.
 // It returns nil or a *FileError.
 func CheckPath(path, role string) error {
-	fi, err := os.Stat(path)
-	fe := &FileError{Role: role, Path: path}
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		fe.Problem, fe.msg = Missing, fmt.Sprintf("%s %s does not exist", role, path)
-	case err != nil:
-		fe.Problem, fe.Err, fe.msg = NoAccess, err, fmt.Sprintf("cannot read %s: %v", role, err)
-	case fi.IsDir():
-		fe.Problem, fe.msg = Directory, fmt.Sprintf("%s %s is a directory", role, path)
-	case !fi.Mode().IsRegular() && (fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0):
-		fe.Problem, fe.msg = NotImage, fmt.Sprintf("%s %s is not a regular file or block device", role, path)
-	default:
+	_, err := safefile.CheckPath(path, role)
+	if err == nil {
 		return nil
+	}
+	fe := &FileError{Role: role, Path: path, msg: err.Error()}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fe.Problem = Missing
+	case errors.Is(err, safefile.ErrDirectory):
+		fe.Problem = Directory
+	case errors.Is(err, safefile.ErrNotImage), errors.Is(err, safefile.ErrPipe):
+		fe.Problem = NotImage
+	default:
+		fe.Problem, fe.Err = NoAccess, errors.Unwrap(err)
 	}
 	return fe
 }
