@@ -2498,10 +2498,11 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES encryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
-	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
-	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
-	// the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's
+	// round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In
+	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
+	// Z12-Z14 scratch, Z16 key0^key14, Z31 C = key14*x^16 ^ key14, K1 and K2
+	// dword masks.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
@@ -2780,34 +2781,57 @@ xrest85:
 bulk81:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	CMPQ       DX, $0x10
+	JB         fewBlocks90
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
 	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
 	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
 	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
-	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
-	// shifts and XORs); rounds 8-13; the last round.
-main86:
-	CMPQ       DX, $0x10
-	JB         vec87
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
+	// round with key U.
+pair91:
+	CMPQ       DX, $0x20
+	JB         single92
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2816,12 +2840,8 @@ main86:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
-	VPXORD     Z30, Z4, Z8
-	VPXORD     Z30, Z5, Z9
-	VPXORD     Z30, Z6, Z10
-	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_90
+	JE         aes128_95
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2839,7 +2859,7 @@ main86:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_90:
+aes128_95:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2852,34 +2872,120 @@ aes128_90:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z13
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z4
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z4
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z5
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z5
-	VPSRLDQ     $0x0e, Z6, Z13
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z6
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z6
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z7
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z7
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_96
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_96:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -2908,6 +3014,107 @@ aes128_90:
 	VAESENCLAST Z9, Z1, Z1
 	VAESENCLAST Z10, Z2, Z2
 	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair91
+
+single92:
+	CMPQ       DX, $0x10
+	JB         exitA93
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_97
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_97:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
@@ -2915,7 +3122,44 @@ aes128_90:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main86
+	VPXORD      Z30, Z8, Z4
+	VPXORD      Z30, Z9, Z5
+	VPXORD      Z30, Z10, Z6
+	VPXORD      Z30, Z11, Z7
+	JMP         pairsDone94
+
+exitA93:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone94:
+	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec87
+
+fewBlocks90:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
 vec87:
@@ -2924,13 +3168,13 @@ vec87:
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_91
+	JE         aes128_98
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_91:
+aes128_98:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2960,17 +3204,17 @@ partial88:
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one92
+	JB         one99
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_93
+	JE         aes128_100
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_93:
+aes128_100:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -2989,17 +3233,17 @@ aes128_93:
 	SUBQ          $0x02, DX
 	JZ            bulkDone89
 
-one92:
+one99:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_94
+	JE         aes128_101
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_94:
+aes128_101:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3021,7 +3265,7 @@ bulkDone89:
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen95
+	JZ         stolen102
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -3035,13 +3279,13 @@ bulkDone89:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_96
+	JE         aes128_103
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_96:
+aes128_103:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3055,7 +3299,7 @@ aes128_96:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen95:
+stolen102:
 	JMP end83
 
 stealFirst82:
@@ -3073,16 +3317,16 @@ stealFirst82:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_97:
+x64_104:
 	CMPQ       R13, $0x40
-	JB         xrest98
+	JB         xrest105
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_97
+	JMP        x64_104
 
-xrest98:
+xrest105:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -3102,13 +3346,13 @@ xrest98:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_99
+	JE         aes128_106
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_99:
+aes128_106:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3134,13 +3378,13 @@ aes128_99:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_100
+	JE          aes128_107
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_100:
+aes128_107:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3156,34 +3400,57 @@ aes128_100:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	CMPQ       DX, $0x10
+	JB         fewBlocks112
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
 	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
 	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
 	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
-	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
-	// shifts and XORs); rounds 8-13; the last round.
-main101:
-	CMPQ       DX, $0x10
-	JB         vec102
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
+	// round with key U.
+pair113:
+	CMPQ       DX, $0x20
+	JB         single114
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3192,12 +3459,8 @@ main101:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
-	VPXORD     Z30, Z4, Z8
-	VPXORD     Z30, Z5, Z9
-	VPXORD     Z30, Z6, Z10
-	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_105
+	JE         aes128_117
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3215,7 +3478,7 @@ main101:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_105:
+aes128_117:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3228,34 +3491,120 @@ aes128_105:
 	VAESENC     Z23, Z1, Z1
 	VAESENC     Z23, Z2, Z2
 	VAESENC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z13
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z4
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z4
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z5
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z5
-	VPSRLDQ     $0x0e, Z6, Z13
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z6
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z6
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z7
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z7
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_118
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_118:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3284,6 +3633,107 @@ aes128_105:
 	VAESENCLAST Z9, Z1, Z1
 	VAESENCLAST Z10, Z2, Z2
 	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair113
+
+single114:
+	CMPQ       DX, $0x10
+	JB         exitA115
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_119
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_119:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
@@ -3291,22 +3741,59 @@ aes128_105:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main101
+	VPXORD      Z30, Z8, Z4
+	VPXORD      Z30, Z9, Z5
+	VPXORD      Z30, Z10, Z6
+	VPXORD      Z30, Z11, Z7
+	JMP         pairsDone116
+
+exitA115:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone116:
+	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec109
+
+fewBlocks112:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec102:
+vec109:
 	CMPQ       DX, $0x04
-	JB         partial103
+	JB         partial110
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_106
+	JE         aes128_120
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_106:
+aes128_120:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3325,28 +3812,28 @@ aes128_106:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec102
+	JMP         vec109
 
-partial103:
+partial110:
 	TESTQ DX, DX
-	JZ    bulkDone104
+	JZ    bulkDone111
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one107
+	JB         one121
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_108
+	JE         aes128_122
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_108:
+aes128_122:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3363,19 +3850,19 @@ aes128_108:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone104
+	JZ            bulkDone111
 
-one107:
+one121:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_109
+	JE         aes128_123
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_109:
+aes128_123:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3391,7 +3878,7 @@ aes128_109:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone104:
+bulkDone111:
 end83:
 	VZEROUPPER
 	RET
@@ -3459,7 +3946,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_110
+	JE              aes128_124
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3469,7 +3956,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_110:
+aes128_124:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3493,7 +3980,7 @@ aes128_110:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general114
+	JNZ       general128
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3511,7 +3998,7 @@ aes128_110:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_115
+	JE              aes128_129
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3521,7 +4008,7 @@ aes128_110:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_115:
+aes128_129:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3571,7 +4058,7 @@ aes128_115:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe116:
+pipe130:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3585,7 +4072,7 @@ pipe116:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_117
+	JE         aes128_131
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3603,7 +4090,7 @@ pipe116:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_117:
+aes128_131:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -3617,7 +4104,7 @@ aes128_117:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd118
+	JE         unitEnd132
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -3646,12 +4133,12 @@ aes128_117:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont121
+	JMP        cont135
 
-unitEnd118:
+unitEnd132:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit120
+	JNZ       nextUnit134
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3669,7 +4156,7 @@ unitEnd118:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_122
+	JE              aes128_136
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3679,7 +4166,7 @@ unitEnd118:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_122:
+aes128_136:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3702,7 +4189,7 @@ aes128_122:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit120:
+nextUnit134:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -3727,7 +4214,7 @@ nextUnit120:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont121:
+cont135:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -3764,11 +4251,11 @@ cont121:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe116
-	JMP         done113
+	JNZ         pipe130
+	JMP         done127
 
-general114:
-group111:
+general128:
+group125:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3786,7 +4273,7 @@ group111:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_123
+	JE              aes128_137
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3796,7 +4283,7 @@ group111:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_123:
+aes128_137:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3819,7 +4306,7 @@ aes128_123:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit112:
+unit126:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -3850,9 +4337,9 @@ unit112:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main124:
+main138:
 	CMPQ       DX, $0x10
-	JB         vec125
+	JB         vec139
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3866,7 +4353,7 @@ main124:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_128
+	JE         aes128_142
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3884,7 +4371,7 @@ main124:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_128:
+aes128_142:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3960,22 +4447,22 @@ aes128_128:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main124
+	JMP         main138
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec125:
+vec139:
 	CMPQ       DX, $0x04
-	JB         partial126
+	JB         partial140
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_129
+	JE         aes128_143
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_129:
+aes128_143:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3994,28 +4481,28 @@ aes128_129:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec125
+	JMP         vec139
 
-partial126:
+partial140:
 	TESTQ DX, DX
-	JZ    bulkDone127
+	JZ    bulkDone141
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one130
+	JB         one144
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_131
+	JE         aes128_145
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_131:
+aes128_145:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -4032,19 +4519,19 @@ aes128_131:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone127
+	JZ            bulkDone141
 
-one130:
+one144:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_132
+	JE         aes128_146
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_132:
+aes128_146:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -4060,15 +4547,15 @@ aes128_132:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone127:
+bulkDone141:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done113
+	JZ      done127
 	DECQ    R11
-	JNZ     unit112
-	JMP     group111
+	JNZ     unit126
+	JMP     group125
 
-done113:
+done127:
 	VZEROUPPER
 	RET
 
@@ -4113,7 +4600,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_133
+	JE             aes128_147
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4123,7 +4610,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_133:
+aes128_147:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4145,7 +4632,7 @@ aes128_133:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group134:
+group148:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4157,7 +4644,7 @@ group134:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_137
+	JE             aes128_151
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4167,7 +4654,7 @@ group134:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_137:
+aes128_151:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4190,7 +4677,7 @@ aes128_137:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit135:
+unit149:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -4225,9 +4712,9 @@ unit135:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main138:
+main152:
 	CMPQ           DX, $0x08
-	JB             vec139
+	JB             vec153
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4242,7 +4729,7 @@ main138:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_142
+	JE             aes128_156
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4264,7 +4751,7 @@ main138:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_142:
+aes128_156:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4342,18 +4829,18 @@ aes128_142:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main138
+	JMP            main152
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec139:
+vec153:
 	CMPQ           DX, $0x02
-	JB             partial140
+	JB             partial154
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_143
+	JE             aes128_157
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4363,7 +4850,7 @@ vec139:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_143:
+aes128_157:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4392,24 +4879,24 @@ aes128_143:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec139
+	JMP            vec153
 
-partial140:
+partial154:
 	TESTQ DX, DX
-	JZ    bulkDone141
+	JZ    bulkDone155
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_145
+	JE      aes128_159
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_145:
+aes128_159:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -4425,15 +4912,15 @@ aes128_145:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone141:
+bulkDone155:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done136
+	JZ     done150
 	DECQ   R11
-	JNZ    unit135
-	JMP    group134
+	JNZ    unit149
+	JMP    group148
 
-done136:
+done150:
 	VZEROUPPER
 	RET
 
@@ -4470,7 +4957,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_146
+	JE         aes128_160
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4480,7 +4967,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_146:
+aes128_160:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4508,21 +4995,21 @@ aes128_146:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal147
+	JZ    noSteal161
 	DECQ  DX
 
-noSteal147:
+noSteal161:
 	// One block at a time
-loop1_148:
+loop1_162:
 	TESTQ  DX, DX
-	JZ     steal149
+	JZ     steal163
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_150
+	JE     aes128_164
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4532,7 +5019,7 @@ loop1_148:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_150:
+aes128_164:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4563,11 +5050,11 @@ aes128_150:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_148
+	JMP        loop1_162
 
-steal149:
+steal163:
 	TESTQ R11, R11
-	JZ    done151
+	JZ    done165
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4588,7 +5075,7 @@ steal149:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_152
+	JE     aes128_166
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4598,7 +5085,7 @@ steal149:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_152:
+aes128_166:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4639,7 +5126,7 @@ aes128_152:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_153
+	JE         aes128_167
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -4649,7 +5136,7 @@ aes128_152:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_153:
+aes128_167:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4673,7 +5160,7 @@ aes128_153:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done151:
+done165:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -4710,7 +5197,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_154
+	JE         aes128_168
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4720,7 +5207,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_154:
+aes128_168:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4748,13 +5235,13 @@ aes128_154:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal155
+	JZ    noSteal169
 	DECQ  DX
 
-noSteal155:
-loop4_157:
+noSteal169:
+loop4_171:
 	CMPQ   DX, $0x04
-	JB     loop1_156
+	JB     loop1_170
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -4793,7 +5280,7 @@ loop4_157:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_158
+	JE     aes128_172
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -4815,7 +5302,7 @@ loop4_157:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_158:
+aes128_172:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -4877,19 +5364,19 @@ aes128_158:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_157
+	JMP        loop4_171
 
 	// One block at a time
-loop1_156:
+loop1_170:
 	TESTQ  DX, DX
-	JZ     steal159
+	JZ     steal173
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_160
+	JE     aes128_174
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4899,7 +5386,7 @@ loop1_156:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_160:
+aes128_174:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -4930,11 +5417,11 @@ aes128_160:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_156
+	JMP        loop1_170
 
-steal159:
+steal173:
 	TESTQ R11, R11
-	JZ    done161
+	JZ    done175
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -4955,7 +5442,7 @@ steal159:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_162
+	JE     aes128_176
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -4965,7 +5452,7 @@ steal159:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_162:
+aes128_176:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5006,7 +5493,7 @@ aes128_162:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_163
+	JE         aes128_177
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5016,7 +5503,7 @@ aes128_162:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_163:
+aes128_177:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5040,7 +5527,7 @@ aes128_163:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done161:
+done175:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5079,7 +5566,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_164
+	JE         aes128_178
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5089,7 +5576,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_164:
+aes128_178:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5117,13 +5604,13 @@ aes128_164:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal165
+	JZ    noSteal179
 	DECQ  DX
 
-noSteal165:
-loop8_167:
+noSteal179:
+loop8_181:
 	CMPQ   DX, $0x08
-	JB     loop4_168
+	JB     loop4_182
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5198,7 +5685,7 @@ loop8_167:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_169
+	JE     aes128_183
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5236,7 +5723,7 @@ loop8_167:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_169:
+aes128_183:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5354,11 +5841,11 @@ aes128_169:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_167
+	JMP        loop8_181
 
-loop4_168:
+loop4_182:
 	CMPQ   DX, $0x04
-	JB     loop1_166
+	JB     loop1_180
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5397,7 +5884,7 @@ loop4_168:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_170
+	JE     aes128_184
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5419,7 +5906,7 @@ loop4_168:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_170:
+aes128_184:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5483,16 +5970,16 @@ aes128_170:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_166:
+loop1_180:
 	TESTQ  DX, DX
-	JZ     steal171
+	JZ     steal185
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_172
+	JE     aes128_186
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5502,7 +5989,7 @@ loop1_166:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_172:
+aes128_186:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5533,11 +6020,11 @@ aes128_172:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_166
+	JMP        loop1_180
 
-steal171:
+steal185:
 	TESTQ R11, R11
-	JZ    done173
+	JZ    done187
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5558,7 +6045,7 @@ steal171:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_174
+	JE     aes128_188
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5568,7 +6055,7 @@ steal171:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_174:
+aes128_188:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5609,7 +6096,7 @@ aes128_174:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_175
+	JE         aes128_189
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5619,7 +6106,7 @@ aes128_174:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_175:
+aes128_189:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5643,7 +6130,7 @@ aes128_175:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done173:
+done187:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5677,19 +6164,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x02
-	JAE         wide176
+	JAE         wide190
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_177
+	JE          aes128_191
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_177:
+aes128_191:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -5704,26 +6191,26 @@ aes128_177:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail178
+	JZ    shortNoTail192
 	DECQ  DX
 
-shortNoTail178:
+shortNoTail192:
 	VMOVDQA X10, X4
 
-shortLoop179:
+shortLoop193:
 	TESTQ   DX, DX
-	JZ      shortSteal180
+	JZ      shortSteal194
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_182
+	JE      aes128_196
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_182:
+aes128_196:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5744,11 +6231,11 @@ aes128_182:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop179
+	JMP         shortLoop193
 
-shortSteal180:
+shortSteal194:
 	TESTQ   R11, R11
-	JZ      shortDone181
+	JZ      shortDone195
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -5762,13 +6249,13 @@ shortSteal180:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_183
+	JE      aes128_197
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_183:
+aes128_197:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5795,13 +6282,13 @@ aes128_183:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_184
+	JE          aes128_198
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_184:
+aes128_198:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5815,22 +6302,22 @@ aes128_184:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone181:
+shortDone195:
 	RET
 
-wide176:
+wide190:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_185
+	JE          aes128_199
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_185:
+aes128_199:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -5843,7 +6330,7 @@ aes128_185:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk186
+	JZ             bulk200
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -5854,16 +6341,16 @@ aes128_185:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_187:
+x64_201:
 	CMPQ       R13, $0x40
-	JB         xrest188
+	JB         xrest202
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_187
+	JMP        x64_201
 
-xrest188:
+xrest202:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5886,13 +6373,13 @@ xrest188:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_189
+	JE         aes128_203
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_189:
+aes128_203:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -5949,9 +6436,9 @@ aes128_189:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main190:
+main204:
 	CMPQ           DX, $0x08
-	JB             vec191
+	JB             vec205
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5966,7 +6453,7 @@ main190:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_194
+	JE             aes128_208
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -5988,7 +6475,7 @@ main190:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_194:
+aes128_208:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6066,18 +6553,18 @@ aes128_194:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main190
+	JMP            main204
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec191:
+vec205:
 	CMPQ           DX, $0x02
-	JB             partial192
+	JB             partial206
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_195
+	JE             aes128_209
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6087,7 +6574,7 @@ vec191:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_195:
+aes128_209:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6116,20 +6603,20 @@ aes128_195:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec191
+	JMP            vec205
 
-partial192:
+partial206:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_197
+	JZ             group0_211
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_198
+	JE             aes128_212
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6139,7 +6626,7 @@ partial192:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_198:
+aes128_212:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6162,20 +6649,20 @@ aes128_198:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone196
+	JMP            groupDone210
 
-group0_197:
+group0_211:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_199
+	JE      aes128_213
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_199:
+aes128_213:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6189,10 +6676,10 @@ aes128_199:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone196:
-	JMP end200
+groupDone210:
+	JMP end214
 
-bulk186:
+bulk200:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -6225,9 +6712,9 @@ bulk186:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main201:
+main215:
 	CMPQ           DX, $0x08
-	JB             vec202
+	JB             vec216
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6242,7 +6729,7 @@ main201:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_205
+	JE             aes128_219
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6264,7 +6751,7 @@ main201:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_205:
+aes128_219:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6342,18 +6829,18 @@ aes128_205:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main201
+	JMP            main215
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec202:
+vec216:
 	CMPQ           DX, $0x02
-	JB             partial203
+	JB             partial217
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_206
+	JE             aes128_220
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6363,7 +6850,7 @@ vec202:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_206:
+aes128_220:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6392,24 +6879,24 @@ aes128_206:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec202
+	JMP            vec216
 
-partial203:
+partial217:
 	TESTQ DX, DX
-	JZ    bulkDone204
+	JZ    bulkDone218
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_208
+	JE      aes128_222
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_208:
+aes128_222:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6425,8 +6912,8 @@ aes128_208:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone204:
-end200:
+bulkDone218:
+end214:
 	VZEROUPPER
 	RET
 
@@ -6436,10 +6923,11 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// XTS-AES decryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
-	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch (in the main loop:
-	// the last round's keys), Z12 T, Z13-Z14 the main loop's tweak-update
-	// scratch, Z16-Z30 key1's round keys (keys 1-4 unused for AES-128), Z31
-	// the 0x87 constant.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's
+	// round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In
+	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
+	// Z12-Z14 scratch, Z16 key0^key14, Z31 C = key14*x^16 ^ key14, K1 and K2
+	// dword masks.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
@@ -6463,19 +6951,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide209
+	JAE         wide223
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_210
+	JE          aes128_224
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_210:
+aes128_224:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -6490,26 +6978,26 @@ aes128_210:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail211
+	JZ    shortNoTail225
 	DECQ  DX
 
-shortNoTail211:
+shortNoTail225:
 	VMOVDQA X12, X4
 
-shortLoop212:
+shortLoop226:
 	TESTQ   DX, DX
-	JZ      shortSteal213
+	JZ      shortSteal227
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_215
+	JE      aes128_229
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_215:
+aes128_229:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6530,11 +7018,11 @@ aes128_215:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop212
+	JMP         shortLoop226
 
-shortSteal213:
+shortSteal227:
 	TESTQ   R11, R11
-	JZ      shortDone214
+	JZ      shortDone228
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6548,13 +7036,13 @@ shortSteal213:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_216
+	JE      aes128_230
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_216:
+aes128_230:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6581,13 +7069,13 @@ aes128_216:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_217
+	JE          aes128_231
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_217:
+aes128_231:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6601,19 +7089,19 @@ aes128_217:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone214:
+shortDone228:
 	RET
 
-wide209:
+wide223:
 	CMPQ            DX, $0x10
-	JB              narrowTweak218
+	JB              narrowTweak232
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_220
+	JE              aes128_234
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -6623,7 +7111,7 @@ wide209:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_220:
+aes128_234:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -6644,21 +7132,21 @@ aes128_220:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked219
+	JMP             tweaked233
 
-narrowTweak218:
+narrowTweak232:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_221
+	JE          aes128_235
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_221:
+aes128_235:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -6671,7 +7159,7 @@ aes128_221:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked219:
+tweaked233:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -6689,7 +7177,7 @@ tweaked219:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk222
+	JZ              bulk236
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6700,16 +7188,16 @@ tweaked219:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_223:
+x64_237:
 	CMPQ       R13, $0x40
-	JB         xrest224
+	JB         xrest238
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_223
+	JMP        x64_237
 
-xrest224:
+xrest238:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6729,13 +7217,13 @@ xrest224:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_225
+	JE         aes128_239
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_225:
+aes128_239:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -6762,34 +7250,57 @@ aes128_225:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	CMPQ       DX, $0x10
+	JB         fewBlocks244
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
 	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
 	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
 	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
-	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
-	// shifts and XORs); rounds 8-13; the last round.
-main226:
-	CMPQ       DX, $0x10
-	JB         vec227
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
+	// round with key U.
+pair245:
+	CMPQ       DX, $0x20
+	JB         single246
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6798,12 +7309,8 @@ main226:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
-	VPXORD     Z30, Z4, Z8
-	VPXORD     Z30, Z5, Z9
-	VPXORD     Z30, Z6, Z10
-	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_230
+	JE         aes128_249
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -6821,7 +7328,7 @@ main226:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_230:
+aes128_249:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -6834,34 +7341,120 @@ aes128_230:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z13
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z4
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z4
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z5
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z5
-	VPSRLDQ     $0x0e, Z6, Z13
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z6
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z6
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z7
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z7
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_250
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_250:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -6890,6 +7483,107 @@ aes128_230:
 	VAESDECLAST Z9, Z1, Z1
 	VAESDECLAST Z10, Z2, Z2
 	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair245
+
+single246:
+	CMPQ       DX, $0x10
+	JB         exitA247
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_251
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_251:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
@@ -6897,22 +7591,59 @@ aes128_230:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main226
+	VPXORD      Z30, Z8, Z4
+	VPXORD      Z30, Z9, Z5
+	VPXORD      Z30, Z10, Z6
+	VPXORD      Z30, Z11, Z7
+	JMP         pairsDone248
+
+exitA247:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone248:
+	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec241
+
+fewBlocks244:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec227:
+vec241:
 	CMPQ       DX, $0x04
-	JB         partial228
+	JB         partial242
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_231
+	JE         aes128_252
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_231:
+aes128_252:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6931,27 +7662,27 @@ aes128_231:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec227
+	JMP         vec241
 
-partial228:
+partial242:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_233
+	JB           group1_254
 	VMOVDQU      (SI), Y0
-	JE           groupZ235
+	JE           groupZ256
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_237
+	JE           aes128_258
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_237:
+aes128_258:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -6963,19 +7694,19 @@ aes128_237:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_236
+	JMP         group3_257
 
-groupZ235:
+groupZ256:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_238
+	JE           aes128_259
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_238:
+aes128_259:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -6990,26 +7721,26 @@ aes128_238:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone232
+	JMP           groupDone253
 
-group3_236:
+group3_257:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone232
+	JMP       groupDone253
 
-group1_233:
+group1_254:
 	TESTQ       DX, DX
-	JZ          group0_234
+	JZ          group0_255
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_239
+	JE          aes128_260
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_239:
+aes128_260:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -7022,19 +7753,19 @@ aes128_239:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone232
+	JMP         groupDone253
 
-group0_234:
+group0_255:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_240
+	JE         aes128_261
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_240:
+aes128_261:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7048,40 +7779,63 @@ aes128_240:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone232:
-	JMP end241
+groupDone253:
+	JMP end262
 
-bulk222:
+bulk236:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	CMPQ       DX, $0x10
+	JB         fewBlocks267
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z4
 	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z5
 	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z6
 	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-	// Main loop, per iteration: 16 blocks in four vectors; whitening with
-	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
-	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
-	// shifts and XORs); rounds 8-13; the last round.
-main242:
-	CMPQ       DX, $0x10
-	JB         vec243
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
+	// round with key U.
+pair268:
+	CMPQ       DX, $0x20
+	JB         single269
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7090,12 +7844,8 @@ main242:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
-	VPXORD     Z30, Z4, Z8
-	VPXORD     Z30, Z5, Z9
-	VPXORD     Z30, Z6, Z10
-	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_246
+	JE         aes128_272
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7113,7 +7863,7 @@ main242:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_246:
+aes128_272:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7126,34 +7876,120 @@ aes128_246:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z13
-	VPSLLDQ     $0x02, Z4, Z4
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z4
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z4
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z5
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z5
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z5
-	VPSRLDQ     $0x0e, Z6, Z13
-	VPSLLDQ     $0x02, Z6, Z6
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z6
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z6
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z7
-	VPADDQ      Z13, Z13, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z7
-	VPADDQ      Z14, Z14, Z14
-	VPSLLQ      $0x07, Z13, Z13
-	VPTERNLOGD  $0x96, Z13, Z14, Z7
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_273
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_273:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -7182,6 +8018,107 @@ aes128_246:
 	VAESDECLAST Z9, Z1, Z1
 	VAESDECLAST Z10, Z2, Z2
 	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair268
+
+single269:
+	CMPQ       DX, $0x10
+	JB         exitA270
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_274
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_274:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
 	VMOVDQU64   Z0, (DI)
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
@@ -7189,22 +8126,59 @@ aes128_246:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main242
+	VPXORD      Z30, Z8, Z4
+	VPXORD      Z30, Z9, Z5
+	VPXORD      Z30, Z10, Z6
+	VPXORD      Z30, Z11, Z7
+	JMP         pairsDone271
+
+exitA270:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone271:
+	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec264
+
+fewBlocks267:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec243:
+vec264:
 	CMPQ       DX, $0x04
-	JB         partial244
+	JB         partial265
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_247
+	JE         aes128_275
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_247:
+aes128_275:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7223,28 +8197,28 @@ aes128_247:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec243
+	JMP         vec264
 
-partial244:
+partial265:
 	TESTQ DX, DX
-	JZ    bulkDone245
+	JZ    bulkDone266
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one248
+	JB         one276
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_249
+	JE         aes128_277
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_249:
+aes128_277:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -7261,19 +8235,19 @@ aes128_249:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone245
+	JZ            bulkDone266
 
-one248:
+one276:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_250
+	JE         aes128_278
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_250:
+aes128_278:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7289,8 +8263,8 @@ aes128_250:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone245:
-end241:
+bulkDone266:
+end262:
 	VZEROUPPER
 	RET
 
@@ -7357,7 +8331,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_251
+	JE              aes128_279
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7367,7 +8341,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_251:
+aes128_279:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7391,7 +8365,7 @@ aes128_251:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general255
+	JNZ       general283
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7409,7 +8383,7 @@ aes128_251:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_256
+	JE              aes128_284
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7419,7 +8393,7 @@ aes128_251:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_256:
+aes128_284:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7469,7 +8443,7 @@ aes128_256:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe257:
+pipe285:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7483,7 +8457,7 @@ pipe257:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_258
+	JE         aes128_286
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7501,7 +8475,7 @@ pipe257:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_258:
+aes128_286:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -7515,7 +8489,7 @@ aes128_258:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd259
+	JE         unitEnd287
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -7544,12 +8518,12 @@ aes128_258:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont262
+	JMP        cont290
 
-unitEnd259:
+unitEnd287:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit261
+	JNZ       nextUnit289
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7567,7 +8541,7 @@ unitEnd259:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_263
+	JE              aes128_291
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7577,7 +8551,7 @@ unitEnd259:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_263:
+aes128_291:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7600,7 +8574,7 @@ aes128_263:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit261:
+nextUnit289:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -7625,7 +8599,7 @@ nextUnit261:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont262:
+cont290:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -7662,11 +8636,11 @@ cont262:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe257
-	JMP         done254
+	JNZ         pipe285
+	JMP         done282
 
-general255:
-group252:
+general283:
+group280:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7684,7 +8658,7 @@ group252:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_264
+	JE              aes128_292
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7694,7 +8668,7 @@ group252:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_264:
+aes128_292:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7717,7 +8691,7 @@ aes128_264:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit253:
+unit281:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -7748,9 +8722,9 @@ unit253:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main265:
+main293:
 	CMPQ       DX, $0x10
-	JB         vec266
+	JB         vec294
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7764,7 +8738,7 @@ main265:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_269
+	JE         aes128_297
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7782,7 +8756,7 @@ main265:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_269:
+aes128_297:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7858,22 +8832,22 @@ aes128_269:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main265
+	JMP         main293
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec266:
+vec294:
 	CMPQ       DX, $0x04
-	JB         partial267
+	JB         partial295
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_270
+	JE         aes128_298
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_270:
+aes128_298:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7892,28 +8866,28 @@ aes128_270:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec266
+	JMP         vec294
 
-partial267:
+partial295:
 	TESTQ DX, DX
-	JZ    bulkDone268
+	JZ    bulkDone296
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one271
+	JB         one299
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_272
+	JE         aes128_300
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_272:
+aes128_300:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -7930,19 +8904,19 @@ aes128_272:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone268
+	JZ            bulkDone296
 
-one271:
+one299:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_273
+	JE         aes128_301
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_273:
+aes128_301:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7958,15 +8932,15 @@ aes128_273:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone268:
+bulkDone296:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done254
+	JZ      done282
 	DECQ    R11
-	JNZ     unit253
-	JMP     group252
+	JNZ     unit281
+	JMP     group280
 
-done254:
+done282:
 	VZEROUPPER
 	RET
 
@@ -8011,7 +8985,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_274
+	JE             aes128_302
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -8021,7 +8995,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_274:
+aes128_302:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -8043,7 +9017,7 @@ aes128_274:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group275:
+group303:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8055,7 +9029,7 @@ group275:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_278
+	JE             aes128_306
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -8065,7 +9039,7 @@ group275:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_278:
+aes128_306:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -8088,7 +9062,7 @@ aes128_278:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit276:
+unit304:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -8123,9 +9097,9 @@ unit276:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main279:
+main307:
 	CMPQ           DX, $0x08
-	JB             vec280
+	JB             vec308
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -8140,7 +9114,7 @@ main279:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_283
+	JE             aes128_311
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -8162,7 +9136,7 @@ main279:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_283:
+aes128_311:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -8240,18 +9214,18 @@ aes128_283:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main279
+	JMP            main307
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec280:
+vec308:
 	CMPQ           DX, $0x02
-	JB             partial281
+	JB             partial309
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_284
+	JE             aes128_312
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -8261,7 +9235,7 @@ vec280:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_284:
+aes128_312:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -8290,24 +9264,24 @@ aes128_284:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec280
+	JMP            vec308
 
-partial281:
+partial309:
 	TESTQ DX, DX
-	JZ    bulkDone282
+	JZ    bulkDone310
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_286
+	JE      aes128_314
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_286:
+aes128_314:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8323,14 +9297,14 @@ aes128_286:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone282:
+bulkDone310:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done277
+	JZ     done305
 	DECQ   R11
-	JNZ    unit276
-	JMP    group275
+	JNZ    unit304
+	JMP    group303
 
-done277:
+done305:
 	VZEROUPPER
 	RET
