@@ -96,7 +96,15 @@ DATA laneShiftL<>+224(SB)/8, $0x000000000000000e
 DATA laneShiftL<>+232(SB)/8, $0x000000000000000e
 DATA laneShiftL<>+240(SB)/8, $0x000000000000000f
 DATA laneShiftL<>+248(SB)/8, $0x000000000000000f
-GLOBL laneShiftL<>(SB), RODATA|NOPTR, $256
+DATA laneShiftL<>+256(SB)/8, $0x0000000000000010
+DATA laneShiftL<>+264(SB)/8, $0x0000000000000010
+DATA laneShiftL<>+272(SB)/8, $0x0000000000000011
+DATA laneShiftL<>+280(SB)/8, $0x0000000000000011
+DATA laneShiftL<>+288(SB)/8, $0x0000000000000012
+DATA laneShiftL<>+296(SB)/8, $0x0000000000000012
+DATA laneShiftL<>+304(SB)/8, $0x0000000000000013
+DATA laneShiftL<>+312(SB)/8, $0x0000000000000013
+GLOBL laneShiftL<>(SB), RODATA|NOPTR, $320
 
 DATA laneShiftR<>+0(SB)/8, $0x0000000000000040
 DATA laneShiftR<>+8(SB)/8, $0x0000000000000040
@@ -130,7 +138,15 @@ DATA laneShiftR<>+224(SB)/8, $0x0000000000000032
 DATA laneShiftR<>+232(SB)/8, $0x0000000000000032
 DATA laneShiftR<>+240(SB)/8, $0x0000000000000031
 DATA laneShiftR<>+248(SB)/8, $0x0000000000000031
-GLOBL laneShiftR<>(SB), RODATA|NOPTR, $256
+DATA laneShiftR<>+256(SB)/8, $0x0000000000000030
+DATA laneShiftR<>+264(SB)/8, $0x0000000000000030
+DATA laneShiftR<>+272(SB)/8, $0x000000000000002f
+DATA laneShiftR<>+280(SB)/8, $0x000000000000002f
+DATA laneShiftR<>+288(SB)/8, $0x000000000000002e
+DATA laneShiftR<>+296(SB)/8, $0x000000000000002e
+DATA laneShiftR<>+304(SB)/8, $0x000000000000002d
+DATA laneShiftR<>+312(SB)/8, $0x000000000000002d
+GLOBL laneShiftR<>(SB), RODATA|NOPTR, $320
 
 // func expandKey128Asm(key *[16]byte, enc *[240]byte)
 // Requires: AES, SSE2
@@ -2781,8 +2797,70 @@ xrest85:
 bulk81:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
 	JB         fewBlocks90
+	CMPQ       DX, $0x30
+	JB         noPeel91
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_93
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_93:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop92
+
+noPeel91:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -2808,6 +2886,7 @@ bulk81:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
+loop92:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -2829,9 +2908,9 @@ bulk81:
 	// Per iteration: 16 blocks in four vectors; whitening with U and
 	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
 	// round with key U.
-pair91:
+pair94:
 	CMPQ       DX, $0x20
-	JB         single92
+	JB         single95
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2841,7 +2920,7 @@ pair91:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_95
+	JE         aes128_98
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2859,7 +2938,7 @@ pair91:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_95:
+aes128_98:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -2934,7 +3013,7 @@ aes128_95:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_96
+	JE          aes128_99
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -2952,7 +3031,7 @@ aes128_95:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_96:
+aes128_99:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3021,11 +3100,11 @@ aes128_96:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair91
+	JMP         pair94
 
-single92:
+single95:
 	CMPQ       DX, $0x10
-	JB         exitA93
+	JB         exitA96
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3035,7 +3114,7 @@ single92:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_97
+	JE         aes128_100
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3053,7 +3132,7 @@ single92:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_97:
+aes128_100:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3122,19 +3201,147 @@ aes128_97:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	VPXORD      Z30, Z8, Z4
-	VPXORD      Z30, Z9, Z5
-	VPXORD      Z30, Z10, Z6
-	VPXORD      Z30, Z11, Z7
-	JMP         pairsDone94
+	CMPQ        DX, $0x0c
+	JB          convert101
+	VMOVDQU64   (SI), Z0
+	VMOVDQU64   64(SI), Z1
+	VMOVDQU64   128(SI), Z2
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	CMPQ        R12, $0x0a
+	JE          aes128_102
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
 
-exitA93:
+aes128_102:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone97
+
+convert101:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone97
+
+exitA96:
+	CMPQ       DX, $0x0c
+	JB         convert103
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_104
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_104:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone97
+
+convert103:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone94:
+pairsDone97:
 	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 	JMP    vec87
@@ -3168,13 +3375,13 @@ vec87:
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_98
+	JE         aes128_105
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_98:
+aes128_105:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3204,17 +3411,17 @@ partial88:
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one99
+	JB         one106
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_100
+	JE         aes128_107
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_100:
+aes128_107:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3233,17 +3440,17 @@ aes128_100:
 	SUBQ          $0x02, DX
 	JZ            bulkDone89
 
-one99:
+one106:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_101
+	JE         aes128_108
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_101:
+aes128_108:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3265,7 +3472,7 @@ bulkDone89:
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen102
+	JZ         stolen109
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -3279,13 +3486,13 @@ bulkDone89:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_103
+	JE         aes128_110
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_103:
+aes128_110:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3299,7 +3506,7 @@ aes128_103:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen102:
+stolen109:
 	JMP end83
 
 stealFirst82:
@@ -3317,16 +3524,16 @@ stealFirst82:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_104:
+x64_111:
 	CMPQ       R13, $0x40
-	JB         xrest105
+	JB         xrest112
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_104
+	JMP        x64_111
 
-xrest105:
+xrest112:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -3346,13 +3553,13 @@ xrest105:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_106
+	JE         aes128_113
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_106:
+aes128_113:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3378,13 +3585,13 @@ aes128_106:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_107
+	JE          aes128_114
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_107:
+aes128_114:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3400,8 +3607,70 @@ aes128_107:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks112
+	JB         fewBlocks119
+	CMPQ       DX, $0x30
+	JB         noPeel120
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_122
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_122:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop121
+
+noPeel120:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -3427,6 +3696,7 @@ aes128_107:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
+loop121:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -3448,9 +3718,9 @@ aes128_107:
 	// Per iteration: 16 blocks in four vectors; whitening with U and
 	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
 	// round with key U.
-pair113:
+pair123:
 	CMPQ       DX, $0x20
-	JB         single114
+	JB         single124
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3460,7 +3730,7 @@ pair113:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_117
+	JE         aes128_127
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3478,7 +3748,7 @@ pair113:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_117:
+aes128_127:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3553,7 +3823,7 @@ aes128_117:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_118
+	JE          aes128_128
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -3571,7 +3841,7 @@ aes128_117:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_118:
+aes128_128:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3640,11 +3910,11 @@ aes128_118:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair113
+	JMP         pair123
 
-single114:
+single124:
 	CMPQ       DX, $0x10
-	JB         exitA115
+	JB         exitA125
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3654,7 +3924,7 @@ single114:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_119
+	JE         aes128_129
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3672,7 +3942,7 @@ single114:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_119:
+aes128_129:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3741,24 +4011,152 @@ aes128_119:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	VPXORD      Z30, Z8, Z4
-	VPXORD      Z30, Z9, Z5
-	VPXORD      Z30, Z10, Z6
-	VPXORD      Z30, Z11, Z7
-	JMP         pairsDone116
+	CMPQ        DX, $0x0c
+	JB          convert130
+	VMOVDQU64   (SI), Z0
+	VMOVDQU64   64(SI), Z1
+	VMOVDQU64   128(SI), Z2
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	CMPQ        R12, $0x0a
+	JE          aes128_131
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
 
-exitA115:
+aes128_131:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone126
+
+convert130:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone126
+
+exitA125:
+	CMPQ       DX, $0x0c
+	JB         convert132
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_133
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_133:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone126
+
+convert132:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone116:
+pairsDone126:
 	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec109
+	JMP    vec116
 
-fewBlocks112:
+fewBlocks119:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -3781,19 +4179,19 @@ fewBlocks112:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec109:
+vec116:
 	CMPQ       DX, $0x04
-	JB         partial110
+	JB         partial117
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_120
+	JE         aes128_134
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_120:
+aes128_134:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3812,28 +4210,28 @@ aes128_120:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec109
+	JMP         vec116
 
-partial110:
+partial117:
 	TESTQ DX, DX
-	JZ    bulkDone111
+	JZ    bulkDone118
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one121
+	JB         one135
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_122
+	JE         aes128_136
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_122:
+aes128_136:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3850,19 +4248,19 @@ aes128_122:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone111
+	JZ            bulkDone118
 
-one121:
+one135:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_123
+	JE         aes128_137
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_123:
+aes128_137:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3878,7 +4276,7 @@ aes128_123:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone111:
+bulkDone118:
 end83:
 	VZEROUPPER
 	RET
@@ -3946,7 +4344,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_124
+	JE              aes128_138
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -3956,7 +4354,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_124:
+aes128_138:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -3980,7 +4378,7 @@ aes128_124:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general128
+	JNZ       general142
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -3998,7 +4396,7 @@ aes128_124:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_129
+	JE              aes128_143
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4008,7 +4406,7 @@ aes128_124:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_129:
+aes128_143:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4058,7 +4456,7 @@ aes128_129:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe130:
+pipe144:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4072,7 +4470,7 @@ pipe130:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_131
+	JE         aes128_145
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -4090,7 +4488,7 @@ pipe130:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_131:
+aes128_145:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -4104,7 +4502,7 @@ aes128_131:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd132
+	JE         unitEnd146
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -4133,12 +4531,12 @@ aes128_131:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont135
+	JMP        cont149
 
-unitEnd132:
+unitEnd146:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit134
+	JNZ       nextUnit148
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4156,7 +4554,7 @@ unitEnd132:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_136
+	JE              aes128_150
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4166,7 +4564,7 @@ unitEnd132:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_136:
+aes128_150:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4189,7 +4587,7 @@ aes128_136:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit134:
+nextUnit148:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -4214,7 +4612,7 @@ nextUnit134:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont135:
+cont149:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -4251,11 +4649,11 @@ cont135:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe130
-	JMP         done127
+	JNZ         pipe144
+	JMP         done141
 
-general128:
-group125:
+general142:
+group139:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4273,7 +4671,7 @@ group125:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_137
+	JE              aes128_151
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4283,7 +4681,7 @@ group125:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_137:
+aes128_151:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4306,7 +4704,7 @@ aes128_137:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit126:
+unit140:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -4337,9 +4735,9 @@ unit126:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main138:
+main152:
 	CMPQ       DX, $0x10
-	JB         vec139
+	JB         vec153
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4353,7 +4751,7 @@ main138:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_142
+	JE         aes128_156
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -4371,7 +4769,7 @@ main138:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_142:
+aes128_156:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -4447,22 +4845,22 @@ aes128_142:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main138
+	JMP         main152
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec139:
+vec153:
 	CMPQ       DX, $0x04
-	JB         partial140
+	JB         partial154
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_143
+	JE         aes128_157
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_143:
+aes128_157:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -4481,28 +4879,28 @@ aes128_143:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec139
+	JMP         vec153
 
-partial140:
+partial154:
 	TESTQ DX, DX
-	JZ    bulkDone141
+	JZ    bulkDone155
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one144
+	JB         one158
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_145
+	JE         aes128_159
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_145:
+aes128_159:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -4519,19 +4917,19 @@ aes128_145:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone141
+	JZ            bulkDone155
 
-one144:
+one158:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_146
+	JE         aes128_160
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_146:
+aes128_160:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -4547,15 +4945,15 @@ aes128_146:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone141:
+bulkDone155:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done127
+	JZ      done141
 	DECQ    R11
-	JNZ     unit126
-	JMP     group125
+	JNZ     unit140
+	JMP     group139
 
-done127:
+done141:
 	VZEROUPPER
 	RET
 
@@ -4600,7 +4998,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_147
+	JE             aes128_161
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4610,7 +5008,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_147:
+aes128_161:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4632,7 +5030,7 @@ aes128_147:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group148:
+group162:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4644,7 +5042,7 @@ group148:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_151
+	JE             aes128_165
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -4654,7 +5052,7 @@ group148:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_151:
+aes128_165:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -4677,7 +5075,7 @@ aes128_151:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit149:
+unit163:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -4712,9 +5110,9 @@ unit149:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main152:
+main166:
 	CMPQ           DX, $0x08
-	JB             vec153
+	JB             vec167
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -4729,7 +5127,7 @@ main152:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_156
+	JE             aes128_170
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4751,7 +5149,7 @@ main152:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_156:
+aes128_170:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -4829,18 +5227,18 @@ aes128_156:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main152
+	JMP            main166
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec153:
+vec167:
 	CMPQ           DX, $0x02
-	JB             partial154
+	JB             partial168
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_157
+	JE             aes128_171
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -4850,7 +5248,7 @@ vec153:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_157:
+aes128_171:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -4879,24 +5277,24 @@ aes128_157:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec153
+	JMP            vec167
 
-partial154:
+partial168:
 	TESTQ DX, DX
-	JZ    bulkDone155
+	JZ    bulkDone169
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_159
+	JE      aes128_173
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_159:
+aes128_173:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -4912,15 +5310,15 @@ aes128_159:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone155:
+bulkDone169:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done150
+	JZ     done164
 	DECQ   R11
-	JNZ    unit149
-	JMP    group148
+	JNZ    unit163
+	JMP    group162
 
-done150:
+done164:
 	VZEROUPPER
 	RET
 
@@ -4957,7 +5355,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_160
+	JE         aes128_174
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -4967,7 +5365,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_160:
+aes128_174:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -4995,21 +5393,21 @@ aes128_160:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal161
+	JZ    noSteal175
 	DECQ  DX
 
-noSteal161:
+noSteal175:
 	// One block at a time
-loop1_162:
+loop1_176:
 	TESTQ  DX, DX
-	JZ     steal163
+	JZ     steal177
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_164
+	JE     aes128_178
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5019,7 +5417,7 @@ loop1_162:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_164:
+aes128_178:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5050,11 +5448,11 @@ aes128_164:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_162
+	JMP        loop1_176
 
-steal163:
+steal177:
 	TESTQ R11, R11
-	JZ    done165
+	JZ    done179
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5075,7 +5473,7 @@ steal163:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_166
+	JE     aes128_180
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5085,7 +5483,7 @@ steal163:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_166:
+aes128_180:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5126,7 +5524,7 @@ aes128_166:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_167
+	JE         aes128_181
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5136,7 +5534,7 @@ aes128_166:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_167:
+aes128_181:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5160,7 +5558,7 @@ aes128_167:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done165:
+done179:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5197,7 +5595,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_168
+	JE         aes128_182
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5207,7 +5605,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_168:
+aes128_182:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5235,13 +5633,13 @@ aes128_168:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal169
+	JZ    noSteal183
 	DECQ  DX
 
-noSteal169:
-loop4_171:
+noSteal183:
+loop4_185:
 	CMPQ   DX, $0x04
-	JB     loop1_170
+	JB     loop1_184
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5280,7 +5678,7 @@ loop4_171:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_172
+	JE     aes128_186
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5302,7 +5700,7 @@ loop4_171:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_172:
+aes128_186:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5364,19 +5762,19 @@ aes128_172:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_171
+	JMP        loop4_185
 
 	// One block at a time
-loop1_170:
+loop1_184:
 	TESTQ  DX, DX
-	JZ     steal173
+	JZ     steal187
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_174
+	JE     aes128_188
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5386,7 +5784,7 @@ loop1_170:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_174:
+aes128_188:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5417,11 +5815,11 @@ aes128_174:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_170
+	JMP        loop1_184
 
-steal173:
+steal187:
 	TESTQ R11, R11
-	JZ    done175
+	JZ    done189
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5442,7 +5840,7 @@ steal173:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_176
+	JE     aes128_190
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5452,7 +5850,7 @@ steal173:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_176:
+aes128_190:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5493,7 +5891,7 @@ aes128_176:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_177
+	JE         aes128_191
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5503,7 +5901,7 @@ aes128_176:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_177:
+aes128_191:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5527,7 +5925,7 @@ aes128_177:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done175:
+done189:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5566,7 +5964,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_178
+	JE         aes128_192
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5576,7 +5974,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_178:
+aes128_192:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5604,13 +6002,13 @@ aes128_178:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal179
+	JZ    noSteal193
 	DECQ  DX
 
-noSteal179:
-loop8_181:
+noSteal193:
+loop8_195:
 	CMPQ   DX, $0x08
-	JB     loop4_182
+	JB     loop4_196
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5685,7 +6083,7 @@ loop8_181:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_183
+	JE     aes128_197
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5723,7 +6121,7 @@ loop8_181:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_183:
+aes128_197:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5841,11 +6239,11 @@ aes128_183:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_181
+	JMP        loop8_195
 
-loop4_182:
+loop4_196:
 	CMPQ   DX, $0x04
-	JB     loop1_180
+	JB     loop1_194
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5884,7 +6282,7 @@ loop4_182:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_184
+	JE     aes128_198
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5906,7 +6304,7 @@ loop4_182:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_184:
+aes128_198:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5970,16 +6368,16 @@ aes128_184:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_180:
+loop1_194:
 	TESTQ  DX, DX
-	JZ     steal185
+	JZ     steal199
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_186
+	JE     aes128_200
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5989,7 +6387,7 @@ loop1_180:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_186:
+aes128_200:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6020,11 +6418,11 @@ aes128_186:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_180
+	JMP        loop1_194
 
-steal185:
+steal199:
 	TESTQ R11, R11
-	JZ    done187
+	JZ    done201
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -6045,7 +6443,7 @@ steal185:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_188
+	JE     aes128_202
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6055,7 +6453,7 @@ steal185:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_188:
+aes128_202:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6096,7 +6494,7 @@ aes128_188:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_189
+	JE         aes128_203
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -6106,7 +6504,7 @@ aes128_188:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_189:
+aes128_203:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6130,7 +6528,7 @@ aes128_189:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done187:
+done201:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -6164,19 +6562,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x02
-	JAE         wide190
+	JAE         wide204
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_191
+	JE          aes128_205
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_191:
+aes128_205:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -6191,26 +6589,26 @@ aes128_191:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail192
+	JZ    shortNoTail206
 	DECQ  DX
 
-shortNoTail192:
+shortNoTail206:
 	VMOVDQA X10, X4
 
-shortLoop193:
+shortLoop207:
 	TESTQ   DX, DX
-	JZ      shortSteal194
+	JZ      shortSteal208
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_196
+	JE      aes128_210
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_196:
+aes128_210:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6231,11 +6629,11 @@ aes128_196:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop193
+	JMP         shortLoop207
 
-shortSteal194:
+shortSteal208:
 	TESTQ   R11, R11
-	JZ      shortDone195
+	JZ      shortDone209
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6249,13 +6647,13 @@ shortSteal194:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_197
+	JE      aes128_211
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_197:
+aes128_211:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6282,13 +6680,13 @@ aes128_197:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_198
+	JE          aes128_212
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_198:
+aes128_212:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6302,22 +6700,22 @@ aes128_198:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone195:
+shortDone209:
 	RET
 
-wide190:
+wide204:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_199
+	JE          aes128_213
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_199:
+aes128_213:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -6330,7 +6728,7 @@ aes128_199:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk200
+	JZ             bulk214
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6341,16 +6739,16 @@ aes128_199:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_201:
+x64_215:
 	CMPQ       R13, $0x40
-	JB         xrest202
+	JB         xrest216
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_201
+	JMP        x64_215
 
-xrest202:
+xrest216:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6373,13 +6771,13 @@ xrest202:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_203
+	JE         aes128_217
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_203:
+aes128_217:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6436,9 +6834,9 @@ aes128_203:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main204:
+main218:
 	CMPQ           DX, $0x08
-	JB             vec205
+	JB             vec219
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6453,7 +6851,7 @@ main204:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_208
+	JE             aes128_222
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6475,7 +6873,7 @@ main204:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_208:
+aes128_222:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6553,18 +6951,18 @@ aes128_208:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main204
+	JMP            main218
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec205:
+vec219:
 	CMPQ           DX, $0x02
-	JB             partial206
+	JB             partial220
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_209
+	JE             aes128_223
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6574,7 +6972,7 @@ vec205:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_209:
+aes128_223:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6603,20 +7001,20 @@ aes128_209:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec205
+	JMP            vec219
 
-partial206:
+partial220:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_211
+	JZ             group0_225
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_212
+	JE             aes128_226
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6626,7 +7024,7 @@ partial206:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_212:
+aes128_226:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6649,20 +7047,20 @@ aes128_212:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone210
+	JMP            groupDone224
 
-group0_211:
+group0_225:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_213
+	JE      aes128_227
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_213:
+aes128_227:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6676,10 +7074,10 @@ aes128_213:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone210:
-	JMP end214
+groupDone224:
+	JMP end228
 
-bulk200:
+bulk214:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -6712,9 +7110,9 @@ bulk200:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main215:
+main229:
 	CMPQ           DX, $0x08
-	JB             vec216
+	JB             vec230
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6729,7 +7127,7 @@ main215:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_219
+	JE             aes128_233
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6751,7 +7149,7 @@ main215:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_219:
+aes128_233:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6829,18 +7227,18 @@ aes128_219:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main215
+	JMP            main229
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec216:
+vec230:
 	CMPQ           DX, $0x02
-	JB             partial217
+	JB             partial231
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_220
+	JE             aes128_234
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6850,7 +7248,7 @@ vec216:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_220:
+aes128_234:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6879,24 +7277,24 @@ aes128_220:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec216
+	JMP            vec230
 
-partial217:
+partial231:
 	TESTQ DX, DX
-	JZ    bulkDone218
+	JZ    bulkDone232
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_222
+	JE      aes128_236
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_222:
+aes128_236:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6912,8 +7310,8 @@ aes128_222:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone218:
-end214:
+bulkDone232:
+end228:
 	VZEROUPPER
 	RET
 
@@ -6951,19 +7349,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide223
+	JAE         wide237
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_224
+	JE          aes128_238
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_224:
+aes128_238:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -6978,26 +7376,26 @@ aes128_224:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail225
+	JZ    shortNoTail239
 	DECQ  DX
 
-shortNoTail225:
+shortNoTail239:
 	VMOVDQA X12, X4
 
-shortLoop226:
+shortLoop240:
 	TESTQ   DX, DX
-	JZ      shortSteal227
+	JZ      shortSteal241
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_229
+	JE      aes128_243
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_229:
+aes128_243:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7018,11 +7416,11 @@ aes128_229:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop226
+	JMP         shortLoop240
 
-shortSteal227:
+shortSteal241:
 	TESTQ   R11, R11
-	JZ      shortDone228
+	JZ      shortDone242
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -7036,13 +7434,13 @@ shortSteal227:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_230
+	JE      aes128_244
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_230:
+aes128_244:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7069,13 +7467,13 @@ aes128_230:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_231
+	JE          aes128_245
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_231:
+aes128_245:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7089,19 +7487,19 @@ aes128_231:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone228:
+shortDone242:
 	RET
 
-wide223:
+wide237:
 	CMPQ            DX, $0x10
-	JB              narrowTweak232
+	JB              narrowTweak246
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_234
+	JE              aes128_248
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -7111,7 +7509,7 @@ wide223:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_234:
+aes128_248:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -7132,21 +7530,21 @@ aes128_234:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked233
+	JMP             tweaked247
 
-narrowTweak232:
+narrowTweak246:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_235
+	JE          aes128_249
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_235:
+aes128_249:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -7159,7 +7557,7 @@ aes128_235:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked233:
+tweaked247:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -7177,7 +7575,7 @@ tweaked233:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk236
+	JZ              bulk250
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -7188,16 +7586,16 @@ tweaked233:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_237:
+x64_251:
 	CMPQ       R13, $0x40
-	JB         xrest238
+	JB         xrest252
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_237
+	JMP        x64_251
 
-xrest238:
+xrest252:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -7217,13 +7615,13 @@ xrest238:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_239
+	JE         aes128_253
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_239:
+aes128_253:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7250,8 +7648,70 @@ aes128_239:
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks244
+	JB         fewBlocks258
+	CMPQ       DX, $0x30
+	JB         noPeel259
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_261
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_261:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop260
+
+noPeel259:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -7277,6 +7737,7 @@ aes128_239:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
+loop260:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -7298,9 +7759,9 @@ aes128_239:
 	// Per iteration: 16 blocks in four vectors; whitening with U and
 	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
 	// round with key U.
-pair245:
+pair262:
 	CMPQ       DX, $0x20
-	JB         single246
+	JB         single263
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7310,7 +7771,7 @@ pair245:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_249
+	JE         aes128_266
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7328,7 +7789,7 @@ pair245:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_249:
+aes128_266:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7403,7 +7864,7 @@ aes128_249:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_250
+	JE          aes128_267
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -7421,7 +7882,7 @@ aes128_249:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_250:
+aes128_267:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7490,11 +7951,11 @@ aes128_250:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair245
+	JMP         pair262
 
-single246:
+single263:
 	CMPQ       DX, $0x10
-	JB         exitA247
+	JB         exitA264
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7504,7 +7965,7 @@ single246:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_251
+	JE         aes128_268
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7522,7 +7983,7 @@ single246:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_251:
+aes128_268:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7591,24 +8052,152 @@ aes128_251:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	VPXORD      Z30, Z8, Z4
-	VPXORD      Z30, Z9, Z5
-	VPXORD      Z30, Z10, Z6
-	VPXORD      Z30, Z11, Z7
-	JMP         pairsDone248
+	CMPQ        DX, $0x0c
+	JB          convert269
+	VMOVDQU64   (SI), Z0
+	VMOVDQU64   64(SI), Z1
+	VMOVDQU64   128(SI), Z2
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	CMPQ        R12, $0x0a
+	JE          aes128_270
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
 
-exitA247:
+aes128_270:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone265
+
+convert269:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone265
+
+exitA264:
+	CMPQ       DX, $0x0c
+	JB         convert271
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_272
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_272:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone265
+
+convert271:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone248:
+pairsDone265:
 	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec241
+	JMP    vec255
 
-fewBlocks244:
+fewBlocks258:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7631,19 +8220,19 @@ fewBlocks244:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec241:
+vec255:
 	CMPQ       DX, $0x04
-	JB         partial242
+	JB         partial256
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_252
+	JE         aes128_273
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_252:
+aes128_273:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7662,27 +8251,27 @@ aes128_252:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec241
+	JMP         vec255
 
-partial242:
+partial256:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_254
+	JB           group1_275
 	VMOVDQU      (SI), Y0
-	JE           groupZ256
+	JE           groupZ277
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_258
+	JE           aes128_279
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_258:
+aes128_279:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7694,19 +8283,19 @@ aes128_258:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_257
+	JMP         group3_278
 
-groupZ256:
+groupZ277:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_259
+	JE           aes128_280
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_259:
+aes128_280:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -7721,26 +8310,26 @@ aes128_259:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone253
+	JMP           groupDone274
 
-group3_257:
+group3_278:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone253
+	JMP       groupDone274
 
-group1_254:
+group1_275:
 	TESTQ       DX, DX
-	JZ          group0_255
+	JZ          group0_276
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_260
+	JE          aes128_281
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_260:
+aes128_281:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -7753,19 +8342,19 @@ aes128_260:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone253
+	JMP         groupDone274
 
-group0_255:
+group0_276:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_261
+	JE         aes128_282
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_261:
+aes128_282:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7779,14 +8368,76 @@ aes128_261:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone253:
-	JMP end262
+groupDone274:
+	JMP end283
 
-bulk236:
+bulk250:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks267
+	JB         fewBlocks288
+	CMPQ       DX, $0x30
+	JB         noPeel289
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_291
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_291:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop290
+
+noPeel289:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -7812,6 +8463,7 @@ bulk236:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
+loop290:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -7833,9 +8485,9 @@ bulk236:
 	// Per iteration: 16 blocks in four vectors; whitening with U and
 	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
 	// round with key U.
-pair268:
+pair292:
 	CMPQ       DX, $0x20
-	JB         single269
+	JB         single293
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7845,7 +8497,7 @@ pair268:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_272
+	JE         aes128_296
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7863,7 +8515,7 @@ pair268:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_272:
+aes128_296:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7938,7 +8590,7 @@ aes128_272:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_273
+	JE          aes128_297
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -7956,7 +8608,7 @@ aes128_272:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_273:
+aes128_297:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8025,11 +8677,11 @@ aes128_273:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair268
+	JMP         pair292
 
-single269:
+single293:
 	CMPQ       DX, $0x10
-	JB         exitA270
+	JB         exitA294
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8039,7 +8691,7 @@ single269:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_274
+	JE         aes128_298
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8057,7 +8709,7 @@ single269:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_274:
+aes128_298:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8126,24 +8778,152 @@ aes128_274:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	VPXORD      Z30, Z8, Z4
-	VPXORD      Z30, Z9, Z5
-	VPXORD      Z30, Z10, Z6
-	VPXORD      Z30, Z11, Z7
-	JMP         pairsDone271
+	CMPQ        DX, $0x0c
+	JB          convert299
+	VMOVDQU64   (SI), Z0
+	VMOVDQU64   64(SI), Z1
+	VMOVDQU64   128(SI), Z2
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	CMPQ        R12, $0x0a
+	JE          aes128_300
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
 
-exitA270:
+aes128_300:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone295
+
+convert299:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone295
+
+exitA294:
+	CMPQ       DX, $0x0c
+	JB         convert301
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_302
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_302:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone295
+
+convert301:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone271:
+pairsDone295:
 	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec264
+	JMP    vec285
 
-fewBlocks267:
+fewBlocks288:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -8166,19 +8946,19 @@ fewBlocks267:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec264:
+vec285:
 	CMPQ       DX, $0x04
-	JB         partial265
+	JB         partial286
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_275
+	JE         aes128_303
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_275:
+aes128_303:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -8197,28 +8977,28 @@ aes128_275:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec264
+	JMP         vec285
 
-partial265:
+partial286:
 	TESTQ DX, DX
-	JZ    bulkDone266
+	JZ    bulkDone287
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one276
+	JB         one304
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_277
+	JE         aes128_305
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_277:
+aes128_305:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -8235,19 +9015,19 @@ aes128_277:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone266
+	JZ            bulkDone287
 
-one276:
+one304:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_278
+	JE         aes128_306
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_278:
+aes128_306:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -8263,8 +9043,8 @@ aes128_278:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone266:
-end262:
+bulkDone287:
+end283:
 	VZEROUPPER
 	RET
 
@@ -8331,7 +9111,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_279
+	JE              aes128_307
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8341,7 +9121,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_279:
+aes128_307:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8365,7 +9145,7 @@ aes128_279:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general283
+	JNZ       general311
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8383,7 +9163,7 @@ aes128_279:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_284
+	JE              aes128_312
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8393,7 +9173,7 @@ aes128_279:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_284:
+aes128_312:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8443,7 +9223,7 @@ aes128_284:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe285:
+pipe313:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8457,7 +9237,7 @@ pipe285:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_286
+	JE         aes128_314
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8475,7 +9255,7 @@ pipe285:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_286:
+aes128_314:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -8489,7 +9269,7 @@ aes128_286:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd287
+	JE         unitEnd315
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -8518,12 +9298,12 @@ aes128_286:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont290
+	JMP        cont318
 
-unitEnd287:
+unitEnd315:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit289
+	JNZ       nextUnit317
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8541,7 +9321,7 @@ unitEnd287:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_291
+	JE              aes128_319
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8551,7 +9331,7 @@ unitEnd287:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_291:
+aes128_319:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8574,7 +9354,7 @@ aes128_291:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit289:
+nextUnit317:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8599,7 +9379,7 @@ nextUnit289:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont290:
+cont318:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -8636,11 +9416,11 @@ cont290:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe285
-	JMP         done282
+	JNZ         pipe313
+	JMP         done310
 
-general283:
-group280:
+general311:
+group308:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8658,7 +9438,7 @@ group280:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_292
+	JE              aes128_320
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8668,7 +9448,7 @@ group280:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_292:
+aes128_320:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8691,7 +9471,7 @@ aes128_292:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit281:
+unit309:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8722,9 +9502,9 @@ unit281:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main293:
+main321:
 	CMPQ       DX, $0x10
-	JB         vec294
+	JB         vec322
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8738,7 +9518,7 @@ main293:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_297
+	JE         aes128_325
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8756,7 +9536,7 @@ main293:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_297:
+aes128_325:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8832,22 +9612,22 @@ aes128_297:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main293
+	JMP         main321
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec294:
+vec322:
 	CMPQ       DX, $0x04
-	JB         partial295
+	JB         partial323
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_298
+	JE         aes128_326
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_298:
+aes128_326:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -8866,28 +9646,28 @@ aes128_298:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec294
+	JMP         vec322
 
-partial295:
+partial323:
 	TESTQ DX, DX
-	JZ    bulkDone296
+	JZ    bulkDone324
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one299
+	JB         one327
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_300
+	JE         aes128_328
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_300:
+aes128_328:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -8904,19 +9684,19 @@ aes128_300:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone296
+	JZ            bulkDone324
 
-one299:
+one327:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_301
+	JE         aes128_329
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_301:
+aes128_329:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -8932,15 +9712,15 @@ aes128_301:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone296:
+bulkDone324:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done282
+	JZ      done310
 	DECQ    R11
-	JNZ     unit281
-	JMP     group280
+	JNZ     unit309
+	JMP     group308
 
-done282:
+done310:
 	VZEROUPPER
 	RET
 
@@ -8985,7 +9765,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_302
+	JE             aes128_330
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -8995,7 +9775,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_302:
+aes128_330:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9017,7 +9797,7 @@ aes128_302:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group303:
+group331:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9029,7 +9809,7 @@ group303:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_306
+	JE             aes128_334
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9039,7 +9819,7 @@ group303:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_306:
+aes128_334:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9062,7 +9842,7 @@ aes128_306:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit304:
+unit332:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -9097,9 +9877,9 @@ unit304:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main307:
+main335:
 	CMPQ           DX, $0x08
-	JB             vec308
+	JB             vec336
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -9114,7 +9894,7 @@ main307:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_311
+	JE             aes128_339
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -9136,7 +9916,7 @@ main307:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_311:
+aes128_339:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -9214,18 +9994,18 @@ aes128_311:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main307
+	JMP            main335
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec308:
+vec336:
 	CMPQ           DX, $0x02
-	JB             partial309
+	JB             partial337
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_312
+	JE             aes128_340
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -9235,7 +10015,7 @@ vec308:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_312:
+aes128_340:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -9264,24 +10044,24 @@ aes128_312:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec308
+	JMP            vec336
 
-partial309:
+partial337:
 	TESTQ DX, DX
-	JZ    bulkDone310
+	JZ    bulkDone338
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_314
+	JE      aes128_342
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_314:
+aes128_342:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -9297,14 +10077,14 @@ aes128_314:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone310:
+bulkDone338:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done305
+	JZ     done333
 	DECQ   R11
-	JNZ    unit304
-	JMP    group303
+	JNZ    unit332
+	JMP    group331
 
-done305:
+done333:
 	VZEROUPPER
 	RET

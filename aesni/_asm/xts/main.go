@@ -74,8 +74,8 @@ var (
 	ctsShuffle Mem // 48 bytes: 0x80 x16, 0..15, 0x80 x16 (PSHUFB windows for stealing)
 	gfMulX     Mem // dwords 0x87, 0, 1, 0: carries of a multiplication by x
 	gfPoly     Mem // qwords 0x87, 0: x^128 mod the XTS polynomial, for PCLMULQDQ
-	laneShiftL Mem // qwords 0,0,1,1,...,15,15: lane j of the tweak vectors is T*x^j
-	laneShiftR Mem // qwords 64,64,63,63,...,49,49: the bits those shifts carry out
+	laneShiftL Mem // qwords 0,0,1,1,...,19,19: lane j of the tweak vectors is T*x^j
+	laneShiftR Mem // qwords 64,64,63,63,...,45,45: the bits those shifts carry out
 )
 
 func tables() {
@@ -96,12 +96,12 @@ func tables() {
 	DATA(0, U64(0x87))
 	DATA(8, U64(0))
 	laneShiftL = GLOBL("laneShiftL", RODATA|NOPTR)
-	for j := 0; j < 16; j++ {
+	for j := 0; j < 20; j++ {
 		DATA(16*j, U64(uint64(j)))
 		DATA(16*j+8, U64(uint64(j)))
 	}
 	laneShiftR = GLOBL("laneShiftR", RODATA|NOPTR)
-	for j := 0; j < 16; j++ {
+	for j := 0; j < 20; j++ {
 		DATA(16*j, U64(uint64(64-j)))
 		DATA(16*j+8, U64(uint64(64-j)))
 	}
