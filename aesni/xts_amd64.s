@@ -1682,7 +1682,8 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk.
+	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
+	// group of three vectors; see peel).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -2523,7 +2524,8 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk.
+	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
+	// group of three vectors; see peel).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -2906,8 +2908,11 @@ loop92:
 	VPXORD     Z30, Z16, Z16
 
 	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
-	// round with key U.
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
 pair94:
 	CMPQ       DX, $0x20
 	JB         single95
@@ -3201,28 +3206,31 @@ aes128_100:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	CMPQ        DX, $0x0c
-	JB          convert101
-	VMOVDQU64   (SI), Z0
-	VMOVDQU64   64(SI), Z1
-	VMOVDQU64   128(SI), Z2
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	CMPQ        R12, $0x0a
-	JE          aes128_102
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert101
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_102
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
 
 aes128_102:
 	VAESENC     Z21, Z0, Z0
@@ -3272,6 +3280,8 @@ convert101:
 	JMP    pairsDone97
 
 exitA96:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
 	JB         convert103
 	VMOVDQU64  (SI), Z0
@@ -3342,7 +3352,7 @@ convert103:
 	VPXORD Z30, Z7, Z7
 
 pairsDone97:
-	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 	JMP    vec87
 
@@ -3716,8 +3726,11 @@ loop121:
 	VPXORD     Z30, Z16, Z16
 
 	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
-	// round with key U.
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
 pair123:
 	CMPQ       DX, $0x20
 	JB         single124
@@ -4011,28 +4024,31 @@ aes128_129:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	CMPQ        DX, $0x0c
-	JB          convert130
-	VMOVDQU64   (SI), Z0
-	VMOVDQU64   64(SI), Z1
-	VMOVDQU64   128(SI), Z2
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	CMPQ        R12, $0x0a
-	JE          aes128_131
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert130
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_131
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
 
 aes128_131:
 	VAESENC     Z21, Z0, Z0
@@ -4082,6 +4098,8 @@ convert130:
 	JMP    pairsDone126
 
 exitA125:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
 	JB         convert132
 	VMOVDQU64  (SI), Z0
@@ -4152,7 +4170,7 @@ convert132:
 	VPXORD Z30, Z7, Z7
 
 pairsDone126:
-	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 	JMP    vec116
 
@@ -6543,7 +6561,8 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk.
+	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
+	// group of three vectors; see peel).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -7330,7 +7349,8 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// the short xmm path (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
 	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk.
+	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
+	// group of three vectors; see peel).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -7757,8 +7777,11 @@ loop260:
 	VPXORD     Z30, Z16, Z16
 
 	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
-	// round with key U.
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
 pair262:
 	CMPQ       DX, $0x20
 	JB         single263
@@ -8052,28 +8075,31 @@ aes128_268:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	CMPQ        DX, $0x0c
-	JB          convert269
-	VMOVDQU64   (SI), Z0
-	VMOVDQU64   64(SI), Z1
-	VMOVDQU64   128(SI), Z2
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	CMPQ        R12, $0x0a
-	JE          aes128_270
-	VAESDEC     Z17, Z0, Z0
-	VAESDEC     Z17, Z1, Z1
-	VAESDEC     Z17, Z2, Z2
-	VAESDEC     Z18, Z0, Z0
-	VAESDEC     Z18, Z1, Z1
-	VAESDEC     Z18, Z2, Z2
-	VAESDEC     Z19, Z0, Z0
-	VAESDEC     Z19, Z1, Z1
-	VAESDEC     Z19, Z2, Z2
-	VAESDEC     Z20, Z0, Z0
-	VAESDEC     Z20, Z1, Z1
-	VAESDEC     Z20, Z2, Z2
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert269
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_270
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
 
 aes128_270:
 	VAESDEC     Z21, Z0, Z0
@@ -8123,6 +8149,8 @@ convert269:
 	JMP    pairsDone265
 
 exitA264:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
 	JB         convert271
 	VMOVDQU64  (SI), Z0
@@ -8193,7 +8221,7 @@ convert271:
 	VPXORD Z30, Z7, Z7
 
 pairsDone265:
-	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 	JMP    vec255
 
@@ -8483,8 +8511,11 @@ loop290:
 	VPXORD     Z30, Z16, Z16
 
 	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last
-	// round with key U.
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
 pair292:
 	CMPQ       DX, $0x20
 	JB         single293
@@ -8778,28 +8809,31 @@ aes128_298:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	CMPQ        DX, $0x0c
-	JB          convert299
-	VMOVDQU64   (SI), Z0
-	VMOVDQU64   64(SI), Z1
-	VMOVDQU64   128(SI), Z2
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	CMPQ        R12, $0x0a
-	JE          aes128_300
-	VAESDEC     Z17, Z0, Z0
-	VAESDEC     Z17, Z1, Z1
-	VAESDEC     Z17, Z2, Z2
-	VAESDEC     Z18, Z0, Z0
-	VAESDEC     Z18, Z1, Z1
-	VAESDEC     Z18, Z2, Z2
-	VAESDEC     Z19, Z0, Z0
-	VAESDEC     Z19, Z1, Z1
-	VAESDEC     Z19, Z2, Z2
-	VAESDEC     Z20, Z0, Z0
-	VAESDEC     Z20, Z1, Z1
-	VAESDEC     Z20, Z2, Z2
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert299
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_300
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
 
 aes128_300:
 	VAESDEC     Z21, Z0, Z0
@@ -8849,6 +8883,8 @@ convert299:
 	JMP    pairsDone295
 
 exitA294:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
 	JB         convert301
 	VMOVDQU64  (SI), Z0
@@ -8919,7 +8955,7 @@ convert301:
 	VPXORD Z30, Z7, Z7
 
 pairsDone295:
-	// Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.
+	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 	JMP    vec285
 

@@ -576,7 +576,8 @@ func vaesKernel(f flavor, dec bool) {
 		"the short xmm path (round keys as memory operands, no tweak vectors).",
 		"Otherwise: round keys and tweak vectors; ciphertext stealing first if",
 		"n%16 != 0, so that its two dependent AES chains overlap the bulk; the",
-		"bulk.")
+		"bulk (zmm from 48 blocks: four blocks alone, the main loop, a last",
+		"group of three vectors; see peel).")
 	Load(Param("ks"), c.ks)
 	Load(Param("tk"), c.tk)
 	Load(Param("rounds"), c.rounds)
@@ -1150,6 +1151,8 @@ func (c *vk) peel(a, b, cc VecPhysical) {
 // left; otherwise T = U ^ key14 into T0-T3.
 func (c *vk) pairedExit(u []VecPhysical, kx VecPhysical, exit string) {
 	conv := newLabel("convert")
+	Comment("12 blocks or more left: three vectors with U (see peel), then T0 =",
+		"U3 ^ key14. Fewer: T = U ^ key14.")
 	CMPQ(c.blocks, Imm(12))
 	JB(LabelRef(conv))
 	vs := c.V[:3]
@@ -1223,8 +1226,11 @@ func (c *vk) mainPaired() {
 	VPXORD(zregs[30], cst, cst)
 	VPXORD(zregs[30], kx, kx)
 	Comment("Per iteration: 16 blocks in four vectors; whitening with U and",
-		"key0^key14 in one XOR; rounds 1-7; the next U; rounds 8-13; the last",
-		"round with key U.")
+		"key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the",
+		"other four registers (byte shifts; the top 16 bits of every lane of",
+		"all four gathered into the dwords of one vector, times x^128 by dword",
+		"shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;",
+		"the last round with key U.")
 	Label(pair)
 	CMPQ(c.blocks, Imm(32))
 	JB(LabelRef(single))
@@ -1245,7 +1251,7 @@ func (c *vk) mainPaired() {
 	Label(exitA)
 	c.pairedExit(ua, kx, exit)
 	Label(exit)
-	Comment("Back to T = U ^ key14 in Z4-Z7 and key0 in Z16 for the blocks left.")
+	Comment("Back to key0 in Z16 for the blocks left.")
 	VPXORD(zregs[30], kx, kx)
 }
 
