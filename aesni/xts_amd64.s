@@ -1680,10 +1680,13 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
-	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
-	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
-	// group of three vectors; see peel).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -2522,10 +2525,13 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// dword masks.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
-	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
-	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
-	// group of three vectors; see peel).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -2771,81 +2777,87 @@ tweaked78:
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
 	JZ              bulk81
-	CMPQ            DX, $0x10
-	JB              stealFirst82
-	VMOVDQA         X12, X15
+	CMPQ            DX, $0x11
+	JB              stealLate84
+	DECQ            DX
+	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_84:
+x64_85:
 	CMPQ       R13, $0x40
-	JB         xrest85
-	VPCLMULQDQ $0x01, X31, X15, X2
-	VPSLLDQ    $0x08, X15, X15
-	VPXOR      X2, X15, X15
+	JB         xrest86
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_84
+	JMP        x64_85
 
-xrest85:
+xrest86:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X15, X13
-	VPSLLQ     X2, X15, X15
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X15
 	VPCLMULQDQ $0x01, X31, X13, X14
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk81:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
-	// From 48 blocks: the first four alone (peel), then the main loop from
-	// block 4, so that a unit of a multiple of 256 bytes ends in three
-	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
-	CMPQ       DX, $0x10
-	JB         fewBlocks90
-	CMPQ       DX, $0x30
-	JB         noPeel91
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z8
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_93
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
+	// Encryption with stealing (from 17 blocks, DX = m): blocks 0-2 and m
+	// in one vector, the stealing block's chain in the main loop (see
+	// peelSteal), the main loop from block 3.
+	VPSRLVQ      laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z8
+	VINSERTI32X4 $0x03, X1, Z8, Z8
+	VPSRLVQ      laneShiftR<>+48(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+48(SB), Z12, Z4
+	VPXORD       Z30, Z4, Z4
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z4
+	VPSRLVQ      laneShiftR<>+112(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+112(SB), Z12, Z5
+	VPXORD       Z30, Z5, Z5
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z5
+	VPSRLVQ      laneShiftR<>+176(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+176(SB), Z12, Z6
+	VPXORD       Z30, Z6, Z6
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z6
+	VPSRLVQ      laneShiftR<>+240(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+240(SB), Z12, Z7
+	VPXORD       Z30, Z7, Z7
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z7
+	MOVQ         DX, R13
+	SHLQ         $0x04, R13
+	VMOVDQU      (SI), Y0
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, (SI)(R13*1), Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z8, Z0
+	VPXORD       Z30, Z8, Z9
+	CMPQ         R12, $0x0a
+	JE           aes128_91
+	VAESENC      Z17, Z0, Z0
+	VAESENC      Z18, Z0, Z0
+	VAESENC      Z19, Z0, Z0
+	VAESENC      Z20, Z0, Z0
 
-aes128_93:
+aes128_91:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2856,39 +2868,32 @@ aes128_93:
 	VAESENC     Z28, Z0, Z0
 	VAESENC     Z29, Z0, Z0
 	VAESENCLAST Z9, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         loop92
 
-noPeel91:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
+	// Blocks 0-2 stored (not lane 3: in place, block 3 is still to be
+	// read); X8 = CC = C_m, lane 3; X9 = the tail of src moved to byte 0;
+	// CC's first tail bytes go to the end of dst, and PP = blend(X9, CC)
+	// to block m of dst, where the main loop XEXes it with T_m+1.
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X10
+	VMOVDQU       X10, 32(DI)
+	VEXTRACTI32X4 $0x03, Z0, X8
+	LEAQ          (SI)(R13*1), R14
+	VMOVDQU       (R14)(R11*1), X9
+	LEAQ          ctsShuffle<>+0(SB), R8
+	MOVQ          $0x00000020, R10
+	SUBQ          R11, R10
+	VMOVDQU       (R8)(R10*1), X10
+	VPSHUFB       X10, X9, X9
+	VMOVDQU       (R8)(R11*1), X11
+	VPSHUFB       X11, X8, X11
+	LEAQ          (DI)(R13*1), R14
+	VMOVDQU       X11, (R14)(R11*1)
+	VPBLENDVB     X10, X8, X9, X8
+	VMOVDQU       X8, (R14)
+	ADDQ          $0x30, SI
+	ADDQ          $0x30, DI
+	SUBQ          $0x03, DX
 
-loop92:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -2913,9 +2918,9 @@ loop92:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair94:
+pair92:
 	CMPQ       DX, $0x20
-	JB         single95
+	JB         single93
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2925,7 +2930,7 @@ pair94:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_98
+	JE         aes128_96
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2943,7 +2948,7 @@ pair94:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_98:
+aes128_96:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3018,7 +3023,7 @@ aes128_98:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_99
+	JE          aes128_97
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -3036,7 +3041,7 @@ aes128_98:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_99:
+aes128_97:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3102,14 +3107,41 @@ aes128_99:
 	VMOVDQU64   Z1, 320(DI)
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
-	ADDQ        $0x00000200, SI
-	ADDQ        $0x00000200, DI
-	SUBQ        $0x20, DX
-	JMP         pair94
+	TESTQ       R11, R11
+	JZ          stolen98
+	VMOVDQU     (R14), X0
+	VPXORD      X30, X15, X12
+	VPTERNLOGD  $0x96, X16, X12, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_99
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
 
-single95:
+aes128_99:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen98:
+	ADDQ $0x00000200, SI
+	ADDQ $0x00000200, DI
+	SUBQ $0x20, DX
+	JMP  pair92
+
+single93:
 	CMPQ       DX, $0x10
-	JB         exitA96
+	JB         exitA94
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3206,80 +3238,33 @@ aes128_100:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert101
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPTERNLOGD $0x96, Z16, Z9, Z1
-	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_102
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
+	TESTQ       R11, R11
+	JZ          stolen101
+	VMOVDQU     (R14), X0
+	VPXORD      X30, X15, X12
+	VPTERNLOGD  $0x96, X16, X12, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_102
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
 
 aes128_102:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone97
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
 
-convert101:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone97
-
-exitA96:
+stolen101:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
@@ -3287,9 +3272,9 @@ exitA96:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
 	JE         aes128_104
 	VAESENC    Z17, Z0, Z0
@@ -3333,6 +3318,106 @@ aes128_104:
 	VAESENC     Z29, Z0, Z0
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone95
+
+convert103:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone95
+
+exitA94:
+	TESTQ      R11, R11
+	JZ         stolen105
+	VMOVDQU    (R14), X0
+	VPXORD     X30, X15, X12
+	VPTERNLOGD $0x96, X16, X12, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_106
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_106:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen105:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert107
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_108
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_108:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
 	VAESENCLAST Z4, Z0, Z0
 	VAESENCLAST Z5, Z1, Z1
 	VAESENCLAST Z6, Z2, Z2
@@ -3343,55 +3428,32 @@ aes128_104:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone97
+	JMP         pairsDone95
 
-convert103:
+convert107:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone97:
+pairsDone95:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec87
-
-fewBlocks90:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec87:
+vec88:
 	CMPQ       DX, $0x04
-	JB         partial88
+	JB         partial89
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_105
+	JE         aes128_109
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_105:
+aes128_109:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3410,28 +3472,28 @@ aes128_105:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec87
+	JMP         vec88
 
-partial88:
+partial89:
 	TESTQ DX, DX
-	JZ    bulkDone89
+	JZ    bulkDone90
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one106
+	JB         one110
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_107
+	JE         aes128_111
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_107:
+aes128_111:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3448,19 +3510,19 @@ aes128_107:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone89
+	JZ            bulkDone90
 
-one106:
+one110:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_108
+	JE         aes128_112
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_108:
+aes128_112:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3476,145 +3538,36 @@ aes128_108:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone89:
-	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
-	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
-	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
-	// with T_m+1 into block m.
-	TESTQ      R11, R11
-	JZ         stolen109
-	VMOVDQU    -16(DI), X0
-	VMOVDQU    -16(SI)(R11*1), X1
-	LEAQ       ctsShuffle<>+0(SB), R8
-	MOVQ       $0x00000020, R10
-	SUBQ       R11, R10
-	VMOVDQU    (R8)(R10*1), X2
-	VPSHUFB    X2, X1, X1
-	VMOVDQU    (R8)(R11*1), X3
-	VPSHUFB    X3, X0, X5
-	VMOVDQU    X5, -16(DI)(R11*1)
-	VPBLENDVB  X2, X0, X1, X0
-	VPTERNLOGD $0x96, X16, X15, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_110
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_110:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X15, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, -16(DI)
-
-stolen109:
+bulkDone90:
 	JMP end83
 
-stealFirst82:
-	DECQ DX
-
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
-	VMOVDQA X12, X1
+stealLate84:
+	CMPQ    DX, $0x10
+	JB      stealFirst82
+	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_111:
+x64_113:
 	CMPQ       R13, $0x40
-	JB         xrest112
-	VPCLMULQDQ $0x01, X31, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
+	JB         xrest114
+	VPCLMULQDQ $0x01, X31, X15, X2
+	VPSLLDQ    $0x08, X15, X15
+	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_111
+	JMP        x64_113
 
-xrest112:
+xrest114:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
 	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X13
-	VPSLLQ     X2, X1, X1
+	VPSRLQ     X3, X15, X13
+	VPSLLQ     X2, X15, X15
 	VPCLMULQDQ $0x01, X31, X13, X14
 	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X1
-	VPSRLQ     $0x3f, X1, X13
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPTERNLOGD $0x96, X16, X1, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_113
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
+	VPTERNLOGD $0x96, X14, X13, X15
 
-aes128_113:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPTERNLOGD  $0x96, X16, X3, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_114
-	VAESENC     X17, X0, X0
-	VAESENC     X18, X0, X0
-	VAESENC     X19, X0, X0
-	VAESENC     X20, X0, X0
-
-aes128_114:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
+bulk81:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
@@ -4295,6 +4248,824 @@ aes128_137:
 	ADDQ        $0x10, DI
 
 bulkDone118:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen138
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_139
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_139:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X15, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen138:
+	JMP end83
+
+stealFirst82:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_140:
+	CMPQ       R13, $0x40
+	JB         xrest141
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_140
+
+xrest141:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X1, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_142
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_142:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPTERNLOGD  $0x96, X16, X3, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_143
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_143:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks148
+	CMPQ       DX, $0x30
+	JB         noPeel149
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_151
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_151:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop150
+
+noPeel149:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop150:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
+pair152:
+	CMPQ       DX, $0x20
+	JB         single153
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_156
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_156:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_157
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_157:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair152
+
+single153:
+	CMPQ       DX, $0x10
+	JB         exitA154
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_158
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_158:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert159
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_160
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_160:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone155
+
+convert159:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone155
+
+exitA154:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert161
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_162
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_162:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone155
+
+convert161:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone155:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec145
+
+fewBlocks148:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec145:
+	CMPQ       DX, $0x04
+	JB         partial146
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_163
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_163:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec145
+
+partial146:
+	TESTQ DX, DX
+	JZ    bulkDone147
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one164
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_165
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_165:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone147
+
+one164:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_166
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_166:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone147:
 end83:
 	VZEROUPPER
 	RET
@@ -4362,7 +5133,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_138
+	JE              aes128_167
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4372,7 +5143,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_138:
+aes128_167:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4396,7 +5167,7 @@ aes128_138:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general142
+	JNZ       general171
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4414,7 +5185,7 @@ aes128_138:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_143
+	JE              aes128_172
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4424,7 +5195,7 @@ aes128_138:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_143:
+aes128_172:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4474,7 +5245,7 @@ aes128_143:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe144:
+pipe173:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4488,7 +5259,7 @@ pipe144:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_145
+	JE         aes128_174
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -4506,7 +5277,7 @@ pipe144:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_145:
+aes128_174:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -4520,7 +5291,7 @@ aes128_145:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd146
+	JE         unitEnd175
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -4549,12 +5320,12 @@ aes128_145:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont149
+	JMP        cont178
 
-unitEnd146:
+unitEnd175:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit148
+	JNZ       nextUnit177
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4572,7 +5343,7 @@ unitEnd146:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_150
+	JE              aes128_179
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4582,7 +5353,7 @@ unitEnd146:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_150:
+aes128_179:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4605,7 +5376,7 @@ aes128_150:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit148:
+nextUnit177:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -4630,7 +5401,7 @@ nextUnit148:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont149:
+cont178:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -4667,11 +5438,11 @@ cont149:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe144
-	JMP         done141
+	JNZ         pipe173
+	JMP         done170
 
-general142:
-group139:
+general171:
+group168:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -4689,7 +5460,7 @@ group139:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_151
+	JE              aes128_180
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -4699,7 +5470,7 @@ group139:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_151:
+aes128_180:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -4722,7 +5493,7 @@ aes128_151:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit140:
+unit169:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -4753,9 +5524,9 @@ unit140:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main152:
+main181:
 	CMPQ       DX, $0x10
-	JB         vec153
+	JB         vec182
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4769,7 +5540,7 @@ main152:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_156
+	JE         aes128_185
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -4787,7 +5558,7 @@ main152:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_156:
+aes128_185:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -4863,22 +5634,22 @@ aes128_156:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main152
+	JMP         main181
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec153:
+vec182:
 	CMPQ       DX, $0x04
-	JB         partial154
+	JB         partial183
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_157
+	JE         aes128_186
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_157:
+aes128_186:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -4897,28 +5668,28 @@ aes128_157:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec153
+	JMP         vec182
 
-partial154:
+partial183:
 	TESTQ DX, DX
-	JZ    bulkDone155
+	JZ    bulkDone184
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one158
+	JB         one187
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_159
+	JE         aes128_188
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_159:
+aes128_188:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -4935,19 +5706,19 @@ aes128_159:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone155
+	JZ            bulkDone184
 
-one158:
+one187:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_160
+	JE         aes128_189
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_160:
+aes128_189:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -4963,15 +5734,15 @@ aes128_160:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone155:
+bulkDone184:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done141
+	JZ      done170
 	DECQ    R11
-	JNZ     unit140
-	JMP     group139
+	JNZ     unit169
+	JMP     group168
 
-done141:
+done170:
 	VZEROUPPER
 	RET
 
@@ -5016,7 +5787,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_161
+	JE             aes128_190
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5026,7 +5797,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_161:
+aes128_190:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5048,7 +5819,7 @@ aes128_161:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group162:
+group191:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5060,7 +5831,7 @@ group162:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_165
+	JE             aes128_194
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5070,7 +5841,7 @@ group162:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_165:
+aes128_194:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5093,7 +5864,7 @@ aes128_165:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit163:
+unit192:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -5128,9 +5899,9 @@ unit163:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main166:
+main195:
 	CMPQ           DX, $0x08
-	JB             vec167
+	JB             vec196
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5145,7 +5916,7 @@ main166:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_170
+	JE             aes128_199
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -5167,7 +5938,7 @@ main166:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_170:
+aes128_199:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -5245,18 +6016,18 @@ aes128_170:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main166
+	JMP            main195
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec167:
+vec196:
 	CMPQ           DX, $0x02
-	JB             partial168
+	JB             partial197
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_171
+	JE             aes128_200
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -5266,7 +6037,7 @@ vec167:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_171:
+aes128_200:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -5295,24 +6066,24 @@ aes128_171:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec167
+	JMP            vec196
 
-partial168:
+partial197:
 	TESTQ DX, DX
-	JZ    bulkDone169
+	JZ    bulkDone198
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_173
+	JE      aes128_202
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_173:
+aes128_202:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5328,15 +6099,15 @@ aes128_173:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone169:
+bulkDone198:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done164
+	JZ     done193
 	DECQ   R11
-	JNZ    unit163
-	JMP    group162
+	JNZ    unit192
+	JMP    group191
 
-done164:
+done193:
 	VZEROUPPER
 	RET
 
@@ -5373,7 +6144,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_174
+	JE         aes128_203
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5383,7 +6154,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_174:
+aes128_203:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5411,21 +6182,21 @@ aes128_174:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal175
+	JZ    noSteal204
 	DECQ  DX
 
-noSteal175:
+noSteal204:
 	// One block at a time
-loop1_176:
+loop1_205:
 	TESTQ  DX, DX
-	JZ     steal177
+	JZ     steal206
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_178
+	JE     aes128_207
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5435,7 +6206,7 @@ loop1_176:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_178:
+aes128_207:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5466,11 +6237,11 @@ aes128_178:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_176
+	JMP        loop1_205
 
-steal177:
+steal206:
 	TESTQ R11, R11
-	JZ    done179
+	JZ    done208
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5491,7 +6262,7 @@ steal177:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_180
+	JE     aes128_209
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5501,7 +6272,7 @@ steal177:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_180:
+aes128_209:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5542,7 +6313,7 @@ aes128_180:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_181
+	JE         aes128_210
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5552,7 +6323,7 @@ aes128_180:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_181:
+aes128_210:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5576,7 +6347,7 @@ aes128_181:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done179:
+done208:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5613,7 +6384,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_182
+	JE         aes128_211
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5623,7 +6394,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_182:
+aes128_211:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -5651,13 +6422,13 @@ aes128_182:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal183
+	JZ    noSteal212
 	DECQ  DX
 
-noSteal183:
-loop4_185:
+noSteal212:
+loop4_214:
 	CMPQ   DX, $0x04
-	JB     loop1_184
+	JB     loop1_213
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -5696,7 +6467,7 @@ loop4_185:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_186
+	JE     aes128_215
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -5718,7 +6489,7 @@ loop4_185:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_186:
+aes128_215:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -5780,19 +6551,19 @@ aes128_186:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_185
+	JMP        loop4_214
 
 	// One block at a time
-loop1_184:
+loop1_213:
 	TESTQ  DX, DX
-	JZ     steal187
+	JZ     steal216
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_188
+	JE     aes128_217
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5802,7 +6573,7 @@ loop1_184:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_188:
+aes128_217:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5833,11 +6604,11 @@ aes128_188:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_184
+	JMP        loop1_213
 
-steal187:
+steal216:
 	TESTQ R11, R11
-	JZ    done189
+	JZ    done218
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -5858,7 +6629,7 @@ steal187:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_190
+	JE     aes128_219
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -5868,7 +6639,7 @@ steal187:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_190:
+aes128_219:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5909,7 +6680,7 @@ aes128_190:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_191
+	JE         aes128_220
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -5919,7 +6690,7 @@ aes128_190:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_191:
+aes128_220:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -5943,7 +6714,7 @@ aes128_191:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done189:
+done218:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -5982,7 +6753,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_192
+	JE         aes128_221
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -5992,7 +6763,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_192:
+aes128_221:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -6020,13 +6791,13 @@ aes128_192:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal193
+	JZ    noSteal222
 	DECQ  DX
 
-noSteal193:
-loop8_195:
+noSteal222:
+loop8_224:
 	CMPQ   DX, $0x08
-	JB     loop4_196
+	JB     loop4_225
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -6101,7 +6872,7 @@ loop8_195:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_197
+	JE     aes128_226
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -6139,7 +6910,7 @@ loop8_195:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_197:
+aes128_226:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -6257,11 +7028,11 @@ aes128_197:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_195
+	JMP        loop8_224
 
-loop4_196:
+loop4_225:
 	CMPQ   DX, $0x04
-	JB     loop1_194
+	JB     loop1_223
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -6300,7 +7071,7 @@ loop4_196:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_198
+	JE     aes128_227
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -6322,7 +7093,7 @@ loop4_196:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_198:
+aes128_227:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -6386,16 +7157,16 @@ aes128_198:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_194:
+loop1_223:
 	TESTQ  DX, DX
-	JZ     steal199
+	JZ     steal228
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_200
+	JE     aes128_229
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6405,7 +7176,7 @@ loop1_194:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_200:
+aes128_229:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6436,11 +7207,11 @@ aes128_200:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_194
+	JMP        loop1_223
 
-steal199:
+steal228:
 	TESTQ R11, R11
-	JZ    done201
+	JZ    done230
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -6461,7 +7232,7 @@ steal199:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_202
+	JE     aes128_231
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6471,7 +7242,7 @@ steal199:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_202:
+aes128_231:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6512,7 +7283,7 @@ aes128_202:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_203
+	JE         aes128_232
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -6522,7 +7293,7 @@ aes128_202:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_203:
+aes128_232:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6546,7 +7317,7 @@ aes128_203:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done201:
+done230:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -6559,10 +7330,13 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
-	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
-	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
-	// group of three vectors; see peel).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -6581,19 +7355,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x02
-	JAE         wide204
+	JAE         wide233
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_205
+	JE          aes128_234
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_205:
+aes128_234:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -6608,26 +7382,26 @@ aes128_205:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail206
+	JZ    shortNoTail235
 	DECQ  DX
 
-shortNoTail206:
+shortNoTail235:
 	VMOVDQA X10, X4
 
-shortLoop207:
+shortLoop236:
 	TESTQ   DX, DX
-	JZ      shortSteal208
+	JZ      shortSteal237
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_210
+	JE      aes128_239
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_210:
+aes128_239:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6648,11 +7422,11 @@ aes128_210:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop207
+	JMP         shortLoop236
 
-shortSteal208:
+shortSteal237:
 	TESTQ   R11, R11
-	JZ      shortDone209
+	JZ      shortDone238
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -6666,13 +7440,13 @@ shortSteal208:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_211
+	JE      aes128_240
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_211:
+aes128_240:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6699,13 +7473,13 @@ aes128_211:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_212
+	JE          aes128_241
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_212:
+aes128_241:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6719,22 +7493,22 @@ aes128_212:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone209:
+shortDone238:
 	RET
 
-wide204:
+wide233:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_213
+	JE          aes128_242
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_213:
+aes128_242:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -6747,7 +7521,7 @@ aes128_213:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk214
+	JZ             bulk243
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -6758,16 +7532,16 @@ aes128_213:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_215:
+x64_244:
 	CMPQ       R13, $0x40
-	JB         xrest216
+	JB         xrest245
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_215
+	JMP        x64_244
 
-xrest216:
+xrest245:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6790,13 +7564,13 @@ xrest216:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_217
+	JE         aes128_246
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_217:
+aes128_246:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -6853,9 +7627,9 @@ aes128_217:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main218:
+main247:
 	CMPQ           DX, $0x08
-	JB             vec219
+	JB             vec248
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -6870,7 +7644,7 @@ main218:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_222
+	JE             aes128_251
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6892,7 +7666,7 @@ main218:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_222:
+aes128_251:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -6970,18 +7744,18 @@ aes128_222:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main218
+	JMP            main247
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec219:
+vec248:
 	CMPQ           DX, $0x02
-	JB             partial220
+	JB             partial249
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_223
+	JE             aes128_252
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6991,7 +7765,7 @@ vec219:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_223:
+aes128_252:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7020,20 +7794,20 @@ aes128_223:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec219
+	JMP            vec248
 
-partial220:
+partial249:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_225
+	JZ             group0_254
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_226
+	JE             aes128_255
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7043,7 +7817,7 @@ partial220:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_226:
+aes128_255:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7066,20 +7840,20 @@ aes128_226:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone224
+	JMP            groupDone253
 
-group0_225:
+group0_254:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_227
+	JE      aes128_256
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_227:
+aes128_256:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7093,10 +7867,10 @@ aes128_227:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone224:
-	JMP end228
+groupDone253:
+	JMP end257
 
-bulk214:
+bulk243:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -7129,9 +7903,9 @@ bulk214:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main229:
+main258:
 	CMPQ           DX, $0x08
-	JB             vec230
+	JB             vec259
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7146,7 +7920,7 @@ main229:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_233
+	JE             aes128_262
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7168,7 +7942,7 @@ main229:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_233:
+aes128_262:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7246,18 +8020,18 @@ aes128_233:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main229
+	JMP            main258
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec230:
+vec259:
 	CMPQ           DX, $0x02
-	JB             partial231
+	JB             partial260
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_234
+	JE             aes128_263
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7267,7 +8041,7 @@ vec230:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_234:
+aes128_263:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7296,24 +8070,24 @@ aes128_234:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec230
+	JMP            vec259
 
-partial231:
+partial260:
 	TESTQ DX, DX
-	JZ    bulkDone232
+	JZ    bulkDone261
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_236
+	JE      aes128_265
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_236:
+aes128_265:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7329,8 +8103,8 @@ aes128_236:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone232:
-end228:
+bulkDone261:
+end257:
 	VZEROUPPER
 	RET
 
@@ -7347,10 +8121,13 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// dword masks.
 	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
 	// the short xmm path (round keys as memory operands, no tweak vectors).
-	// Otherwise: round keys and tweak vectors; ciphertext stealing first if
-	// n%16 != 0, so that its two dependent AES chains overlap the bulk; the
-	// bulk (zmm from 48 blocks: four blocks alone, the main loop, a last
-	// group of three vectors; see peel).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
 	MOVQ ks+0(FP), AX
 	MOVQ tk+8(FP), BX
 	MOVQ rounds+16(FP), R12
@@ -7369,19 +8146,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide237
+	JAE         wide266
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_238
+	JE          aes128_267
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_238:
+aes128_267:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -7396,26 +8173,26 @@ aes128_238:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail239
+	JZ    shortNoTail268
 	DECQ  DX
 
-shortNoTail239:
+shortNoTail268:
 	VMOVDQA X12, X4
 
-shortLoop240:
+shortLoop269:
 	TESTQ   DX, DX
-	JZ      shortSteal241
+	JZ      shortSteal270
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_243
+	JE      aes128_272
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_243:
+aes128_272:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7436,11 +8213,11 @@ aes128_243:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop240
+	JMP         shortLoop269
 
-shortSteal241:
+shortSteal270:
 	TESTQ   R11, R11
-	JZ      shortDone242
+	JZ      shortDone271
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -7454,13 +8231,13 @@ shortSteal241:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_244
+	JE      aes128_273
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_244:
+aes128_273:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7487,13 +8264,13 @@ aes128_244:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_245
+	JE          aes128_274
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_245:
+aes128_274:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7507,19 +8284,19 @@ aes128_245:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone242:
+shortDone271:
 	RET
 
-wide237:
+wide266:
 	CMPQ            DX, $0x10
-	JB              narrowTweak246
+	JB              narrowTweak275
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_248
+	JE              aes128_277
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -7529,7 +8306,7 @@ wide237:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_248:
+aes128_277:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -7550,21 +8327,21 @@ aes128_248:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked247
+	JMP             tweaked276
 
-narrowTweak246:
+narrowTweak275:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_249
+	JE          aes128_278
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_249:
+aes128_278:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -7577,7 +8354,7 @@ aes128_249:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked247:
+tweaked276:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -7595,7 +8372,7 @@ tweaked247:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk250
+	JZ              bulk279
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -7606,16 +8383,16 @@ tweaked247:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_251:
+x64_280:
 	CMPQ       R13, $0x40
-	JB         xrest252
+	JB         xrest281
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_251
+	JMP        x64_280
 
-xrest252:
+xrest281:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -7635,13 +8412,13 @@ xrest252:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_253
+	JE         aes128_282
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_253:
+aes128_282:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -7672,9 +8449,9 @@ aes128_253:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks258
+	JB         fewBlocks287
 	CMPQ       DX, $0x30
-	JB         noPeel259
+	JB         noPeel288
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7708,13 +8485,13 @@ aes128_253:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_261
+	JE         aes128_290
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_261:
+aes128_290:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -7729,9 +8506,9 @@ aes128_261:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop260
+	JMP         loop289
 
-noPeel259:
+noPeel288:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -7757,7 +8534,7 @@ noPeel259:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop260:
+loop289:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -7782,9 +8559,9 @@ loop260:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair262:
+pair291:
 	CMPQ       DX, $0x20
-	JB         single263
+	JB         single292
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7794,7 +8571,7 @@ pair262:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_266
+	JE         aes128_295
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -7812,7 +8589,7 @@ pair262:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_266:
+aes128_295:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -7887,7 +8664,7 @@ aes128_266:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_267
+	JE          aes128_296
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -7904,647 +8681,6 @@ aes128_266:
 	VAESDEC     Z20, Z1, Z1
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
-
-aes128_267:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z9, Z8, Z12
-	VPUNPCKHQDQ Z11, Z10, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z8, Z4
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z4
-	VPSLLDQ     $0x02, Z9, Z5
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z5
-	VPSLLDQ     $0x02, Z10, Z6
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z6
-	VPSLLDQ     $0x02, Z11, Z7
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z7
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z8, Z0, Z0
-	VAESDECLAST Z9, Z1, Z1
-	VAESDECLAST Z10, Z2, Z2
-	VAESDECLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, 256(DI)
-	VMOVDQU64   Z1, 320(DI)
-	VMOVDQU64   Z2, 384(DI)
-	VMOVDQU64   Z3, 448(DI)
-	ADDQ        $0x00000200, SI
-	ADDQ        $0x00000200, DI
-	SUBQ        $0x20, DX
-	JMP         pair262
-
-single263:
-	CMPQ       DX, $0x10
-	JB         exitA264
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_268
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z17, Z3, Z3
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z18, Z3, Z3
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z19, Z3, Z3
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-	VAESDEC    Z20, Z3, Z3
-
-aes128_268:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VAESDECLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert269
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPTERNLOGD $0x96, Z16, Z9, Z1
-	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_270
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-
-aes128_270:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDECLAST Z8, Z0, Z0
-	VAESDECLAST Z9, Z1, Z1
-	VAESDECLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone265
-
-convert269:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone265
-
-exitA264:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert271
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_272
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-
-aes128_272:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone265
-
-convert271:
-	VPXORD Z30, Z4, Z4
-	VPXORD Z30, Z5, Z5
-	VPXORD Z30, Z6, Z6
-	VPXORD Z30, Z7, Z7
-
-pairsDone265:
-	// Back to key0 in Z16 for the blocks left.
-	VPXORD Z30, Z16, Z16
-	JMP    vec255
-
-fewBlocks258:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec255:
-	CMPQ       DX, $0x04
-	JB         partial256
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	CMPQ       R12, $0x0a
-	JE         aes128_273
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
-
-aes128_273:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec255
-
-partial256:
-	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
-	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
-	// r = 0: CC alone in xmm.
-	CMPQ         DX, $0x02
-	JB           group1_275
-	VMOVDQU      (SI), Y0
-	JE           groupZ277
-	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
-	VINSERTI32X4 $0x03, X15, Z0, Z0
-	VPTERNLOGD   $0x96, Z16, Z4, Z0
-	CMPQ         R12, $0x0a
-	JE           aes128_279
-	VAESDEC      Z17, Z0, Z0
-	VAESDEC      Z18, Z0, Z0
-	VAESDEC      Z19, Z0, Z0
-	VAESDEC      Z20, Z0, Z0
-
-aes128_279:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_278
-
-groupZ277:
-	VINSERTI32X4 $0x02, X15, Z0, Z0
-	VPTERNLOGD   $0x96, Z16, Z4, Z0
-	CMPQ         R12, $0x0a
-	JE           aes128_280
-	VAESDEC      Z17, Z0, Z0
-	VAESDEC      Z18, Z0, Z0
-	VAESDEC      Z19, Z0, Z0
-	VAESDEC      Z20, Z0, Z0
-
-aes128_280:
-	VAESDEC       Z21, Z0, Z0
-	VAESDEC       Z22, Z0, Z0
-	VAESDEC       Z23, Z0, Z0
-	VAESDEC       Z24, Z0, Z0
-	VAESDEC       Z25, Z0, Z0
-	VAESDEC       Z26, Z0, Z0
-	VAESDEC       Z27, Z0, Z0
-	VAESDEC       Z28, Z0, Z0
-	VAESDEC       Z29, Z0, Z0
-	VPXORD        Z30, Z4, Z8
-	VAESDECLAST   Z8, Z0, Z0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z0, X1
-	VMOVDQU       X1, 32(DI)
-	JMP           groupDone274
-
-group3_278:
-	VMOVDQU64 Z0, (DI)
-	JMP       groupDone274
-
-group1_275:
-	TESTQ       DX, DX
-	JZ          group0_276
-	VMOVDQU     (SI), X0
-	VINSERTI128 $0x01, X15, Y0, Y0
-	VPTERNLOGD  $0x96, Y16, Y4, Y0
-	CMPQ        R12, $0x0a
-	JE          aes128_281
-	VAESDEC     Y17, Y0, Y0
-	VAESDEC     Y18, Y0, Y0
-	VAESDEC     Y19, Y0, Y0
-	VAESDEC     Y20, Y0, Y0
-
-aes128_281:
-	VAESDEC     Y21, Y0, Y0
-	VAESDEC     Y22, Y0, Y0
-	VAESDEC     Y23, Y0, Y0
-	VAESDEC     Y24, Y0, Y0
-	VAESDEC     Y25, Y0, Y0
-	VAESDEC     Y26, Y0, Y0
-	VAESDEC     Y27, Y0, Y0
-	VAESDEC     Y28, Y0, Y0
-	VAESDEC     Y29, Y0, Y0
-	VPXORD      Y30, Y4, Y8
-	VAESDECLAST Y8, Y0, Y0
-	VMOVDQU     Y0, (DI)
-	JMP         groupDone274
-
-group0_276:
-	VMOVDQA    X15, X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_282
-	VAESDEC    X17, X0, X0
-	VAESDEC    X18, X0, X0
-	VAESDEC    X19, X0, X0
-	VAESDEC    X20, X0, X0
-
-aes128_282:
-	VAESDEC     X21, X0, X0
-	VAESDEC     X22, X0, X0
-	VAESDEC     X23, X0, X0
-	VAESDEC     X24, X0, X0
-	VAESDEC     X25, X0, X0
-	VAESDEC     X26, X0, X0
-	VAESDEC     X27, X0, X0
-	VAESDEC     X28, X0, X0
-	VAESDEC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-
-groupDone274:
-	JMP end283
-
-bulk250:
-	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
-	// so that the first AES round waits for one multiplication only.
-	// From 48 blocks: the first four alone (peel), then the main loop from
-	// block 4, so that a unit of a multiple of 256 bytes ends in three
-	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
-	CMPQ       DX, $0x10
-	JB         fewBlocks288
-	CMPQ       DX, $0x30
-	JB         noPeel289
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z8
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_291
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
-
-aes128_291:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VAESDECLAST Z9, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         loop290
-
-noPeel289:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-loop290:
-	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
-	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
-	// dword 0 of each lane.
-	MOVL       $0x0000aaaa, R13
-	KMOVW      R13, K1
-	MOVL       $0x00001111, R13
-	KMOVW      R13, K2
-	VMOVDQA64  Z30, Z31
-	VPSRLDQ    $0x0e, Z31, Z12
-	VPSLLDQ    $0x02, Z31, Z31
-	VPADDQ     Z12, Z12, Z13
-	VPTERNLOGD $0x96, Z13, Z12, Z31
-	VPADDQ     Z13, Z13, Z13
-	VPSLLQ     $0x07, Z12, Z12
-	VPTERNLOGD $0x96, Z12, Z13, Z31
-	VPXORD     Z30, Z31, Z31
-	VPXORD     Z30, Z16, Z16
-
-	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
-	// other four registers (byte shifts; the top 16 bits of every lane of
-	// all four gathered into the dwords of one vector, times x^128 by dword
-	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
-	// the last round with key U.
-pair292:
-	CMPQ       DX, $0x20
-	JB         single293
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_296
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z17, Z3, Z3
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z18, Z3, Z3
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z19, Z3, Z3
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-	VAESDEC    Z20, Z3, Z3
 
 aes128_296:
 	VAESDEC     Z21, Z0, Z0
@@ -8559,99 +8695,6 @@ aes128_296:
 	VAESDEC     Z23, Z1, Z1
 	VAESDEC     Z23, Z2, Z2
 	VAESDEC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VAESDECLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	VMOVDQU64   256(SI), Z0
-	VMOVDQU64   320(SI), Z1
-	VMOVDQU64   384(SI), Z2
-	VMOVDQU64   448(SI), Z3
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	VPTERNLOGD  $0x96, Z16, Z11, Z3
-	CMPQ        R12, $0x0a
-	JE          aes128_297
-	VAESDEC     Z17, Z0, Z0
-	VAESDEC     Z17, Z1, Z1
-	VAESDEC     Z17, Z2, Z2
-	VAESDEC     Z17, Z3, Z3
-	VAESDEC     Z18, Z0, Z0
-	VAESDEC     Z18, Z1, Z1
-	VAESDEC     Z18, Z2, Z2
-	VAESDEC     Z18, Z3, Z3
-	VAESDEC     Z19, Z0, Z0
-	VAESDEC     Z19, Z1, Z1
-	VAESDEC     Z19, Z2, Z2
-	VAESDEC     Z19, Z3, Z3
-	VAESDEC     Z20, Z0, Z0
-	VAESDEC     Z20, Z1, Z1
-	VAESDEC     Z20, Z2, Z2
-	VAESDEC     Z20, Z3, Z3
-
-aes128_297:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
 	VPUNPCKHQDQ Z9, Z8, Z12
 	VPUNPCKHQDQ Z11, Z10, Z13
 	VPSRLQ      $0x30, Z12, Z12
@@ -8708,11 +8751,11 @@ aes128_297:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair292
+	JMP         pair291
 
-single293:
+single292:
 	CMPQ       DX, $0x10
-	JB         exitA294
+	JB         exitA293
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8722,7 +8765,7 @@ single293:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_298
+	JE         aes128_297
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8740,7 +8783,7 @@ single293:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_298:
+aes128_297:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8813,7 +8856,7 @@ aes128_298:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert299
+	JB         convert298
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8821,7 +8864,7 @@ aes128_298:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_300
+	JE         aes128_299
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8835,7 +8878,7 @@ aes128_298:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_300:
+aes128_299:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8873,20 +8916,20 @@ aes128_300:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone295
+	JMP         pairsDone294
 
-convert299:
+convert298:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone295
+	JMP    pairsDone294
 
-exitA294:
+exitA293:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert301
+	JB         convert300
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8894,7 +8937,7 @@ exitA294:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_302
+	JE         aes128_301
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8908,7 +8951,7 @@ exitA294:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_302:
+aes128_301:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8946,20 +8989,20 @@ aes128_302:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone295
+	JMP         pairsDone294
 
-convert301:
+convert300:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone295:
+pairsDone294:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec285
+	JMP    vec284
 
-fewBlocks288:
+fewBlocks287:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -8982,19 +9025,19 @@ fewBlocks288:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec285:
+vec284:
 	CMPQ       DX, $0x04
-	JB         partial286
+	JB         partial285
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_303
+	JE         aes128_302
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_303:
+aes128_302:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9013,28 +9056,762 @@ aes128_303:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec285
+	JMP         vec284
 
-partial286:
+partial285:
+	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
+	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
+	// r = 0: CC alone in xmm.
+	CMPQ         DX, $0x02
+	JB           group1_304
+	VMOVDQU      (SI), Y0
+	JE           groupZ306
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_308
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_308:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	JMP         group3_307
+
+groupZ306:
+	VINSERTI32X4 $0x02, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_309
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_309:
+	VAESDEC       Z21, Z0, Z0
+	VAESDEC       Z22, Z0, Z0
+	VAESDEC       Z23, Z0, Z0
+	VAESDEC       Z24, Z0, Z0
+	VAESDEC       Z25, Z0, Z0
+	VAESDEC       Z26, Z0, Z0
+	VAESDEC       Z27, Z0, Z0
+	VAESDEC       Z28, Z0, Z0
+	VAESDEC       Z29, Z0, Z0
+	VPXORD        Z30, Z4, Z8
+	VAESDECLAST   Z8, Z0, Z0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X1
+	VMOVDQU       X1, 32(DI)
+	JMP           groupDone303
+
+group3_307:
+	VMOVDQU64 Z0, (DI)
+	JMP       groupDone303
+
+group1_304:
+	TESTQ       DX, DX
+	JZ          group0_305
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, X15, Y0, Y0
+	VPTERNLOGD  $0x96, Y16, Y4, Y0
+	CMPQ        R12, $0x0a
+	JE          aes128_310
+	VAESDEC     Y17, Y0, Y0
+	VAESDEC     Y18, Y0, Y0
+	VAESDEC     Y19, Y0, Y0
+	VAESDEC     Y20, Y0, Y0
+
+aes128_310:
+	VAESDEC     Y21, Y0, Y0
+	VAESDEC     Y22, Y0, Y0
+	VAESDEC     Y23, Y0, Y0
+	VAESDEC     Y24, Y0, Y0
+	VAESDEC     Y25, Y0, Y0
+	VAESDEC     Y26, Y0, Y0
+	VAESDEC     Y27, Y0, Y0
+	VAESDEC     Y28, Y0, Y0
+	VAESDEC     Y29, Y0, Y0
+	VPXORD      Y30, Y4, Y8
+	VAESDECLAST Y8, Y0, Y0
+	VMOVDQU     Y0, (DI)
+	JMP         groupDone303
+
+group0_305:
+	VMOVDQA    X15, X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_311
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_311:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+
+groupDone303:
+	JMP end312
+
+bulk279:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks317
+	CMPQ       DX, $0x30
+	JB         noPeel318
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_320
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_320:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop319
+
+noPeel318:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop319:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
+pair321:
+	CMPQ       DX, $0x20
+	JB         single322
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_325
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_325:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_326
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_326:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair321
+
+single322:
+	CMPQ       DX, $0x10
+	JB         exitA323
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_327
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_327:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert328
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_329
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_329:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone324
+
+convert328:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone324
+
+exitA323:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert330
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_331
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_331:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone324
+
+convert330:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone324:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec314
+
+fewBlocks317:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec314:
+	CMPQ       DX, $0x04
+	JB         partial315
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_332
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_332:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec314
+
+partial315:
 	TESTQ DX, DX
-	JZ    bulkDone287
+	JZ    bulkDone316
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one304
+	JB         one333
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_305
+	JE         aes128_334
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_305:
+aes128_334:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -9051,19 +9828,19 @@ aes128_305:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone287
+	JZ            bulkDone316
 
-one304:
+one333:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_306
+	JE         aes128_335
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_306:
+aes128_335:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -9079,8 +9856,8 @@ aes128_306:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone287:
-end283:
+bulkDone316:
+end312:
 	VZEROUPPER
 	RET
 
@@ -9147,7 +9924,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_307
+	JE              aes128_336
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9157,7 +9934,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_307:
+aes128_336:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -9181,7 +9958,7 @@ aes128_307:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general311
+	JNZ       general340
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9199,7 +9976,7 @@ aes128_307:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_312
+	JE              aes128_341
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9209,7 +9986,7 @@ aes128_307:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_312:
+aes128_341:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -9259,7 +10036,7 @@ aes128_312:
 	// Per iteration: 16 blocks of one unit, as in the main loop of
 	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
 	// or, in the unit's last iteration, the next unit's are built.
-pipe313:
+pipe342:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9273,7 +10050,7 @@ pipe313:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_314
+	JE         aes128_343
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9291,7 +10068,7 @@ pipe313:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_314:
+aes128_343:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -9305,7 +10082,7 @@ aes128_314:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd315
+	JE         unitEnd344
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -9334,12 +10111,12 @@ aes128_314:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont318
+	JMP        cont347
 
-unitEnd315:
+unitEnd344:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit317
+	JNZ       nextUnit346
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9357,7 +10134,7 @@ unitEnd315:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_319
+	JE              aes128_348
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9367,7 +10144,7 @@ unitEnd315:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_319:
+aes128_348:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -9390,7 +10167,7 @@ aes128_319:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit317:
+nextUnit346:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -9415,7 +10192,7 @@ nextUnit317:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont318:
+cont347:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -9452,11 +10229,11 @@ cont318:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe313
-	JMP         done310
+	JNZ         pipe342
+	JMP         done339
 
-general311:
-group308:
+general340:
+group337:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9474,7 +10251,7 @@ group308:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_320
+	JE              aes128_349
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9484,7 +10261,7 @@ group308:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_320:
+aes128_349:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -9507,7 +10284,7 @@ aes128_320:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit309:
+unit338:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -9538,9 +10315,9 @@ unit309:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main321:
+main350:
 	CMPQ       DX, $0x10
-	JB         vec322
+	JB         vec351
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9554,7 +10331,7 @@ main321:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_325
+	JE         aes128_354
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9572,7 +10349,7 @@ main321:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_325:
+aes128_354:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9648,22 +10425,22 @@ aes128_325:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main321
+	JMP         main350
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec322:
+vec351:
 	CMPQ       DX, $0x04
-	JB         partial323
+	JB         partial352
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_326
+	JE         aes128_355
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_326:
+aes128_355:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9682,28 +10459,28 @@ aes128_326:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec322
+	JMP         vec351
 
-partial323:
+partial352:
 	TESTQ DX, DX
-	JZ    bulkDone324
+	JZ    bulkDone353
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one327
+	JB         one356
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_328
+	JE         aes128_357
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_328:
+aes128_357:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -9720,19 +10497,19 @@ aes128_328:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone324
+	JZ            bulkDone353
 
-one327:
+one356:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_329
+	JE         aes128_358
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_329:
+aes128_358:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -9748,15 +10525,15 @@ aes128_329:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone324:
+bulkDone353:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done310
+	JZ      done339
 	DECQ    R11
-	JNZ     unit309
-	JMP     group308
+	JNZ     unit338
+	JMP     group337
 
-done310:
+done339:
 	VZEROUPPER
 	RET
 
@@ -9801,7 +10578,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_330
+	JE             aes128_359
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9811,7 +10588,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_330:
+aes128_359:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9833,7 +10610,7 @@ aes128_330:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group331:
+group360:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9845,7 +10622,7 @@ group331:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_334
+	JE             aes128_363
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9855,7 +10632,7 @@ group331:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_334:
+aes128_363:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9878,7 +10655,7 @@ aes128_334:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit332:
+unit361:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -9913,9 +10690,9 @@ unit332:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main335:
+main364:
 	CMPQ           DX, $0x08
-	JB             vec336
+	JB             vec365
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -9930,7 +10707,7 @@ main335:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_339
+	JE             aes128_368
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -9952,7 +10729,7 @@ main335:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_339:
+aes128_368:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10030,18 +10807,18 @@ aes128_339:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main335
+	JMP            main364
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec336:
+vec365:
 	CMPQ           DX, $0x02
-	JB             partial337
+	JB             partial366
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_340
+	JE             aes128_369
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -10051,7 +10828,7 @@ vec336:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_340:
+aes128_369:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -10080,24 +10857,24 @@ aes128_340:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec336
+	JMP            vec365
 
-partial337:
+partial366:
 	TESTQ DX, DX
-	JZ    bulkDone338
+	JZ    bulkDone367
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_342
+	JE      aes128_371
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_342:
+aes128_371:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10113,14 +10890,14 @@ aes128_342:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone338:
+bulkDone367:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done333
+	JZ     done362
 	DECQ   R11
-	JNZ    unit332
-	JMP    group331
+	JNZ    unit361
+	JMP    group360
 
-done333:
+done362:
 	VZEROUPPER
 	RET

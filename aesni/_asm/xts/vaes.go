@@ -44,6 +44,7 @@ type vk struct {
 
 	twWide bool        // bulk: every lane of tw holds T (else lane 0 only)
 	paired bool        // bulk: the zmm main loop of mainPaired
+	early  bool        // bulk: encryption with stealing, block m in the peel (peelSteal)
 	kt     VecPhysical // ymm: the broadcast round key of the current round
 	poly   VecPhysical // 0x87 in the low qword of every lane
 }
@@ -378,7 +379,12 @@ func (c *vk) mulXBytes(t VecPhysical, kb int, h, a VecPhysical) {
 // one carry-less multiplication with 0x87; with key non-nil, dst is
 // further XORed with key. Scratch: b, cc.
 func (c *vk) mulXLanes(dst, src VecPhysical, k int, b, cc, key VecPhysical) {
-	off := 16 * c.f.lanes * k
+	c.mulXLanesAt(dst, src, c.f.lanes*k, b, cc, key)
+}
+
+// mulXLanesAt is mulXLanes with lane l of dst holding src * x^(j0+l).
+func (c *vk) mulXLanesAt(dst, src VecPhysical, j0 int, b, cc, key VecPhysical) {
+	off := 16 * j0
 	VPSRLVQ(laneShiftR.Offset(off), src, b)
 	VPSLLVQ(laneShiftL.Offset(off), src, dst)
 	if key != nil {
@@ -421,7 +427,14 @@ func (c *vk) bulk(lastCC VecPhysical) {
 		VPERMQ(Imm(0x44), c.tw, a)
 	}
 	main, vec, part, done := newLabel("main"), newLabel("vec"), newLabel("partial"), newLabel("bulkDone")
-	if c.paired {
+	switch {
+	case c.early:
+		Comment("Encryption with stealing (from 17 blocks, DX = m): blocks 0-2 and m",
+			"in one vector, the stealing block's chain in the main loop (see",
+			"peelSteal), the main loop from block 3.")
+		c.peelSteal(a, b, cc)
+		c.mainPaired()
+	case c.paired:
 		// From 16 blocks on, the main loop of mainPaired, which starts
 		// from U = T ^ key14: that XOR is done while the multiplication
 		// runs.
@@ -443,9 +456,11 @@ func (c *vk) bulk(lastCC VecPhysical) {
 		c.mainPaired()
 		JMP(LabelRef(vec))
 		Label(few)
-	}
-	for k := 0; k < 4; k++ {
-		c.mulXLanes(c.T[k], a, k, b, cc, nil)
+		fallthrough
+	default:
+		for k := 0; k < 4; k++ {
+			c.mulXLanes(c.T[k], a, k, b, cc, nil)
+		}
 	}
 	if c.paired {
 		// Fewer than 16 blocks: no main loop.
@@ -574,10 +589,13 @@ func vaesKernel(f flavor, dec bool) {
 	Comment(regs...)
 	Comment("Order: T = E_K2(tweak). Units shorter than one vector of blocks take",
 		"the short xmm path (round keys as memory operands, no tweak vectors).",
-		"Otherwise: round keys and tweak vectors; ciphertext stealing first if",
-		"n%16 != 0, so that its two dependent AES chains overlap the bulk; the",
-		"bulk (zmm from 48 blocks: four blocks alone, the main loop, a last",
-		"group of three vectors; see peel).")
+		"Otherwise: round keys and tweak vectors, then the bulk (zmm from 48",
+		"blocks: four blocks alone, the main loop, a last group of three",
+		"vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;",
+		"encryption below one main-loop iteration first, else after the bulk,",
+		"except zmm from 17 whole blocks: block m in the first vector, the",
+		"stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)",
+		"XEXed inside the main loop (see peelSteal).")
 	Load(Param("ks"), c.ks)
 	Load(Param("tk"), c.tk)
 	Load(Param("rounds"), c.rounds)
@@ -639,15 +657,47 @@ func vaesKernel(f flavor, dec bool) {
 		c.bulk(nil)
 		Label(end)
 	} else {
-		// Encryption with at least one main-loop iteration of blocks:
-		// block m runs in the bulk with its own tweak, and only the final
-		// stealing block costs an xmm AES chain (stealLast). Shorter
-		// units steal first (steal), whose two chains then overlap the
-		// bulk. Measured crossover (zmm, interleaved rounds, throughput):
-		// 255 bytes 0.93x for stealing last, 271 bytes 1.27x, 527 bytes
-		// 1.30x, 1420 bytes 1.12x, 4100 bytes 1.09x; 79-191 bytes
-		// 0.83-0.91x.
+		// Encryption. The stealing block PP = P_tail || C_m[tail:] needs
+		// C_m, the ciphertext of block m (the last whole one), and its
+		// own AES chain. zmm from 17 whole blocks: block m runs early, in
+		// the first vector beside blocks 0-2, and PP's chain in the main
+		// loop (peelSteal, stealPending), both under the bulk's work.
+		// Run after the bulk (stealLast, as for 16 blocks and the ymm
+		// kernel), PP's chain was exposed in full: timing without it,
+		// 1420-byte units ran 13% faster. Measured against stealLast
+		// (interleaved A/B, XTS-AES-256 / -128, new/old medians): 17-27
+		// blocks 1.02-1.20 / 1.10-1.17, 28-32 blocks 0.97-1.04 /
+		// 1.00-1.07, 33-50 blocks 1.05-1.16 / 1.06-1.18, 1420 bytes
+		// 1.085 / 1.07, 2060 bytes 1.065 / 1.06, 4100 bytes 1.03 /
+		// 1.02; 1408, 4096 and 16384 bytes 1.00. Below 17 blocks it
+		// lost (0.87-0.97). PP's chain placed right after the first
+		// vector, in program order, gained only 2.6% at 1420 bytes:
+		// nothing after it retires until it finishes, and the main loop
+		// fills the window behind it; one main-loop pass later its
+		// inputs are ready and it runs beside the loop. Stealing first
+		// (steal, two xmm chains before the bulk) ran at 0.95x.
+		//
+		// Shorter units: block m in the bulk with its own tweak, and only
+		// the final stealing block costs an xmm AES chain (stealLast);
+		// below one main-loop iteration, stealing first (steal), whose
+		// two chains then overlap the bulk. Measured crossover (zmm,
+		// before the paired main loop; interleaved rounds, throughput):
+		// 255 bytes 0.93x for stealing last, 271 bytes 1.27x; 79-191
+		// bytes 0.83-0.91x.
 		first, end := newLabel("stealFirst"), newLabel("end")
+		if f.zmm {
+			late := newLabel("stealLate")
+			CMPQ(c.blocks, Imm(17))
+			JB(LabelRef(late))
+			DECQ(c.blocks)
+			c.tweakPow(X1, asX(c.tw))
+			c.mulXBits(c.tm1(), X1, 1, X13, X14, c.xmmCLMUL(), c.polyX())
+			c.early = true
+			c.bulk(nil)
+			c.early = false
+			JMP(LabelRef(end))
+			Label(late)
+		}
 		CMPQ(c.blocks, Imm(uint64(4*c.f.lanes)))
 		JB(LabelRef(first))
 		c.tweakPow(c.tm1(), asX(c.tw))
@@ -1145,6 +1195,58 @@ func (c *vk) peel(a, b, cc VecPhysical) {
 	SUBQ(Imm(4), c.blocks)
 }
 
+// peelSteal is peel for an encryption with ciphertext stealing, DX = m
+// (the last whole block) >= 16, X1 = T_m, c.tm1() = T_m+1: the peeled
+// vector holds blocks 0-2 and block m, so C_m is known early; the
+// stealing block PP = P_tail || C_m[tail:] is left at dst+16m (R14, kept
+// for stealPending) and C_m's first tail bytes are stored at the end; the
+// main loop then starts at block 3 (U0-U3 = T*x^(3..18) ^ key14), with
+// SI and DI 48 bytes on, DX = m-3. Blocks 0-2 are loaded as they are
+// stored, 32 + 16 bytes, so that on an in-place buffer each load can be
+// forwarded from one of the previous call's stores. Scratch: Z9-Z11,
+// R8, R10, R13.
+func (c *vk) peelSteal(a, b, cc VecPhysical) {
+	p, last := Z8, Z9
+	c.mulXLanes(p, a, 0, b, cc, nil)
+	VINSERTI32X4(Imm(3), X1, p, p)
+	for k := 0; k < 4; k++ {
+		c.mulXLanesAt(c.T[k], a, 4*k+3, b, cc, zregs[30])
+	}
+	MOVQ(c.blocks, R13)
+	SHLQ(Imm(4), R13)
+	VMOVDQU(Mem{Base: c.src}, Y0)
+	VINSERTI32X4(Imm(2), Mem{Base: c.src, Disp: 32}, c.V[0], c.V[0])
+	VINSERTI32X4(Imm(3), Mem{Base: c.src, Index: R13, Scale: 1}, c.V[0], c.V[0])
+	VPTERNLOGD(Imm(0x96), zregs[16], p, c.V[0])
+	VPXORD(zregs[30], p, last)
+	c.middle(c.V[:1], c.op(false), c.vkey, c.vecAES())
+	raw(c.vecAES(), c.op(true), last, c.V[0], c.V[0])
+	Comment("Blocks 0-2 stored (not lane 3: in place, block 3 is still to be",
+		"read); X8 = CC = C_m, lane 3; X9 = the tail of src moved to byte 0;",
+		"CC's first tail bytes go to the end of dst, and PP = blend(X9, CC)",
+		"to block m of dst, where the main loop XEXes it with T_m+1.")
+	VMOVDQU(Y0, Mem{Base: c.dst})
+	VEXTRACTI32X4(Imm(2), c.V[0], X10)
+	VMOVDQU(X10, Mem{Base: c.dst, Disp: 32})
+	VEXTRACTI32X4(Imm(3), c.V[0], X8)
+	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
+	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X9)
+	LEAQ(ctsShuffle, R8)
+	MOVQ(U32(32), R10)
+	SUBQ(c.tail, R10)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X10)
+	VPSHUFB(X10, X9, X9)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X11)
+	VPSHUFB(X11, X8, X11)
+	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
+	VMOVDQU(X11, Mem{Base: R14, Index: c.tail, Scale: 1})
+	VPBLENDVB(X10, X8, X9, X8)
+	VMOVDQU(X8, Mem{Base: R14})
+	ADDQ(Imm(48), c.src)
+	ADDQ(Imm(48), c.dst)
+	SUBQ(Imm(3), c.blocks)
+}
+
 // pairedExit ends mainPaired with U in u: with 12 blocks or more left (all
 // multiples of 256 bytes after peel) three vectors of them run with U, no
 // tweak update, and T0 = U3 ^ key14 is the tweak vector of the 0-3 blocks
@@ -1236,6 +1338,7 @@ func (c *vk) mainPaired() {
 	JB(LabelRef(single))
 	c.pairedIter(ua, ub, kx, cst, s, 0)
 	c.pairedIter(ub, ua, kx, cst, s, 256)
+	c.stealPending()
 	ADDQ(U32(512), c.src)
 	ADDQ(U32(512), c.dst)
 	SUBQ(Imm(32), c.blocks)
@@ -1247,12 +1350,38 @@ func (c *vk) mainPaired() {
 	ADDQ(U32(256), c.src)
 	ADDQ(U32(256), c.dst)
 	SUBQ(Imm(16), c.blocks)
+	c.stealPending()
 	c.pairedExit(ub, kx, exit)
 	Label(exitA)
+	c.stealPending()
 	c.pairedExit(ua, kx, exit)
 	Label(exit)
 	Comment("Back to key0 in Z16 for the blocks left.")
 	VPXORD(zregs[30], kx, kx)
+}
+
+// stealPending XEXes the stealing block that peelSteal left at R14 with
+// T_m+1 (c.tm1()), once: R11 (the tail length, no longer needed) is zero
+// afterwards. mainPaired emits it after the first pass, after the single
+// iteration and before the last group, whichever comes first: placed
+// there, the chain's inputs are long ready, and the loop work behind it
+// in program order is not held up by its retirement. Scratch: X0, X12
+// (free between iterations); Z16 is key0^key14 in the loop.
+func (c *vk) stealPending() {
+	if !c.early {
+		return
+	}
+	stolen := newLabel("stolen")
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(stolen))
+	VMOVDQU(Mem{Base: R14}, X0)
+	VPXORD(X30, c.tm1(), X12)
+	VPTERNLOGD(Imm(0x96), X16, X12, X0) // X16 = key0^key14 in the loop
+	c.middle([]VecPhysical{X0}, c.op(false), c.xkey, c.xmmAES())
+	raw(c.xmmAES(), c.op(true), X12, X0, X0)
+	VMOVDQU(X0, Mem{Base: R14})
+	XORL(c.tail.As32(), c.tail.As32())
+	Label(stolen)
 }
 
 // pairedIter is one iteration of mainPaired on the 16 blocks at disp: U
