@@ -833,18 +833,27 @@ func (c *vk) stealDecFirst(cc VecPhysical) {
 	SHLQ(Imm(4), R13)
 	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
 	c.xex1(X0, X3, X8, false)
+	c.ctsSwap(X0, X2, X5, X6, X7, cc)
+}
+
+// ctsSwap is ciphertext stealing's exchange at block m, R13 = 16*m bytes
+// in: the first R11 bytes of cc (the whole block's output) go to the
+// partial block at the end of dst, and pp = the R11 tail bytes of src
+// followed by the rest of cc. t, a, b and o are scratch (o may be b);
+// R8, R10 and R14 are clobbered.
+func (c *vk) ctsSwap(cc, t, a, b, o, pp VecPhysical) {
 	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
-	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
+	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, t)
 	LEAQ(ctsShuffle, R8)
 	MOVQ(U32(32), R10)
 	SUBQ(c.tail, R10)
-	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X5)
-	VPSHUFB(X5, X2, X2)
-	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X6)
-	VPSHUFB(X6, X0, X7)
+	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, a)
+	VPSHUFB(a, t, t)
+	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, b)
+	VPSHUFB(b, cc, o)
 	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
-	VMOVDQU(X7, Mem{Base: R14, Index: c.tail, Scale: 1})
-	VPBLENDVB(X5, X0, X2, cc)
+	VMOVDQU(o, Mem{Base: R14, Index: c.tail, Scale: 1})
+	VPBLENDVB(a, cc, t, pp)
 }
 
 // finalGroup decrypts the r = DX (< L) blocks left after the bulk's whole
@@ -915,18 +924,7 @@ func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
 	SHLQ(Imm(4), R13)
 	VMOVDQU(Mem{Base: c.src, Index: R13, Scale: 1}, X0)
 	c.xex1(X0, first, X8, memKeys)
-	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
-	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X2)
-	LEAQ(ctsShuffle, R8)
-	MOVQ(U32(32), R10)
-	SUBQ(c.tail, R10)
-	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X11)
-	VPSHUFB(X11, X2, X2)
-	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X13)
-	VPSHUFB(X13, X0, X14)
-	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
-	VMOVDQU(X14, Mem{Base: R14, Index: c.tail, Scale: 1})
-	VPBLENDVB(X11, X0, X2, X0)
+	c.ctsSwap(X0, X2, X11, X13, X14, X0)
 	c.xex1(X0, second, X8, memKeys)
 	VMOVDQU(X0, Mem{Base: c.dst, Index: R13, Scale: 1})
 }
@@ -1229,18 +1227,7 @@ func (c *vk) peelSteal(a, b, cc VecPhysical) {
 	VEXTRACTI32X4(Imm(2), c.V[0], X10)
 	VMOVDQU(X10, Mem{Base: c.dst, Disp: 32})
 	VEXTRACTI32X4(Imm(3), c.V[0], X8)
-	LEAQ(Mem{Base: c.src, Index: R13, Scale: 1}, R14)
-	VMOVDQU(Mem{Base: R14, Index: c.tail, Scale: 1}, X9)
-	LEAQ(ctsShuffle, R8)
-	MOVQ(U32(32), R10)
-	SUBQ(c.tail, R10)
-	VMOVDQU(Mem{Base: R8, Index: R10, Scale: 1}, X10)
-	VPSHUFB(X10, X9, X9)
-	VMOVDQU(Mem{Base: R8, Index: c.tail, Scale: 1}, X11)
-	VPSHUFB(X11, X8, X11)
-	LEAQ(Mem{Base: c.dst, Index: R13, Scale: 1}, R14)
-	VMOVDQU(X11, Mem{Base: R14, Index: c.tail, Scale: 1})
-	VPBLENDVB(X10, X8, X9, X8)
+	c.ctsSwap(X8, X9, X10, X11, X11, X8)
 	VMOVDQU(X8, Mem{Base: R14})
 	ADDQ(Imm(48), c.src)
 	ADDQ(Imm(48), c.dst)
