@@ -1,0 +1,140 @@
+package disk
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// A Format is one on-disk encryption format. Its package registers it
+// (Register) in an init function.
+type Format interface {
+	// Info describes the format: its names, what it can do, its options.
+	Info() FormatInfo
+	// Probe reports whether the image (size bytes of r) carries the
+	// format's signature. A format without one (plain, VeraCrypt) is never
+	// guessed: its Probe returns false and it is used only when asked for
+	// by name. Probe reads a bounded amount and never fails: an unreadable
+	// image has no signature.
+	Probe(r io.ReaderAt, size int64) bool
+	// Open reads and checks the format's header(s) from img: nothing is
+	// unlocked and no secret is needed. It fails with ErrNotFormat (kind
+	// KindInput) when img does not hold the format.
+	Open(img *Image, opt Options) (Header, error)
+}
+
+// FormatInfo describes a Format.
+type FormatInfo struct {
+	Name    string   // the --type name: "plain", "volume", "luks", "tcrypt", ...
+	Aliases []string // other --type names for it ("luks1", "luks2", "veracrypt")
+	Title   string   // for people: "LUKS1/LUKS2", "VeraCrypt/TrueCrypt"
+	// Signature is true when Probe can recognise the format; false means
+	// the format must be named with --type.
+	Signature bool
+	// Options are the format's own flags; the command line offers them on
+	// the verbs that open images and passes their values in Options.
+	Options []Option
+	// KeyFile says what --key-file holds for this format, for help texts
+	// ("the key", "the passphrase (the whole file)", "a keyfile; repeat
+	// for several"); "" when the format takes no key file.
+	KeyFile string
+	// MultiKeyFile allows --key-file more than once.
+	MultiKeyFile bool
+}
+
+// An Option is a flag of one format (--tcrypt-hidden, --veracrypt-pim N).
+type Option struct {
+	Name  string // the flag's name, without dashes
+	Usage string // its help line
+	Bool  bool   // a switch; otherwise it takes a value
+	Value string // the name of the value in help ("N", "GUID")
+}
+
+// Options are the values of the formats' options, by flag name, as the
+// user gave them (a switch that is set has the value "true").
+type Options map[string]string
+
+// Bool reports whether the switch name is set.
+func (o Options) Bool(name string) bool { return o[name] == "true" }
+
+// Has reports whether option name was given.
+func (o Options) Has(name string) bool { _, ok := o[name]; return ok }
+
+var registry struct {
+	sync.RWMutex
+	formats []Format
+	byName  map[string]Format
+}
+
+// Register adds f to the formats xtsctl knows. It panics if a name of f
+// is taken: two formats cannot answer to one --type.
+func Register(f Format) {
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.byName == nil {
+		registry.byName = map[string]Format{}
+	}
+	info := f.Info()
+	for _, n := range append([]string{info.Name}, info.Aliases...) {
+		if n == "" || registry.byName[n] != nil {
+			panic(fmt.Sprintf("disk: format name %q registered twice (or empty)", n))
+		}
+		registry.byName[n] = f
+	}
+	registry.formats = append(registry.formats, f)
+	sort.SliceStable(registry.formats, func(i, j int) bool {
+		return registry.formats[i].Info().Name < registry.formats[j].Info().Name
+	})
+}
+
+// Lookup returns the format named name (a --type value or an alias).
+func Lookup(name string) (Format, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.byName[name]
+	return f, ok
+}
+
+// Formats returns every registered format, sorted by name.
+func Formats() []Format {
+	registry.RLock()
+	defer registry.RUnlock()
+	return slices.Clone(registry.formats)
+}
+
+// Names returns every --type name and alias, sorted.
+func Names() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	var names []string
+	for n := range registry.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Detect returns the formats whose signature r carries, in registry
+// order: usually none or one. Formats without a signature are never
+// returned.
+func Detect(r io.ReaderAt, size int64) []Format {
+	var found []Format
+	for _, f := range Formats() {
+		if f.Info().Signature && f.Probe(r, size) {
+			found = append(found, f)
+		}
+	}
+	return found
+}
+
+// Describe names formats for messages: "an xtsctl volume", "LUKS1/LUKS2".
+func Describe(fs []Format) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, f.Info().Title)
+	}
+	return strings.Join(s, " and ")
+}
