@@ -294,3 +294,32 @@ func AlignedBuffer(n int) []byte {
 	}
 	return b[off : off+n : off+n]
 }
+
+// Recovery reports what serving found after an unclean shutdown of an
+// image whose format keeps track of its writes (our volume): for the
+// record (status) and for the user.
+type Recovery struct {
+	DirtyRegions uint64   `json:"dirty_regions"`         // regions checked
+	Sectors      uint64   `json:"sectors"`               // sectors checked
+	AllRegions   bool     `json:"all_regions,omitempty"` // the record of dirty regions could not be trusted: every region was checked
+	Mismatched   uint64   `json:"mismatched"`            // sectors whose tags did not match
+	BadSectors   []uint64 `json:"bad_sectors,omitempty"` // the first of them
+	Repaired     bool     `json:"repaired,omitempty"`    // Recover re-tagged them
+	Untagged     bool     `json:"untagged,omitempty"`    // the image has no tags: nothing to check
+}
+
+// An AttachReport says what attaching did to the image before serving it.
+type AttachReport struct {
+	Recovered *Recovery `json:"recovered,omitempty"`
+	// Upgraded names what the image was upgraded to ("" if it was not):
+	// "volume format version 2".
+	Upgraded string `json:"upgraded,omitempty"`
+	// Warnings for the user, one line each.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// A Reporter is a Device that did something to its image when it was
+// attached.
+type Reporter interface {
+	AttachReport() *AttachReport
+}

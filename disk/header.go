@@ -18,6 +18,7 @@ type Image struct {
 	HeaderPath string
 	HeaderSize int64
 	Writable   bool // File (and HeaderFile) were opened read-write
+	borrowed   bool // File belongs to the caller (OpenImageOn)
 }
 
 // HeaderReader returns where the header is read from, and its size: the
@@ -122,6 +123,8 @@ type Report struct {
 	Lines []Line
 	// Doc is the --json document, marshalled as it is.
 	Doc any
+	// Warnings are what reading found wrong, for the user.
+	Warnings []string
 }
 
 // A Line is one "key: value" line of a report; Indent nests it under the

@@ -1,0 +1,93 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/xtsctl/xtsctl/disk"
+)
+
+// Attach serves an unlocked volume from b: reads verify every sector's
+// tag, writes follow the dirty-region protocol. Read-write, it first
+// settles what a crash left (the tags of the regions being written are
+// checked, and mismatches reported or, with opt.Recover, re-tagged) and
+// upgrades a version-1 volume; the AttachReport says what it did.
+func (volumeFormat) Attach(b disk.Backing, u *disk.Unlocked, opt disk.AttachOptions) (disk.Device, error) {
+	size, err := sizeOf(b)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	v, err := OpenDevice(b, size, opt.ReadOnly, WithKey(u.Key))
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	d := &attached{Volume: v, backing: b, report: &disk.AttachReport{}}
+	if opt.Workers > 0 {
+		v.SetWorkers(opt.Workers)
+	}
+	if vs := v.State(); (!vs.Valid || vs.Dirty) && opt.ReadOnly {
+		d.report.Warnings = append(d.report.Warnings, "it was not closed cleanly and is open read-only, so it was not checked: sectors a crash tore read as integrity errors; open it read-write once to check them")
+	}
+	if !opt.ReadOnly {
+		if err := d.settle(opt.Recover); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func sizeOf(b disk.Backing) (int64, error) {
+	s, ok := b.(io.Seeker)
+	if !ok {
+		return 0, fmt.Errorf("cannot size the image")
+	}
+	return s.Seek(0, io.SeekEnd)
+}
+
+// attached is a Volume served from a backing it owns.
+type attached struct {
+	*Volume
+	backing disk.Backing
+	report  *disk.AttachReport
+}
+
+func (d *attached) AttachReport() *disk.AttachReport { return d.report }
+
+// Close closes the volume (flush, mark clean, wipe keys), then its image.
+func (d *attached) Close() error {
+	err := d.Volume.Close()
+	if cerr := d.backing.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// settle recovers a volume that was not closed cleanly and upgrades a
+// version-1 volume, before it is served read-write.
+func (d *attached) settle(repair bool) error {
+	v := d.Volume
+	if st := v.State(); !st.Valid || st.Dirty {
+		r, err := v.Recover(context.Background(), repair, nil)
+		if err != nil {
+			return disk.WithKind(disk.KindDevice, fmt.Errorf("recover: %w", err))
+		}
+		rec := &disk.Recovery{DirtyRegions: uint64(r.Regions), Sectors: r.Sectors, AllRegions: r.AllRegions,
+			Mismatched: r.Mismatched, Repaired: r.Repaired, Untagged: v.Layout().Integrity == IntegrityNone}
+		for _, b := range r.BadSectors {
+			rec.BadSectors = append(rec.BadSectors, b.Sector)
+		}
+		d.report.Recovered = rec
+	}
+	upgraded, err := v.Upgrade()
+	if err != nil {
+		return disk.WithKind(disk.KindDevice, fmt.Errorf("upgrade to format version %d: %w", Version, err))
+	}
+	if upgraded {
+		d.report.Upgraded = fmt.Sprintf("volume format version %d", Version)
+	}
+	return nil
+}
