@@ -10,6 +10,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"github.com/xtsctl/xtsctl/internal/testhooks"
@@ -85,8 +86,8 @@ func imageSize(path string) (int64, error) {
 // --iv-large-sectors. It fails when dm-crypt cannot express it (with
 // sectors above 512 bytes, --offset and --skip must be multiples of the
 // sector size).
-func dmTarget(req *Request, size int64) (devmapper.CryptTable, error) {
-	var t devmapper.CryptTable
+func dmTarget(req *Request, size int64) (dmtable.CryptTable, error) {
+	var t dmtable.CryptTable
 	var err error
 	switch req.Type {
 	case TypeVolume:
@@ -104,7 +105,7 @@ func dmTarget(req *Request, size int64) (devmapper.CryptTable, error) {
 }
 
 // cryptTable is t with its key and device, to load.
-func cryptTable(t devmapper.CryptTable, key []byte, device string, readOnly bool) *devmapper.CryptTable {
+func cryptTable(t dmtable.CryptTable, key []byte, device string, readOnly bool) *dmtable.CryptTable {
 	t.Key, t.Device, t.ReadOnly = key, device, readOnly
 	return &t
 }

@@ -43,6 +43,18 @@ type FormatInfo struct {
 	KeyFile string
 	// MultiKeyFile allows --key-file more than once.
 	MultiKeyFile bool
+	// KeyFileLimit bounds what is read of a key file (0: 8 MiB, as
+	// cryptsetup reads at most). A larger file is refused, unless
+	// KeyFilePrefix says that only its first KeyFileLimit bytes count
+	// (VeraCrypt's keyfiles).
+	KeyFileLimit  int
+	KeyFilePrefix bool
+	// SlotNoun is what the format calls a key slot: "key slot",
+	// "keyslot", "protector".
+	SlotNoun string
+	// KeyNoun is what the format calls the data key, for warnings about
+	// showing it: "master key", "volume key" (the default).
+	KeyNoun string
 }
 
 // An Option is a flag of one format (--tcrypt-hidden, --veracrypt-pim N).
@@ -137,4 +149,21 @@ func Describe(fs []Format) string {
 		s = append(s, f.Info().Title)
 	}
 	return strings.Join(s, " and ")
+}
+
+// A Describer is a Format that names what it found in one image more
+// precisely than its Title: "a LUKS2 image (cryptsetup)", "a LUKS image
+// (cryptsetup) whose header is damaged".
+type Describer interface {
+	Describe(r io.ReaderAt, size int64) string
+}
+
+// DescribeImage names what format f finds in the image.
+func DescribeImage(f Format, r io.ReaderAt, size int64) string {
+	if d, ok := f.(Describer); ok {
+		if s := d.Describe(r, size); s != "" {
+			return s
+		}
+	}
+	return f.Info().Title
 }

@@ -96,6 +96,8 @@ type Need struct {
 type Secret struct {
 	Passphrase []byte
 	KeyFiles   [][]byte
+	// KeyFileNames name the key files, in the same order, for messages.
+	KeyFileNames []string
 }
 
 // Wipe erases the secret's bytes.

@@ -49,6 +49,9 @@ type Layout struct {
 	// checks it; the generic device cannot.
 	Integrity string `json:"integrity,omitempty"`
 	TagSize   int    `json:"tag_size,omitempty"`
+	// DMOptions are dm-crypt's optional parameters the header asks for
+	// ("allow_discards", "same_cpu_crypt", ...: LUKS2's persistent flags).
+	DMOptions []string `json:"dm_options,omitempty"`
 	// ReadOnly, when not empty, says why the image can only be served
 	// read-only (a format whose writes xtsctl does not make).
 	ReadOnly string `json:"read_only,omitempty"`

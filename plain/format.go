@@ -144,12 +144,20 @@ func (h *plainHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.S
 	if len(key) != 32 && len(key) != 64 {
 		return nil, disk.WithKind(disk.KindKey, fmt.Errorf("key file holds %d bytes: an XTS key is 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)", len(key)))
 	}
+	l, err := h.Layout()
+	if err != nil {
+		return nil, err
+	}
+	l.KeyBits = 8 * len(key)
+	return &disk.Unlocked{Format: FormatName, Key: append([]byte(nil), key...), Slot: -1, Layout: l}, nil
+}
+
+// Layout is the mapping the options give over the image: everything
+// after the offset. Its key size is unknown until the key file is read.
+func (h *plainHeader) Layout() (disk.Layout, error) {
 	n, err := h.p.DataSize(h.img.Path, h.img.Size)
 	if err != nil {
-		return nil, disk.WithKind(disk.KindInput, err)
+		return disk.Layout{}, disk.WithKind(disk.KindInput, err)
 	}
-	return &disk.Unlocked{
-		Format: FormatName, Key: append([]byte(nil), key...), Slot: -1,
-		Layout: disk.SingleExtent(h.p.OffsetBytes(), n, h.p.Sector, disk.XTSPlain64, 8*len(key)),
-	}, nil
+	return disk.SingleExtent(h.p.OffsetBytes(), n, h.p.Sector, disk.XTSPlain64, 0), nil
 }

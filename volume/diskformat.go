@@ -26,7 +26,7 @@ var Format disk.Format = volumeFormat{}
 type volumeFormat struct{}
 
 func (volumeFormat) Info() disk.FormatInfo {
-	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true}
+	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key"}
 }
 
 // Probe recognises a volume by its magic in either header copy (one may
@@ -182,3 +182,6 @@ func intsString(s []int) string {
 	}
 	return b.String()
 }
+
+// Layout is the data area, known from the header alone.
+func (h *volumeHeader) Layout() (disk.Layout, error) { return h.hs.Header.DiskLayout(), nil }

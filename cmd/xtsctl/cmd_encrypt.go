@@ -59,6 +59,7 @@ func newEncryptCmd(a *app) *cobra.Command {
 		ip     inPlaceFlags
 	)
 	cmd := &cobra.Command{
+		Annotations: map[string]string{takesPlain: "yes"},
 		Use:   "encrypt IN OUT | encrypt --in-place TARGET",
 		Short: "Encrypt a plaintext disk image",
 		Long: `Encrypt the plaintext image IN into OUT.
@@ -161,6 +162,7 @@ func newDecryptCmd(a *app) *cobra.Command {
 		ip       inPlaceFlags
 	)
 	cmd := &cobra.Command{
+		Annotations: map[string]string{takesPlain: "yes"},
 		Use:   "decrypt IN OUT | decrypt --in-place TARGET",
 		Short: "Decrypt an encrypted disk image",
 		Long: `Decrypt the encrypted image IN into the plaintext image OUT.

@@ -474,9 +474,9 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
 	}
 	// A volume's header, where it can be read, says the rest.
-	var vol *infoJSON
+	var vol *volume.InfoDoc
 	if hs := st.Headers; hs != nil {
-		v := infoOf(image, in.Size, hs, st.State)
+		v := volume.Info(image, in.Size, hs, st.State)
 		// The run moves the data over the primary copy and the state
 		// area: say so rather than call them damaged.
 		for i := range v.HeaderCopies {
@@ -487,7 +487,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		if st.Direction == inplace.Encrypt && hs.Header.Flags&volume.FlagDigest != 0 {
 			v.Digest = "recorded"
 		}
-		vol = &v
+		vol = v
 	}
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
@@ -504,7 +504,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		}{image, map[inplace.Kind]string{inplace.KindPlain: "plain", inplace.KindVolume: "xtsctl-volume"}[st.Kind], j})
 	}
 	if vol != nil {
-		printInfo(a, *vol)
+		printLines(a, vol.Lines())
 	} else {
 		a.resultf("%-16s %s (%d bytes)", "image:", image, in.Size)
 	}

@@ -23,6 +23,7 @@ func newOpenCmd(a *app) *cobra.Command {
 		req                        blockdev.Request
 	)
 	cmd := &cobra.Command{
+		Annotations: map[string]string{takesPlain: "yes"},
 		Use:   "open IMAGE NAME",
 		Short: "Unlock an image and serve it as a block device",
 		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME. The

@@ -17,7 +17,7 @@ import (
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -295,7 +295,7 @@ func warnAll(a *app, image string, warnings []string) {
 // volumeCipher describes a volume's encryption.
 func volumeCipher(h *volume.Header) blockdev.Cipher {
 	c := blockdev.Cipher{
-		Name: devmapper.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
+		Name: dmtable.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
 		DataOffset: h.DataOffset, Integrity: h.Integrity.String(),
 	}
 	if h.Integrity != volume.IntegrityNone {

@@ -1,0 +1,402 @@
+package main
+
+// The one path every verb takes to an image, whatever its format (package
+// disk): the flags that say which image and how to unlock it, detection
+// (or --type), the header opened and checked, the unlock request checked
+// before anyone is asked for a secret, then the secret asked for as the
+// format says, and one unlock.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/keyfile"
+	"github.com/xtsctl/xtsctl/internal/safefile"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// imageFlags are the flags of the verbs that open an image.
+type imageFlags struct {
+	typ      string   // --type; "" detects
+	header   string   // --header: a detached header
+	keyFiles []string // --key-file, what the format takes it for
+	passFile string   // --passphrase-file
+	cmd      *cobra.Command
+}
+
+// Which flags a verb's imageFlags register.
+const (
+	imgType     = 1 << iota // --type
+	imgHeader               // --header
+	imgKeyFile              // --key-file
+	imgPassFile             // --passphrase-file
+	imgUnlock               // --key-slot, --allow-expensive-kdf, --keyfile-offset/-size
+	imgOptions              // the formats' own options (disk.FormatInfo.Options)
+	imgAll                  = imgType | imgHeader | imgKeyFile | imgPassFile | imgUnlock | imgOptions
+)
+
+func (f *imageFlags) register(a *app, cmd *cobra.Command, which int) {
+	f.cmd = cmd
+	fs := cmd.Flags()
+	if which&imgType != 0 {
+		fs.StringVar(&f.typ, "type", "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
+	}
+	if which&imgHeader != 0 {
+		fs.StringVar(&f.header, "header", "", "read the header from `FILE` (a detached header, cryptsetup --header); IMAGE holds the data")
+	}
+	if which&imgKeyFile != 0 {
+		fs.StringArrayVarP(&f.keyFiles, "key-file", "d", nil, keyFileUsage())
+	}
+	if which&imgPassFile != 0 {
+		fs.StringVar(&f.passFile, "passphrase-file", "", "read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
+	}
+	if which&imgUnlock != 0 {
+		registerUnlockFlags(a, fs)
+	}
+	if which&imgOptions != 0 {
+		registerFormatOptions(fs)
+	}
+}
+
+// typeNames lists the --type values.
+func typeNames() string {
+	var names []string
+	for _, f := range disk.Formats() {
+		names = append(names, f.Info().Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// keyFileUsage says what --key-file is for each format.
+func keyFileUsage() string {
+	var s []string
+	for _, f := range disk.Formats() {
+		if k := f.Info().KeyFile; k != "" {
+			s = append(s, f.Info().Name+": "+k)
+		}
+	}
+	return "`FILE` holding the key: " + strings.Join(s, "; ")
+}
+
+// registerFormatOptions adds every format's own options as flags, once.
+func registerFormatOptions(fs *pflag.FlagSet) {
+	for _, f := range disk.Formats() {
+		for _, o := range f.Info().Options {
+			if fs.Lookup(o.Name) != nil {
+				continue
+			}
+			usage := o.Usage
+			if o.Value != "" && !strings.Contains(usage, "`") {
+				usage = strings.Replace(usage, o.Value, "`"+o.Value+"`", 1)
+			}
+			if o.Bool {
+				fs.Bool(o.Name, false, usage)
+			} else {
+				fs.String(o.Name, "", usage)
+			}
+		}
+	}
+}
+
+// options are the values of the formats' options given on the command
+// line, and --sector-size, which several formats read.
+func (f *imageFlags) options() disk.Options {
+	opts := disk.Options{}
+	fs := f.cmd.Flags()
+	for _, format := range disk.Formats() {
+		for _, o := range format.Info().Options {
+			if fl := fs.Lookup(o.Name); fl != nil && fl.Changed {
+				opts[o.Name] = fl.Value.String()
+			}
+		}
+	}
+	if fl := fs.Lookup("sector-size"); fl != nil && fl.Changed {
+		opts["sector-size"] = fl.Value.String()
+	}
+	return opts
+}
+
+// givenOptions names the format options given, for refusals.
+func (f *imageFlags) givenOptions(format disk.Format) error {
+	own := map[string]bool{}
+	for _, o := range format.Info().Options {
+		own[o.Name] = true
+	}
+	var wrong []string
+	for name := range f.options() {
+		if !own[name] && name != "sector-size" {
+			wrong = append(wrong, "--"+name)
+		}
+	}
+	if len(wrong) == 0 {
+		return nil
+	}
+	sort.Strings(wrong)
+	return usageError(fmt.Errorf("%s does not apply to --type %s", strings.Join(wrong, ", "), format.Info().Name))
+}
+
+// opened is an image with its header read.
+type opened struct {
+	path   string
+	img    *disk.Image
+	format disk.Format
+	hdr    disk.Header
+}
+
+func (o *opened) Close() { o.img.Close() }
+
+// name is the format's name.
+func (o *opened) name() string { return o.format.Info().Name }
+
+// pickFormat is the format of the image: --type, or what its header says
+// (disk.Detect), or defaultType when nothing is recognised. A --type that
+// names another format than the header's is refused, naming what the
+// image is, unless force: a wrong --type must never read (or write)
+// through the wrong format.
+func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool) (disk.Format, error) {
+	r, size := img.HeaderReader()
+	found := disk.Detect(r, size)
+	if len(found) > 1 {
+		return nil, withCode(exitInput, fmt.Errorf("%s carries the headers of %s", img.Path, disk.Describe(found)),
+			"say which with --type")
+	}
+	if f.typ == "" {
+		if len(found) == 1 {
+			return found[0], nil
+		}
+		f, _ := disk.Lookup(defaultType)
+		return f, nil
+	}
+	want, ok := disk.Lookup(f.typ)
+	if !ok {
+		return nil, usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
+	}
+	if len(found) == 1 && found[0] != want && !force {
+		what := disk.DescribeImage(found[0], r, size)
+		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, strings.TrimPrefix(want.Info().Title, "a ")),
+			fmt.Sprintf("xtsctl reads it as it is: leave --type out (or give --type %s)", found[0].Info().Name),
+			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
+	}
+	return want, nil
+}
+
+// openImageFor opens the image at path as access says, picks its format
+// and reads its header.
+func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaultType string, force bool) (*opened, error) {
+	if path == "-" {
+		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
+			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
+	}
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: access, HeaderPath: f.header})
+	if err != nil {
+		return nil, err
+	}
+	o, err := openHeader(a, f, img, defaultType, force)
+	if err != nil {
+		img.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// openHeader picks img's format and reads its header.
+func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, force bool) (*opened, error) {
+	format, err := f.pickFormat(img, defaultType, force)
+	if err != nil {
+		return nil, err
+	}
+	if f.header != "" && format.Info().Name != luksFormatName {
+		return nil, usageError(fmt.Errorf("--header applies to LUKS images, not to --type %s", format.Info().Name))
+	}
+	if err := f.givenOptions(format); err != nil {
+		return nil, err
+	}
+	h, err := format.Open(img, f.options())
+	if err != nil {
+		return nil, notFormat(img, err)
+	}
+	return &opened{path: img.Path, img: img, format: format, hdr: h}, nil
+}
+
+// output starts writing path (createOutput), refusing the image and its
+// detached header as outputs: either would be replaced.
+func (o *opened) output(path string, force bool) (*safefile.Output, error) {
+	if fi, err := os.Stat(path); err == nil && o.img.HeaderFile != nil {
+		if hi, err := o.img.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
+			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
+		}
+	}
+	in := &safefile.Input{Name: o.path, Size: o.img.Size}
+	if o.img.File != nil {
+		in.File = o.img.File
+		in.Info, _ = o.img.File.Stat()
+	} else {
+		in.Info, _ = o.img.HeaderFile.Stat()
+	}
+	return createOutput(path, in, force)
+}
+
+// luksFormatName is LUKS's --type name: the one format with detached
+// headers.
+const luksFormatName = "luks"
+
+// notFormat adds to a format's "not this format" what the image is, if
+// another format recognises it, or what the verb could take instead.
+func notFormat(img *disk.Image, err error) error {
+	if !errors.Is(err, disk.ErrNotFormat) {
+		return err
+	}
+	r, size := img.HeaderReader()
+	if found := disk.Detect(r, size); len(found) == 1 {
+		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, strings.TrimPrefix(disk.DescribeImage(found[0], r, size), "a ")),
+			"xtsctl reads "+found[0].Info().Name+" images as they are: leave --type out")
+	}
+	if currentVerb.hasType {
+		return disk.WithHints(err, "if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
+	}
+	return disk.WithHints(err, "a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
+}
+
+// request is the unlock request of the command line's flags.
+func (a *app) request(f *imageFlags) *disk.Request {
+	req := &disk.Request{Slot: a.keySlot, AllowExpensiveKDF: a.allowExpensiveKDF, Options: f.options()}
+	req.Progress = func(format string, args ...any) { a.infof(format, args...) }
+	return req
+}
+
+// check runs the format's checks of req before any secret is asked for.
+func check(o *opened, req *disk.Request) (*disk.Need, error) {
+	need, err := o.hdr.Check(req)
+	if err != nil {
+		return nil, err
+	}
+	return need, nil
+}
+
+// readSecrets reads what need asks for: the key files (as the format
+// takes them) and the passphrase (--passphrase-file or the terminal).
+func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secret, error) {
+	info := o.format.Info()
+	sec := &disk.Secret{}
+	switch {
+	case len(f.keyFiles) > 0 && need.KeyFile == disk.WantNone:
+		sec.Wipe()
+		return nil, usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
+	case len(f.keyFiles) > 1 && !info.MultiKeyFile:
+		return nil, usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
+	case len(f.keyFiles) == 0 && need.KeyFile == disk.WantRequired:
+		return nil, usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+	}
+	limit := info.KeyFileLimit
+	if limit == 0 {
+		limit = maxKeyFile
+	}
+	for i, path := range f.keyFiles {
+		var win keyfile.Window
+		if i == 0 {
+			win = a.keyWindow // cryptsetup's --keyfile-* select the bytes of the (first) key file
+		}
+		k, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: limit, Window: win, Prefix: info.KeyFilePrefix})
+		switch {
+		case errors.Is(err, keyfile.ErrTooLarge):
+			sec.Wipe()
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most --type %s reads from a key file", path, sizeWords(limit), info.Name))
+		case err != nil:
+			sec.Wipe()
+			return nil, err
+		case len(k) == 0:
+			sec.Wipe()
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
+		}
+		sec.KeyFiles = append(sec.KeyFiles, k)
+		sec.KeyFileNames = append(sec.KeyFileNames, path)
+	}
+	wantPass := need.Passphrase
+	if wantPass != disk.WantNone && len(sec.KeyFiles) > 0 && !info.MultiKeyFile {
+		// A format whose key file is its secret (LUKS's whole-file
+		// passphrase) asks for nothing more.
+		if f.passFile != "" {
+			sec.Wipe()
+			return nil, usageError(errors.New("--key-file and --passphrase-file do not go together"),
+				"--key-file takes the whole file as the passphrase, --passphrase-file drops one trailing newline")
+		}
+		wantPass = disk.WantNone
+	}
+	switch {
+	case wantPass == disk.WantNone && f.passFile != "":
+		sec.Wipe()
+		return nil, usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
+	case wantPass == disk.WantNone:
+		return sec, nil
+	}
+	prompt := need.Prompt
+	if prompt == "" {
+		prompt = "the passphrase for " + o.path
+	}
+	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt, optional: wantPass == disk.WantOptional})
+	if err != nil {
+		sec.Wipe()
+		return nil, err
+	}
+	sec.Passphrase = p
+	return sec, nil
+}
+
+// sizeWords is a limit for messages: "8 MiB", "64 bytes".
+func sizeWords(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// unlockImage checks req, asks for the secrets and unlocks: the one
+// unlock of every verb. The caller wipes the result.
+func unlockImage(a *app, f *imageFlags, o *opened, req *disk.Request) (*disk.Unlocked, error) {
+	need, err := check(o, req)
+	if err != nil {
+		return nil, err
+	}
+	return unlockChecked(a, f, o, req, need)
+}
+
+// unlockChecked is unlockImage after check: what a verb does between the
+// two (create its output) needs no secret.
+func unlockChecked(a *app, f *imageFlags, o *opened, req *disk.Request, need *disk.Need) (*disk.Unlocked, error) {
+	if need.Tries != "" {
+		a.verbosef("%s: trying %s", o.path, need.Tries)
+	}
+	sec, err := readSecrets(a, f, o, need)
+	if err != nil {
+		return nil, err
+	}
+	defer sec.Wipe()
+	u, err := o.hdr.Unlock(a.ctx, req, sec)
+	if err != nil {
+		return nil, err
+	}
+	warnAll(a, o.path, u.Warnings)
+	if u.SlotName != "" {
+		a.verbosef("%s: unlocked with %s; AES-XTS kernel for %d-byte sectors: %s", o.path, u.SlotName, u.Layout.SectorSize, aesni.Pick(max(u.Layout.SectorSize, 512)))
+	}
+	return u, nil
+}
+
+// headerWarnings prints what reading the header found wrong, where the
+// format says.
+func headerWarnings(a *app, o *opened) {
+	if w, ok := o.hdr.(interface{ Warnings() []string }); ok {
+		warnAll(a, o.path, w.Warnings())
+	}
+}
+
+// volumeError stays for the volume-only verbs (in place) until they go
+// through the layer too.
+var _ = volume.DiskError
