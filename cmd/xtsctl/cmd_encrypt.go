@@ -60,8 +60,8 @@ func newEncryptCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesPlain: "yes"},
-		Use:   "encrypt IN OUT | encrypt --in-place TARGET",
-		Short: "Encrypt a plaintext disk image",
+		Use:         "encrypt IN OUT | encrypt --in-place TARGET",
+		Short:       "Encrypt a plaintext disk image",
 		Long: `Encrypt the plaintext image IN into OUT.
 
 OUT is written to a temporary file next to it, synced, then renamed, so it
@@ -163,8 +163,8 @@ func newDecryptCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesPlain: "yes"},
-		Use:   "decrypt IN OUT | decrypt --in-place TARGET",
-		Short: "Decrypt an encrypted disk image",
+		Use:         "decrypt IN OUT | decrypt --in-place TARGET",
+		Short:       "Decrypt an encrypted disk image",
 		Long: `Decrypt the encrypted image IN into the plaintext image OUT.
 
 OUT is written to a temporary file next to it, synced, then renamed, so it

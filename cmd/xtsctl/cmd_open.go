@@ -24,8 +24,8 @@ func newOpenCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesPlain: "yes"},
-		Use:   "open IMAGE NAME",
-		Short: "Unlock an image and serve it as a block device",
+		Use:         "open IMAGE NAME",
+		Short:       "Unlock an image and serve it as a block device",
 		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME. The
 device path is printed once the device is ready. With --mount, the
 filesystem on it is mounted on DIR.

@@ -39,7 +39,7 @@ const (
 	imgPassFile             // --passphrase-file
 	imgUnlock               // --key-slot, --allow-expensive-kdf, --keyfile-offset/-size
 	imgOptions              // the formats' own options (disk.FormatInfo.Options)
-	imgAll                  = imgType | imgHeader | imgKeyFile | imgPassFile | imgUnlock | imgOptions
+	imgAll      = imgType | imgHeader | imgKeyFile | imgPassFile | imgUnlock | imgOptions
 )
 
 func (f *imageFlags) register(a *app, cmd *cobra.Command, which int) {
