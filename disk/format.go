@@ -49,9 +49,20 @@ type FormatInfo struct {
 	// (VeraCrypt's keyfiles).
 	KeyFileLimit  int
 	KeyFilePrefix bool
+	// KeyFileTooLarge, if set, is the error for a key file above the
+	// limit, naming the file; else a general one.
+	KeyFileTooLarge func(path string) error
 	// SlotNoun is what the format calls a key slot: "key slot",
 	// "keyslot", "protector".
 	SlotNoun string
+	// Refer names the format's images in messages about what their
+	// header records: "volumes", "LUKS images"; "" for a format without a
+	// header in clear.
+	Refer string
+	// Takes lists the command line's flags that apply to some formats
+	// only and that this one takes: "sector-size" (read from the flag,
+	// not the header), "digest", "recover", "header".
+	Takes []string
 	// KeyNoun is what the format calls the data key, for warnings about
 	// showing it: "master key", "volume key" (the default).
 	KeyNoun string

@@ -12,7 +12,10 @@ import (
 type Image struct {
 	Path string   // as the user named it, for messages
 	File *os.File // the image (or, with a detached header, the data)
-	Size int64    // of File, in bytes (block devices: from seeking)
+	Size int64    // of File, in bytes (block devices: from seeking); -1 for a Stream
+	// Stream, when File is nil, is an image read once, in order
+	// (standard input, a pipe): only formats without a header read one.
+	Stream io.Reader
 	// HeaderFile is a detached header, nil when the header is in File.
 	HeaderFile *os.File
 	HeaderPath string

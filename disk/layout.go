@@ -116,6 +116,16 @@ func (l *Layout) Check(imageSize int64) error {
 	return nil
 }
 
+// Summary describes the encryption for people: "aes-xts-plain64, 512-bit
+// key, 4096-byte sectors".
+func (l *Layout) Summary() string {
+	s := fmt.Sprintf("%s, %d-bit key, %d-byte sectors", l.Cipher, l.KeyBits, l.SectorSize)
+	if l.Integrity != "" {
+		s += fmt.Sprintf(", %s %d-byte tags", l.Integrity, l.TagSize)
+	}
+	return s
+}
+
 // Sectors is the device's size in sectors.
 func (l *Layout) Sectors() uint64 { return uint64(l.Size / int64(l.SectorSize)) }
 

@@ -38,7 +38,7 @@ func DiskError(image string, err error) error {
 	case errors.Is(err, ErrInUse):
 		return wrap(disk.KindDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, ErrNotVolume):
-		return disk.WithKind(disk.KindInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end): %w", image, disk.ErrNotFormat))
+		return disk.NotFormat("%s is not an xtsctl volume (no volume header at its start or end)", image)
 	case errors.As(err, &ipe):
 		verb := "decrypt"
 		if ipe.Encrypting {

@@ -26,7 +26,8 @@ var Format disk.Format = volumeFormat{}
 type volumeFormat struct{}
 
 func (volumeFormat) Info() disk.FormatInfo {
-	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key"}
+	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key",
+		Refer: "volumes", Takes: []string{"digest", "recover"}}
 }
 
 // Probe recognises a volume by its magic in either header copy (one may

@@ -230,9 +230,23 @@ func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, c
 	return res, inPlaceError(r.target, err)
 }
 
-func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string, withDigest bool) error {
-	if cmd.Flags().Changed("force") {
-		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, withDigest bool) error {
+	typ, err := inPlaceType(&f.img, target, false, f.force)
+	if err != nil {
+		return err
+	}
+	if f.force {
+		if found, _ := detectAt(target); found == nil {
+			return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+		}
+	}
+	passFile, ip := f.img.passFile, &f.ip
+	pf, err := f.img.plainFlags(cmd)
+	if err != nil {
+		return err
+	}
+	if err := rejectFlags(cmd, typ, []string{"header"}); err != nil {
+		return err
 	}
 	if typ == typePlain {
 		if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {

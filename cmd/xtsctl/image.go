@@ -9,8 +9,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -123,23 +126,53 @@ func (f *imageFlags) options() disk.Options {
 	return opts
 }
 
-// givenOptions names the format options given, for refusals.
-func (f *imageFlags) givenOptions(format disk.Format) error {
+// formatDependent are the flags of the verbs that apply to some formats
+// only; each format says which it takes (disk.FormatInfo.Takes).
+var formatDependent = []string{"sector-size", "digest", "recover", "header"}
+
+// checkFlags refuses what the command line gives that format does not
+// take: another format's options, and the flags it does not take.
+func (f *imageFlags) checkFlags(format disk.Format) error {
+	info := format.Info()
 	own := map[string]bool{}
-	for _, o := range format.Info().Options {
+	for _, o := range info.Options {
 		own[o.Name] = true
 	}
+	for _, t := range info.Takes {
+		own[t] = true
+	}
 	var wrong []string
-	for name := range f.options() {
-		if !own[name] && name != "sector-size" {
-			wrong = append(wrong, "--"+name)
+	for _, fo := range disk.Formats() {
+		for _, o := range fo.Info().Options {
+			wrong = append(wrong, o.Name)
 		}
 	}
-	if len(wrong) == 0 {
+	wrong = append(wrong, formatDependent...)
+	sort.Strings(wrong)
+	for _, name := range wrong {
+		fl := f.cmd.Flags().Lookup(name)
+		if own[name] || fl == nil || !fl.Changed {
+			continue
+		}
+		if info.Refer != "" && (name == "sector-size" || !slices.Contains(formatDependent, name)) {
+			return usageError(fmt.Errorf("--%s does not apply to %s: the header records it", name, info.Refer))
+		}
+		return usageError(fmt.Errorf("--%s does not apply to --type %s", name, info.Name), rejectHints[info.Name+" "+name]...)
+	}
+	return nil
+}
+
+// checkType checks --type, and the flags against it, before anything is
+// opened.
+func (f *imageFlags) checkType() error {
+	if f.typ == "" {
 		return nil
 	}
-	sort.Strings(wrong)
-	return usageError(fmt.Errorf("%s does not apply to --type %s", strings.Join(wrong, ", "), format.Info().Name))
+	format, ok := disk.Lookup(f.typ)
+	if !ok {
+		return usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
+	}
+	return f.checkFlags(format)
 }
 
 // opened is an image with its header read.
@@ -148,9 +181,15 @@ type opened struct {
 	img    *disk.Image
 	format disk.Format
 	hdr    disk.Header
+	stream *safefile.Input // the input, when it is a stream
 }
 
-func (o *opened) Close() { o.img.Close() }
+func (o *opened) Close() {
+	o.img.Close()
+	if o.stream != nil {
+		o.stream.Close()
+	}
+}
 
 // name is the format's name.
 func (o *opened) name() string { return o.format.Info().Name }
@@ -171,6 +210,14 @@ func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool)
 		if len(found) == 1 {
 			return found[0], nil
 		}
+		if f.header != "" {
+			// A detached header is read as the format that keeps them.
+			for _, fo := range disk.Formats() {
+				if fo.Info().Signature && slices.Contains(fo.Info().Takes, "header") {
+					return fo, nil
+				}
+			}
+		}
 		f, _ := disk.Lookup(defaultType)
 		return f, nil
 	}
@@ -181,7 +228,7 @@ func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool)
 	if len(found) == 1 && found[0] != want && !force {
 		what := disk.DescribeImage(found[0], r, size)
 		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, strings.TrimPrefix(want.Info().Title, "a ")),
-			fmt.Sprintf("xtsctl reads it as it is: leave --type out (or give --type %s)", found[0].Info().Name),
+			readsAsItIs(found[0]),
 			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
 	}
 	return want, nil
@@ -193,6 +240,9 @@ func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaul
 	if path == "-" {
 		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
 			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
+	}
+	if err := f.checkType(); err != nil {
+		return nil, err
 	}
 	img, err := disk.OpenImage(path, disk.ImageOptions{Access: access, HeaderPath: f.header})
 	if err != nil {
@@ -206,16 +256,107 @@ func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaul
 	return o, nil
 }
 
+// openImageOrStream is openImageFor (to read), or for standard input ("-")
+// and named pipes a stream, which only a format without a header reads.
+func openImageOrStream(a *app, f *imageFlags, path string, force bool) (*opened, error) {
+	if fi, err := os.Stat(path); path != "-" && (err != nil || fi.Mode()&os.ModeNamedPipe == 0) {
+		return openImageFor(a, f, path, disk.Read, "volume", force)
+	}
+	format, ok := disk.Lookup(f.typ)
+	if !ok || format.Info().Signature {
+		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
+			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
+	}
+	in, err := openStreamInput(a, path)
+	if err != nil {
+		return nil, err
+	}
+	img := &disk.Image{Path: in.Name, Stream: in, Size: -1}
+	if err := f.checkFlags(format); err != nil {
+		in.Close()
+		return nil, err
+	}
+	h, err := format.Open(img, f.options())
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	return &opened{path: in.Name, img: img, format: format, hdr: h, stream: in}, nil
+}
+
+// detectAt names the format whose header the image at path carries, and
+// describes it ("a LUKS2 image (cryptsetup)"); nil if none (or the path
+// cannot be read: the command says so later).
+func detectAt(path string) (disk.Format, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, ""
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, ""
+	}
+	found := disk.Detect(f, size)
+	if len(found) != 1 {
+		return nil, ""
+	}
+	return found[0], disk.DescribeImage(found[0], f, size)
+}
+
+// inPlaceType is the format an in-place run converts: --type, else the
+// target's header, else a volume (decrypting) or the volume made
+// (encrypting). A target whose header is another format's is refused,
+// naming it, unless force: converting it would wrap or encrypt that
+// header away (or decrypt garbage over the data).
+func inPlaceType(f *imageFlags, target string, encrypting, force bool) (string, error) {
+	found, what := detectAt(target)
+	typ := f.typ
+	if typ == "" && !encrypting && found != nil {
+		typ = found.Info().Name
+	}
+	if typ == "" {
+		typ = "volume"
+	}
+	want, ok := disk.Lookup(typ)
+	if !ok {
+		return "", usageError(fmt.Errorf("unknown --type %q (want volume or plain)", typ))
+	}
+	typ = want.Info().Name
+	if typ != "volume" && typ != "plain" {
+		hint := "xtsctl converts xtsctl volumes and plain images in place"
+		if typ == luksFormatName {
+			hint = "cryptsetup reencrypt converts LUKS devices in place"
+		}
+		if f.typ == "" {
+			return "", usageError(fmt.Errorf("--in-place does not apply to %s (%s is one)", strings.TrimPrefix(want.Info().Title, "a "), target), hint)
+		}
+		return "", usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), hint)
+	}
+	switch {
+	case found == nil, force:
+		return typ, nil
+	case encrypting && found == want:
+		return typ, nil // the run itself says "already a volume", or finds its own interrupted run
+	case !encrypting && found == want:
+		return typ, nil
+	}
+	verb := "decrypting"
+	fix := "xtsctl decrypt " + target + " OUT reads it as it is"
+	if encrypting {
+		verb, fix = "encrypting", "decrypt it first (xtsctl decrypt --in-place, or its own tool), or encrypt a copy"
+	}
+	return "", withCode(exitInput, fmt.Errorf("%s is %s: %s it in place as --type %s would destroy that header", target, what, verb, typ),
+		fix, "if you are sure the header is stale, --force converts it all the same")
+}
+
 // openHeader picks img's format and reads its header.
 func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, force bool) (*opened, error) {
 	format, err := f.pickFormat(img, defaultType, force)
 	if err != nil {
 		return nil, err
 	}
-	if f.header != "" && format.Info().Name != luksFormatName {
-		return nil, usageError(fmt.Errorf("--header applies to LUKS images, not to --type %s", format.Info().Name))
-	}
-	if err := f.givenOptions(format); err != nil {
+	if err := f.checkFlags(format); err != nil {
 		return nil, err
 	}
 	h, err := format.Open(img, f.options())
@@ -234,13 +375,25 @@ func (o *opened) output(path string, force bool) (*safefile.Output, error) {
 		}
 	}
 	in := &safefile.Input{Name: o.path, Size: o.img.Size}
-	if o.img.File != nil {
+	switch {
+	case o.stream != nil:
+		in = o.stream
+	case o.img.File != nil:
 		in.File = o.img.File
 		in.Info, _ = o.img.File.Stat()
-	} else {
+	default:
 		in.Info, _ = o.img.HeaderFile.Stat()
 	}
 	return createOutput(path, in, force)
+}
+
+// readsAsItIs is the hint for a --type that is not what the header says.
+func readsAsItIs(found disk.Format) string {
+	what := found.Info().Refer
+	if what == "" {
+		what = found.Info().Name + " images"
+	}
+	return fmt.Sprintf("xtsctl reads %s as they are: leave --type out (or give --type %s)", what, found.Info().Name)
 }
 
 // luksFormatName is LUKS's --type name: the one format with detached
@@ -256,7 +409,7 @@ func notFormat(img *disk.Image, err error) error {
 	r, size := img.HeaderReader()
 	if found := disk.Detect(r, size); len(found) == 1 {
 		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, strings.TrimPrefix(disk.DescribeImage(found[0], r, size), "a ")),
-			"xtsctl reads "+found[0].Info().Name+" images as they are: leave --type out")
+			readsAsItIs(found[0]))
 	}
 	if currentVerb.hasType {
 		return disk.WithHints(err, "if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
@@ -271,11 +424,26 @@ func (a *app) request(f *imageFlags) *disk.Request {
 	return req
 }
 
-// check runs the format's checks of req before any secret is asked for.
-func check(o *opened, req *disk.Request) (*disk.Need, error) {
+// check runs the format's checks of req before any secret is asked for,
+// and checks the secrets' flags against what the format needs.
+func check(f *imageFlags, o *opened, req *disk.Request) (*disk.Need, error) {
 	need, err := o.hdr.Check(req)
 	if err != nil {
 		return nil, err
+	}
+	info := o.format.Info()
+	switch {
+	case len(f.keyFiles) > 0 && need.KeyFile == disk.WantNone:
+		return nil, usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
+	case len(f.keyFiles) > 1 && !info.MultiKeyFile:
+		return nil, usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
+	case len(f.keyFiles) == 0 && need.KeyFile == disk.WantRequired:
+		return nil, usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+	case len(f.keyFiles) > 0 && f.passFile != "" && need.Passphrase != disk.WantNone && !info.MultiKeyFile:
+		return nil, usageError(errors.New("--key-file and --passphrase-file do not go together"),
+			"--key-file takes the whole file as the passphrase, --passphrase-file drops one trailing newline")
+	case need.Passphrase == disk.WantNone && f.passFile != "":
+		return nil, usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
 	}
 	return need, nil
 }
@@ -285,15 +453,6 @@ func check(o *opened, req *disk.Request) (*disk.Need, error) {
 func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secret, error) {
 	info := o.format.Info()
 	sec := &disk.Secret{}
-	switch {
-	case len(f.keyFiles) > 0 && need.KeyFile == disk.WantNone:
-		sec.Wipe()
-		return nil, usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
-	case len(f.keyFiles) > 1 && !info.MultiKeyFile:
-		return nil, usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
-	case len(f.keyFiles) == 0 && need.KeyFile == disk.WantRequired:
-		return nil, usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
-	}
 	limit := info.KeyFileLimit
 	if limit == 0 {
 		limit = maxKeyFile
@@ -305,9 +464,12 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 		}
 		k, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: limit, Window: win, Prefix: info.KeyFilePrefix})
 		switch {
+		case errors.Is(err, keyfile.ErrTooLarge) && info.KeyFileTooLarge != nil:
+			sec.Wipe()
+			return nil, info.KeyFileTooLarge(path)
 		case errors.Is(err, keyfile.ErrTooLarge):
 			sec.Wipe()
-			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most --type %s reads from a key file", path, sizeWords(limit), info.Name))
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most %s reads from a key file", path, sizeWords(limit), keyFileReader(info)))
 		case err != nil:
 			sec.Wipe()
 			return nil, err
@@ -319,21 +481,12 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 		sec.KeyFileNames = append(sec.KeyFileNames, path)
 	}
 	wantPass := need.Passphrase
-	if wantPass != disk.WantNone && len(sec.KeyFiles) > 0 && !info.MultiKeyFile {
+	if len(sec.KeyFiles) > 0 && !info.MultiKeyFile {
 		// A format whose key file is its secret (LUKS's whole-file
 		// passphrase) asks for nothing more.
-		if f.passFile != "" {
-			sec.Wipe()
-			return nil, usageError(errors.New("--key-file and --passphrase-file do not go together"),
-				"--key-file takes the whole file as the passphrase, --passphrase-file drops one trailing newline")
-		}
 		wantPass = disk.WantNone
 	}
-	switch {
-	case wantPass == disk.WantNone && f.passFile != "":
-		sec.Wipe()
-		return nil, usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
-	case wantPass == disk.WantNone:
+	if wantPass == disk.WantNone {
 		return sec, nil
 	}
 	prompt := need.Prompt
@@ -349,6 +502,14 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 	return sec, nil
 }
 
+// keyFileReader names who reads at most so much of a key file.
+func keyFileReader(info disk.FormatInfo) string {
+	if info.Name == luksFormatName {
+		return "cryptsetup"
+	}
+	return "--type " + info.Name
+}
+
 // sizeWords is a limit for messages: "8 MiB", "64 bytes".
 func sizeWords(n int) string {
 	if n >= 1<<20 && n%(1<<20) == 0 {
@@ -360,7 +521,7 @@ func sizeWords(n int) string {
 // unlockImage checks req, asks for the secrets and unlocks: the one
 // unlock of every verb. The caller wipes the result.
 func unlockImage(a *app, f *imageFlags, o *opened, req *disk.Request) (*disk.Unlocked, error) {
-	need, err := check(o, req)
+	need, err := check(f, o, req)
 	if err != nil {
 		return nil, err
 	}
@@ -400,3 +561,30 @@ func headerWarnings(a *app, o *opened) {
 // volumeError stays for the volume-only verbs (in place) until they go
 // through the layer too.
 var _ = volume.DiskError
+
+// plainFlags are the plain-mode flags of the in-place verbs, from the
+// format options.
+func (f *imageFlags) plainFlags(cmd *cobra.Command) (*plainFlags, error) {
+	pf := &plainFlags{fs: cmd.Flags()}
+	if len(f.keyFiles) > 1 {
+		return nil, usageError(errors.New("--type plain takes one --key-file"))
+	}
+	if len(f.keyFiles) == 1 {
+		pf.keyFile = f.keyFiles[0]
+	}
+	opts := f.options()
+	pf.largeSectors = opts.Bool("iv-large-sectors")
+	for name, dst := range map[string]*uint64{"offset": &pf.offset, "skip": &pf.skip} {
+		if v, ok := opts[name]; ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, usageError(fmt.Errorf("--%s %q is not a number of 512-byte units", name, v))
+			}
+			*dst = n
+		}
+	}
+	if v, ok := opts["sector-size"]; ok {
+		pf.sectorSize, _ = strconv.Atoi(v)
+	}
+	return pf, nil
+}

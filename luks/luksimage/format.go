@@ -29,6 +29,7 @@ type luksFormat struct{}
 func (luksFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image (cryptsetup)", Signature: true, SlotNoun: "keyslot",
+		Refer: "LUKS images", Takes: []string{"header"},
 		KeyFile: "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
 	}
 }
@@ -210,7 +211,7 @@ func DiskError(file string, err error) error {
 	case errors.As(err, &nu):
 		return DiskError(file, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(nu.Errs...)))
 	case errors.Is(err, luks.ErrNotLUKS):
-		return disk.WithKind(disk.KindInput, fmt.Errorf("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header): %w", file, disk.ErrNotFormat))
+		return disk.NotFormat("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header)", file)
 	case errors.Is(err, luks.ErrKDFCost):
 		return wrap(disk.KindKey, "the image sets these costs; if you trust it, --allow-expensive-kdf runs them (it may take very long and much memory)")
 	case errors.Is(err, luks.ErrWrongPassphrase):
