@@ -122,3 +122,21 @@ func (l *Layout) extentAt(off int64) int {
 	}
 	return lo
 }
+
+// A Verifier is a Header whose format can check its data (our volume:
+// header copies, every sector's tag, the end-to-end digest).
+type Verifier interface {
+	Verify(ctx context.Context, u *Unlocked, opt VerifyOptions) error
+}
+
+// VerifyOptions say where the findings of a Verify go.
+type VerifyOptions struct {
+	// Finding receives each finding, one line for people (the command's
+	// result).
+	Finding func(format string, args ...any)
+	// Warn receives warnings, one line each without a prefix.
+	Warn func(format string, args ...any)
+	// Total and Progress follow the data checked, as for DecryptOptions.
+	Total    func(int64)
+	Progress func(int64)
+}
