@@ -362,10 +362,14 @@ func TestStdoutRedirected(t *testing.T) {
 
 // noTmpfileNode is a loopback FUSE node whose filesystem has no O_TMPFILE,
 // as some FUSE, NFS and overlay setups.
-type noTmpfileNode struct{ fs.LoopbackNode }
+type noTmpfileNode struct{ *fs.LoopbackNode }
 
 func (*noTmpfileNode) Tmpfile(context.Context, uint32, uint32, *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	return nil, nil, 0, syscall.EOPNOTSUPP
+}
+
+func (*noTmpfileNode) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &noTmpfileNode{ops.(*fs.LoopbackNode)}
 }
 
 // mountNoTmpfile mounts a directory without O_TMPFILE, or skips.
@@ -378,16 +382,12 @@ func mountNoTmpfile(t *testing.T) string {
 		t.Skip("no /dev/fuse")
 	}
 	backing, mnt := t.TempDir(), t.TempDir()
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
+	loopback, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
 		t.Fatal(err)
 	}
-	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &noTmpfileNode{fs.LoopbackNode{RootData: r}}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
-	server, err := fs.Mount(mnt, root.RootNode, &fs.Options{MountOptions: fuse.MountOptions{DirectMountStrict: true, FsName: "xtsctl-test-notmpfile"}})
+	root := &noTmpfileNode{loopback.(*fs.LoopbackNode)}
+	server, err := fs.Mount(mnt, root, &fs.Options{MountOptions: fuse.MountOptions{DirectMountStrict: true, FsName: "xtsctl-test-notmpfile"}})
 	if err != nil {
 		t.Skipf("FUSE mount: %v", err)
 	}
