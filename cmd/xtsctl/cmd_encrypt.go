@@ -69,8 +69,9 @@ func newEncryptCmd(a *app) *cobra.Command {
 		Short:       "Encrypt a plaintext disk image",
 		Long: `Encrypt the plaintext image IN into OUT.
 
-OUT is written to a temporary file next to it, synced, then renamed, so it
-appears only when complete; IN is never modified.
+OUT is written as an unnamed file in its directory, synced, then linked
+in, so it appears only when complete and a killed run leaves nothing; IN
+is never modified.
 
 By default OUT is an xtsctl volume (docs/FORMAT.md): a header, a key slot
 for the passphrase (asked twice on the terminal, or --passphrase-file), the
@@ -173,8 +174,9 @@ func newDecryptCmd(a *app) *cobra.Command {
 		Short:       "Decrypt an encrypted disk image",
 		Long: `Decrypt the encrypted image IN into the plaintext image OUT.
 
-OUT is written to a temporary file next to it, synced, then renamed, so it
-appears only when complete; IN is never modified.
+OUT is written as an unnamed file in its directory, synced, then linked
+in, so it appears only when complete and a killed run leaves nothing; IN
+is never modified.
 
 The format of IN is recognised by its header (an xtsctl volume, LUKS1 or
 LUKS2, ...), or named with --type (plain, or formats without a header in

@@ -28,8 +28,8 @@ image is about 1 MiB larger (header copies, state area) plus the tags
 its tag, so the whole volume verifies from the start. The passphrase is
 asked twice on the terminal, or read from --passphrase-file.
 
-IMAGE is written to a temporary file next to it, synced, then renamed, so it
-appears only when complete. format prints the volume's UUID.`,
+IMAGE is written as an unnamed file in its directory, synced, then linked
+in, so it appears only when complete and a killed run leaves nothing. format prints the volume's UUID.`,
 		Example: `  xtsctl format disk.vol --size 1G
   xtsctl format disk.vol --size 64M --sector-size 512 --integrity none --passphrase-file pass.txt`,
 		Args: argsNamed("IMAGE"),

@@ -20,7 +20,7 @@ const (
 	exitOutput      = 5   // the output cannot be written: exists, unwritable, disk full
 	exitIntegrity   = 6   // data or header failed an integrity check
 	exitDevice      = 7   // loop, FUSE, device-mapper or mount failure
-	exitInterrupted = 130 // stopped by SIGINT or SIGTERM; nothing was left behind
+	exitInterrupted = 130 // stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE (interruptContext); nothing was left behind
 )
 
 // cliError carries an exit code and hints with an error.
@@ -83,6 +83,11 @@ func exitCode(err error) int {
 	}
 	var ce *cliError
 	if errors.As(err, &ce) {
+		// A failure that is a cancellation is an interruption, also
+		// where a package's error mapping did not know it.
+		if ce.code == exitFailure && errors.Is(err, context.Canceled) {
+			return exitInterrupted
+		}
 		return ce.code
 	}
 	var de *disk.Error

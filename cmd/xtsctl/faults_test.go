@@ -99,10 +99,10 @@ func TestInputShrinks(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); !hasTemp(t, dir); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !writingOutput(cmd.Process.Pid, dir, 1); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatal("no temporary output appeared")
+			t.Fatal("xtsctl was never seen writing its output")
 		}
 	}
 	if err := os.Truncate(in, 1<<20); err != nil {

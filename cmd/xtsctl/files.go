@@ -66,6 +66,8 @@ func createOutput(path string, in *safefile.Input, force bool) (*safefile.Output
 	case errors.Is(err, safefile.ErrBlockDevice):
 		return nil, withCode(exitOutput, fmt.Errorf("%w: xtsctl writes image files", err),
 			"to encrypt or decrypt a device where it is, use --in-place")
+	case errors.Is(err, safefile.ErrDanglingSymlink):
+		return nil, withCode(exitOutput, err, "name the file itself, or create it first and give --force")
 	case err != nil:
 		return nil, withCode(exitOutput, err)
 	}
@@ -75,7 +77,13 @@ func createOutput(path string, in *safefile.Input, force bool) (*safefile.Output
 // finish commits out, or removes it when err is set, and maps the error.
 func finish(out *safefile.Output, err error) error {
 	if err != nil {
+		// A reader that went away stops the run with EPIPE or with
+		// SIGPIPE (context.Canceled): either way that is what to say.
+		readerGone := out.ReaderGone()
 		out.Abort()
+		if readerGone {
+			return withCode(exitOutput, fmt.Errorf("the reader of %s went away (broken pipe); %s", out.FinalName(), notWritten(out)))
+		}
 		if errors.Is(err, context.Canceled) {
 			return withCode(exitInterrupted, fmt.Errorf("interrupted; %s", notWritten(out)))
 		}
@@ -106,10 +114,13 @@ func needFile(out *safefile.Output) error {
 		"write the volume to a file; --type plain streams")
 }
 
-// notWritten says what a failed run left of out.
+// notWritten says what a failed run left of out (after out.Abort).
 func notWritten(out *safefile.Output) string {
-	if out.File == nil {
-		return "what was written to " + out.FinalName() + " is incomplete or unverified: discard it"
+	switch {
+	case out.File != nil:
+		return out.FinalName() + " was not written"
+	case out.Rewound():
+		return "what was written to " + out.FinalName() + " was truncated away"
 	}
-	return out.FinalName() + " was not written"
+	return "what was written to " + out.FinalName() + " is incomplete or unverified: discard it"
 }

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +19,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
+	"github.com/xtsctl/xtsctl/internal/safefile"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -26,7 +30,7 @@ func main() {
 }
 
 // app is what every command shares: the output rules, the context that is
-// cancelled on SIGINT/SIGTERM, and stdin.
+// cancelled by an interrupting signal (interruptContext), and stdin.
 type app struct {
 	ui
 	ctx   context.Context
@@ -65,16 +69,85 @@ var commandFactories []func(*app) *cobra.Command
 func registerCommand(f func(*app) *cobra.Command) { commandFactories = append(commandFactories, f) }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(args)
 	defer stop()
-	a := &app{ui: ui{stdout: stdout, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1}
+	// However the command ends, it leaves no temporary output named
+	// (where the filesystem needs named ones: see package safefile).
+	defer safefile.RemoveTemporaries()
+	results := &resultWriter{w: stdout}
+	a := &app{ui: ui{stdout: results, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	// Results that could not be printed explain a failure to print them,
+	// and a stop by SIGPIPE.
+	if results.err != nil && (err == nil || errors.Is(err, results.err) || errors.Is(err, context.Canceled)) {
+		err = results.failure()
+	}
 	if err != nil {
 		a.reportError(err)
 	}
 	return exitCode(err)
+}
+
+// interruptedError is the cause of a context cancelled by a signal: it
+// names the signal, and is a context.Canceled.
+type interruptedError struct{ sig os.Signal }
+
+func (e *interruptedError) Error() string {
+	if sig, ok := e.sig.(syscall.Signal); ok && unix.SignalName(sig) != "" {
+		return "interrupted by " + unix.SignalName(sig)
+	}
+	return "interrupted by " + e.sig.String()
+}
+
+func (e *interruptedError) Unwrap() error { return context.Canceled }
+
+// interruptContext returns a context that is cancelled when a signal that
+// stops a command as Ctrl-C does arrives: SIGINT, SIGTERM, SIGHUP (a
+// dropped ssh connection, a closed terminal) and SIGPIPE (the reader of
+// standard output or error went away). The command then cleans up (a
+// partial output is dropped) and exits with exitInterrupted, or with
+// exitOutput when its output lost its reader (finish). Writes to a pipe
+// without reader fail with EPIPE instead of killing the process. stop
+// restores the signals' dispositions.
+//
+// The background server (blockdev.ServeCommand) sets its own dispositions
+// (it ignores SIGHUP, SIGINT and SIGPIPE, and closes on SIGTERM): it gets
+// only SIGINT and SIGTERM here, as it always has.
+func interruptContext(args []string) (ctx context.Context, stop func()) {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+	if len(args) > 0 && args[0] == blockdev.ServeCommand {
+		sigs = sigs[:2]
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-ch:
+				// A write to any pipe or socket without reader raises
+				// SIGPIPE; one of our own (the output, a server's
+				// socket) fails with EPIPE and says so. Only a reader
+				// gone from standard output or error stops the command
+				// here.
+				if sig == syscall.SIGPIPE && !safefile.ReaderGone(os.Stdout) && !safefile.ReaderGone(os.Stderr) {
+					continue
+				}
+				cancel(&interruptedError{sig})
+				return // later signals are dropped until stop
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
 }
 
 func newRootCmd(a *app) *cobra.Command {

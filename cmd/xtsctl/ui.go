@@ -7,9 +7,11 @@ package main
 // paths, digests, JSON) go to stdout. Secrets never pass through here.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/xtsctl/xtsctl/blockdev"
 
@@ -91,8 +93,40 @@ func (u *ui) promptTTY(tty io.Writer, format string, args ...any) {
 // stdoutIsTerminal reports whether results are read by a person: secrets
 // (a master key asked for with --show-key) go only there or to a file.
 func (u *ui) stdoutIsTerminal() bool {
-	f, ok := u.stdout.(*os.File)
+	w := u.stdout
+	if r, ok := w.(*resultWriter); ok {
+		w = r.w
+	}
+	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// resultWriter is standard output for results. It keeps the first write
+// error, so that a command whose results did not all get out (a reader
+// that closed the pipe early) fails saying so, instead of exiting 0.
+type resultWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *resultWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// failure is the error of a command that could not write all its
+// results.
+func (r *resultWriter) failure() error {
+	switch {
+	case r.err == nil:
+		return nil
+	case errors.Is(r.err, syscall.EPIPE):
+		return withCode(exitOutput, errors.New("the reader of standard output went away before all results were printed (broken pipe)"))
+	}
+	return withCode(exitOutput, fmt.Errorf("cannot print the results: %w", r.err))
 }
 
 // blockdevOptions passes blockdev's warnings to the user.

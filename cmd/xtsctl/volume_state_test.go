@@ -30,10 +30,10 @@ func TestVolumeInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !hasTemp(t, dir) {
+	for !writingOutput(cmd.Process.Pid, dir, 1) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatal("xtsctl never created its temporary output")
+			t.Fatal("xtsctl was never seen writing its output")
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -3,11 +3,14 @@ package safefile
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xtsctl/xtsctl/internal/loopdev"
@@ -167,43 +170,206 @@ func TestCreateOutputRefuses(t *testing.T) {
 	}
 }
 
-// TestCreateOutputSymlink: the file a symlink leads to is written (also
-// when it does not exist yet); the link stays a link.
+// TestCreateOutputSymlink: the file a symlink leads to is written; the
+// link stays a link. A symlink that leads nowhere is refused, as GNU cp
+// refuses it: nothing is created where it points.
 func TestCreateOutputSymlink(t *testing.T) {
 	dir := t.TempDir()
-	for _, exists := range []bool{false, true} {
-		target := filepath.Join(dir, "target")
-		os.Remove(target)
-		if exists {
-			os.WriteFile(target, []byte("old"), 0o600)
-		}
-		link := filepath.Join(dir, "link")
-		os.Remove(link)
-		os.Symlink("target", link)
-		out, err := CreateOutput(link, nil, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.FinalName() != target {
-			t.Fatalf("FinalName %q, want %q", out.FinalName(), target)
-		}
-		out.Write([]byte("new"))
-		if err := out.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if lfi, err := os.Lstat(link); err != nil || lfi.Mode()&fs.ModeSymlink == 0 {
-			t.Fatalf("link replaced: %v %v", lfi, err)
-		}
-		if b, _ := os.ReadFile(target); string(b) != "new" {
-			t.Fatalf("target holds %q", b)
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("old"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink("target", link)
+	out, err := CreateOutput(link, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FinalName() != target {
+		t.Fatalf("FinalName %q, want %q", out.FinalName(), target)
+	}
+	out.Write([]byte("new"))
+	if err := out.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if lfi, err := os.Lstat(link); err != nil || lfi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("link replaced: %v %v", lfi, err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "new" {
+		t.Fatalf("target holds %q", b)
+	}
+
+	os.Remove(target)
+	os.Symlink("nowhere", filepath.Join(dir, "mid"))
+	os.Symlink("mid", filepath.Join(dir, "chain"))
+	for _, c := range []struct{ name, dest string }{{"link", "target"}, {"chain", "mid"}} {
+		for _, force := range []bool{false, true} {
+			out, err := CreateOutput(filepath.Join(dir, c.name), nil, force)
+			want := "output " + filepath.Join(dir, c.name) + " is a symlink to " + c.dest + ", which does not exist: xtsctl does not create files through a symlink"
+			if !errors.Is(err, ErrDanglingSymlink) || err.Error() != want {
+				t.Errorf("dangling %s (force %v): %v, %v; want %q", c.name, force, out, err, want)
+			}
 		}
 	}
-	// A dangling link to a dangling link is refused.
-	chain := filepath.Join(dir, "chain")
-	os.Symlink("nowhere", filepath.Join(dir, "mid"))
-	os.Symlink("mid", chain)
-	if _, err := CreateOutput(chain, nil, true); err == nil || !strings.Contains(err.Error(), "symlink that cannot be followed: it leads to another symlink that leads nowhere") {
-		t.Fatalf("chain: %v", err)
+	if names := entries(t, dir); strings.Join(names, " ") != "chain link mid" {
+		t.Fatalf("directory holds %v", names)
+	}
+}
+
+// openFD opens path with flags and returns the file and the names that
+// lead to its descriptor: /proc/self/fd/N, /dev/fd/N, and symlinks to
+// them (one through another).
+func openFD(t *testing.T, path string, flags int) (*os.File, []string) {
+	t.Helper()
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fd := strconv.Itoa(int(f.Fd()))
+	links := t.TempDir()
+	os.Symlink("/proc/self/fd/"+fd, filepath.Join(links, "to-proc"))
+	os.Symlink("/dev/fd/"+fd, filepath.Join(links, "to-dev-fd"))
+	os.Symlink("to-dev-fd", filepath.Join(links, "to-link"))
+	return f, []string{"/proc/self/fd/" + fd, "/dev/fd/" + fd, "/proc/thread-self/fd/" + fd,
+		filepath.Join(links, "to-proc"), filepath.Join(links, "to-dev-fd"), filepath.Join(links, "to-link")}
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// TestCreateOutputAppends: an output that leads to an open descriptor of
+// a file opened for appending (>> log, named /dev/stdout or
+// /proc/self/fd/N) is appended to through that descriptor, with or
+// without --force: never replaced, never refused as existing.
+func TestCreateOutputAppends(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "log")
+	os.WriteFile(log, []byte("log\n"), 0o644)
+	ino := inode(t, log)
+	_, names := openFD(t, log, os.O_WRONLY|os.O_APPEND)
+	want := "log\n"
+	for _, name := range names {
+		for _, force := range []bool{false, true} {
+			out, err := CreateOutput(name, nil, force)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if out.File != nil || out.Stream == nil || out.FinalName() != name {
+				t.Fatalf("%s: %+v is not written through", name, out)
+			}
+			line := fmt.Sprintf("%s %v\n", name, force)
+			out.Write([]byte(line))
+			want += line
+			if err := out.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// Abort of an appended output leaves what was appended.
+			out, _ = CreateOutput(name, nil, force)
+			out.Write([]byte("aborted\n"))
+			want += "aborted\n"
+			out.Abort()
+			if out.Rewound() {
+				t.Fatal("an appended output was taken back")
+			}
+		}
+	}
+	if b, _ := os.ReadFile(log); string(b) != want {
+		t.Fatalf("log holds %q, want %q", b, want)
+	}
+	if inode(t, log) != ino {
+		t.Fatal("the log was replaced")
+	}
+}
+
+// TestCreateOutputTruncated: an output that leads to a descriptor of a
+// file the shell truncated (>) is written from where the descriptor
+// stands; Abort truncates it back, so that a failed run leaves no partial
+// data in it. A file opened without truncation (1<>) with data past the
+// descriptor's offset is not truncated.
+func TestCreateOutputTruncated(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "redirected")
+	f, names := openFD(t, path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	f.Write([]byte("before "))
+	out, err := CreateOutput(names[1], nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Write([]byte("partial plaintext"))
+	out.Abort()
+	if b, _ := os.ReadFile(path); string(b) != "before " || !out.Rewound() {
+		t.Fatalf("after Abort the file holds %q (rewound %v)", b, out.Rewound())
+	}
+	f.Write([]byte("after")) // the shell's next writer continues where it was
+	out, _ = CreateOutput(names[0], nil, false)
+	out.Write([]byte(" complete"))
+	if err := out.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "before after complete" {
+		t.Fatalf("file holds %q", b)
+	}
+
+	other := filepath.Join(dir, "rw")
+	os.WriteFile(other, []byte("0123456789"), 0o600)
+	_, names = openFD(t, other, os.O_RDWR)
+	out, _ = CreateOutput(names[0], nil, true)
+	out.Write([]byte("ab"))
+	out.Abort()
+	if b, _ := os.ReadFile(other); string(b) != "ab23456789" || out.Rewound() {
+		t.Fatalf("1<> file holds %q after Abort (rewound %v)", b, out.Rewound())
+	}
+}
+
+// TestCreateOutputDescriptorRefuses: a descriptor open only for reading,
+// and a descriptor of the input, are refused.
+func TestCreateOutputDescriptorRefuses(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in")
+	os.WriteFile(in, []byte("input"), 0o600)
+	fi, _ := os.Stat(in)
+	r, names := openFD(t, in, os.O_RDONLY)
+	if _, err := CreateOutput(names[0], nil, true); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
+		t.Fatalf("read-only descriptor: %v", err)
+	}
+	r.Close()
+	_, names = openFD(t, in, os.O_WRONLY|os.O_APPEND)
+	if _, err := CreateOutput(names[0], fi, true); !errors.Is(err, ErrSameFile) {
+		t.Fatalf("the input's descriptor: %v", err)
+	}
+	if b, _ := os.ReadFile(in); string(b) != "input" {
+		t.Fatal("input changed")
+	}
+}
+
+// TestReaderGone: a pipe whose reader closed is recognised, and a write
+// to it marks the output.
+func TestReaderGone(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	out, err := CreateOutput("/proc/self/fd/"+strconv.Itoa(int(w.Fd())), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Write([]byte("x")); err != nil || out.ReaderGone() {
+		t.Fatalf("write %v, reader gone %v with a reader", err, out.ReaderGone())
+	}
+	r.Close()
+	if !out.ReaderGone() || !ReaderGone(w) {
+		t.Fatal("a pipe without reader not recognised")
+	}
+	if _, err := out.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write to a pipe without reader: %v", err)
+	}
+	out.Abort()
+	if f, _ := os.Open(os.DevNull); ReaderGone(f) {
+		t.Fatal("/dev/null has no reader?")
 	}
 }
 
