@@ -66,8 +66,23 @@ type Request struct {
 	// Options are the values of the formats' own options.
 	Options Options
 	// Progress, if set, is told about slow steps (which key slot's KDF
-	// runs), one line each, for the user.
+	// runs), one line each, for the user; Verbose about every step.
 	Progress func(format string, args ...any)
+	Verbose  func(format string, args ...any)
+}
+
+// Say tells Progress, if set.
+func (r *Request) Say(format string, args ...any) {
+	if r.Progress != nil {
+		r.Progress(format, args...)
+	}
+}
+
+// Detail tells Verbose, if set.
+func (r *Request) Detail(format string, args ...any) {
+	if r.Verbose != nil {
+		r.Verbose(format, args...)
+	}
 }
 
 // Want says whether an unlock takes a secret of some sort.

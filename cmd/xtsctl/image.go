@@ -421,6 +421,7 @@ func notFormat(img *disk.Image, err error) error {
 func (a *app) request(f *imageFlags) *disk.Request {
 	req := &disk.Request{Slot: a.keySlot, AllowExpensiveKDF: a.allowExpensiveKDF, Options: f.options()}
 	req.Progress = func(format string, args ...any) { a.infof(format, args...) }
+	req.Verbose = func(format string, args ...any) { a.verbosef(format, args...) }
 	return req
 }
 
@@ -531,9 +532,6 @@ func unlockImage(a *app, f *imageFlags, o *opened, req *disk.Request) (*disk.Unl
 // unlockChecked is unlockImage after check: what a verb does between the
 // two (create its output) needs no secret.
 func unlockChecked(a *app, f *imageFlags, o *opened, req *disk.Request, need *disk.Need) (*disk.Unlocked, error) {
-	if need.Tries != "" {
-		a.verbosef("%s: trying %s", o.path, need.Tries)
-	}
 	sec, err := readSecrets(a, f, o, need)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/luks"
@@ -83,6 +84,26 @@ func (f *kdfFlags) memoryKiB() (uint32, error) {
 		return 0, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
 	}
 	return memKiB, nil
+}
+
+// newKDF is what the flags ask of a new key slot of a format's image
+// (disk.NewKDF); the format calibrates and bounds it.
+func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
+	memKiB, err := f.memoryKiB()
+	if err != nil {
+		return disk.NewKDF{}, err
+	}
+	k := disk.NewKDF{Time: f.time, MemoryKiB: memKiB, Iterations: f.iterations, Info: a.infof, Warn: a.warningf}
+	// The tests' stand-ins for calibration, by the format they stand in for.
+	switch {
+	case format == "volume" && testOnlyCalibrate != nil:
+		p := testOnlyCalibrate()
+		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: uint32(p.Threads)}
+	case format == luksFormatName && testOnlyLUKSArgon2 != nil:
+		p := testOnlyLUKSArgon2
+		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: p.Threads}
+	}
+	return k, nil
 }
 
 // params returns the costs for a new slot.
