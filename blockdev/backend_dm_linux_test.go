@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -142,7 +143,7 @@ func TestDMTable(t *testing.T) {
 		// What info --dm-table prints is this line, without the key;
 		// printed tables never show the key.
 		hexKey := hex.EncodeToString(c.req.Key)
-		if tmpl := table.Template(); tmpl != strings.Replace(c.want, hexKey, devmapper.KeyPlaceholder, 1) {
+		if tmpl := table.Template(); tmpl != strings.Replace(c.want, hexKey, dmtable.KeyPlaceholder, 1) {
 			t.Errorf("%s: the template is\n%s", c.name, tmpl)
 		}
 		masked := table.String()

@@ -91,3 +91,26 @@ func (d *attached) settle(repair bool) error {
 	}
 	return nil
 }
+
+// ReadPlan: data sectors through the backing's data descriptor (O_DIRECT
+// where the image allows), tags through its other one, for a server that
+// reads them itself (FUSE over io_uring); fd -1 when the backing has no
+// descriptors to give.
+func (d *attached) ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int) {
+	fb, ok := d.backing.(disk.FDBacking)
+	if !ok {
+		return -1, 0, -1, 0, 0
+	}
+	l := d.Layout()
+	tagFd = -1
+	if l.Integrity != IntegrityNone {
+		tagFd, tagOff, tagLen = fb.MetaFD(), l.TagPosition(first), n*l.TagSize
+	}
+	return fb.DataFD(), l.SectorOffset(first), tagFd, tagOff, tagLen
+}
+
+// FinishRead checks the tags of what ReadPlan said to read, and decrypts
+// it in place.
+func (d *attached) FinishRead(buf, tags []byte, first uint64) error {
+	return d.OpenSectors(buf, tags, first)
+}
