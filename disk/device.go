@@ -360,3 +360,14 @@ func (d *ExtentDevice) FinishRead(buf, tags []byte, first uint64) error {
 	d.codecs[spans[0].ext].Decrypt(buf, buf, uint64(spans[0].extOff/int64(d.l.SectorSize)))
 	return nil
 }
+
+// A KernelHandover is a Format whose images keep state that a writer
+// must follow (our volume records being written, and a clean close), for
+// when the kernel's dm-crypt, which knows nothing of it, serves one
+// read-write: Begin settles and records the image as being written
+// before the kernel's device appears, End records the clean close once
+// the kernel has let go. The token Begin returns goes to End.
+type KernelHandover interface {
+	BeginKernelWrites(b Backing, u *Unlocked) (report *AttachReport, token []byte, err error)
+	EndKernelWrites(b Backing, token []byte) error
+}

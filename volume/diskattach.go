@@ -114,3 +114,42 @@ func (d *attached) ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, 
 func (d *attached) FinishRead(buf, tags []byte, first uint64) error {
 	return d.OpenSectors(buf, tags, first)
 }
+
+// BeginKernelWrites prepares a volume without tags for dm-crypt to write,
+// following docs/FORMAT.md's writer protocol for a writer we do not see:
+// it recovers it if it was not closed cleanly (no tags: only the state to
+// repair), upgrades a version-1 volume, then records it dirty with its
+// digest stale (Volume.Release); EndKernelWrites records the clean close
+// with the record Release returned.
+func (volumeFormat) BeginKernelWrites(b disk.Backing, u *disk.Unlocked) (*disk.AttachReport, []byte, error) {
+	size, err := sizeOf(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := OpenDevice(b, size, false, WithKey(u.Key))
+	if err != nil {
+		return nil, nil, DiskError("the image", err)
+	}
+	d := &attached{Volume: v, report: &disk.AttachReport{}}
+	if err := d.settle(false); err != nil {
+		v.Close()
+		return nil, nil, err
+	}
+	rec, err := v.Release()
+	if err != nil {
+		return nil, nil, disk.WithKind(disk.KindDevice, fmt.Errorf("cannot mark it as being written: %w", err))
+	}
+	return d.report, rec, nil
+}
+
+// EndKernelWrites records the clean close of a volume dm-crypt wrote.
+func (volumeFormat) EndKernelWrites(b disk.Backing, token []byte) error {
+	size, err := sizeOf(b)
+	if err == nil {
+		err = MarkClean(b, size, token)
+	}
+	if err != nil {
+		return disk.WithKind(disk.KindDevice, fmt.Errorf("cannot record the clean close: %w", err))
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -35,6 +36,8 @@ func DiskError(image string, err error) error {
 	switch {
 	case errors.As(err, &de):
 		return err
+	case errors.Is(err, context.Canceled):
+		return disk.WithKind(disk.KindInterrupted, fmt.Errorf("%s: %w", image, err))
 	case errors.Is(err, ErrInUse):
 		return wrap(disk.KindDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, ErrNotVolume):

@@ -250,8 +250,8 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 	defer u.Wipe()
 	update, done := func(int64) {}, func() {}
 	opt := disk.DecryptOptions{
-		Digest:   withDigest,
-		Total:    func(n int64) { update, done = newProgress(a, "decrypting", n) },
+		Digest: withDigest,
+		Total:  func(n int64) { update, done = newProgress(a, "decrypting", n) },
 		Progress: func(n int64) {
 			if update != nil {
 				update(n)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/disk"
@@ -96,7 +95,7 @@ func headerBackup(a *app, f *headerFlags, image, file string) error {
 	defer o.Close()
 	hb, ok := o.hdr.(disk.HeaderBackuper)
 	if !ok {
-		return withCode(exitInput, fmt.Errorf("%s is %s: it has no header to back up", image, strings.TrimPrefix(o.format.Info().Title, "a ")))
+		return withCode(exitInput, fmt.Errorf("%s is %s: it has no header to back up", image, o.format.Info().Title))
 	}
 	headerWarnings(a, o)
 	out, err := o.output(file, f.force)
@@ -156,7 +155,7 @@ func restorerFor(f *imageFlags, image string, b io.ReaderAt, size int64) (disk.H
 	pick := func(fo disk.Format) (disk.HeaderRestorer, error) {
 		r, ok := fo.(disk.HeaderRestorer)
 		if !ok {
-			return nil, usageError(fmt.Errorf("%s has no header backups to restore", strings.TrimPrefix(fo.Info().Title, "a ")))
+			return nil, usageError(fmt.Errorf("%s has no header backups to restore", fo.Info().Title))
 		}
 		return r, nil
 	}

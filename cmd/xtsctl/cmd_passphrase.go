@@ -128,7 +128,7 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 	defer o.Close()
 	ks, ok := o.hdr.(disk.KeySlots)
 	if !ok {
-		return withCode(exitInput, fmt.Errorf("%s is %s: it has no passphrases to manage", image, strings.TrimPrefix(o.format.Info().Title, "a ")))
+		return withCode(exitInput, fmt.Errorf("%s is %s: it has no passphrases to manage", image, o.format.Info().Title))
 	}
 	headerWarnings(a, o)
 	noun := cmp.Or(o.format.Info().SlotNoun, "key slot")

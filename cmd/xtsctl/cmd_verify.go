@@ -51,7 +51,7 @@ func verify(a *app, f *imageFlags, image string) error {
 	defer o.Close()
 	v, ok := o.hdr.(disk.Verifier)
 	if !ok {
-		return withCode(exitInput, fmt.Errorf("%s is %s: it has no integrity tags or digest to verify", image, strings.TrimPrefix(o.format.Info().Title, "a ")),
+		return withCode(exitInput, fmt.Errorf("%s is %s: it has no integrity tags or digest to verify", image, o.format.Info().Title),
 			"xtsctl info "+image+" checks its header copies; xtsctl decrypt reads all of its data")
 	}
 	headerWarnings(a, o)

@@ -92,6 +92,9 @@ func exitCode(err error) int {
 	}
 	var de *disk.Error
 	if errors.As(err, &de) {
+		if de.Kind == disk.KindFailure && errors.Is(err, context.Canceled) {
+			return exitInterrupted
+		}
 		return diskCodes[de.Kind]
 	}
 	if errors.Is(err, context.Canceled) {

@@ -7,6 +7,7 @@ package main
 // format says, and one unlock.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -128,7 +129,7 @@ func (f *imageFlags) options() disk.Options {
 
 // formatDependent are the flags of the verbs that apply to some formats
 // only; each format says which it takes (disk.FormatInfo.Takes).
-var formatDependent = []string{"sector-size", "digest", "recover", "header"}
+var formatDependent = []string{"sector-size", "digest", "recover", "header", "new-key-file", "uuid"}
 
 // checkFlags refuses what the command line gives that format does not
 // take: another format's options, and the flags it does not take.
@@ -157,6 +158,9 @@ func (f *imageFlags) checkFlags(format disk.Format) error {
 		if info.Refer != "" && (name == "sector-size" || !slices.Contains(formatDependent, name)) {
 			return usageError(fmt.Errorf("--%s does not apply to %s: the header records it", name, info.Refer))
 		}
+		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" {
+			return usageError(fmt.Errorf("--%s applies to %s only", name, takers[0].Info().Refer))
+		}
 		return usageError(fmt.Errorf("--%s does not apply to --type %s", name, info.Name), rejectHints[info.Name+" "+name]...)
 	}
 	return nil
@@ -173,6 +177,17 @@ func (f *imageFlags) checkType() error {
 		return usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
 	}
 	return f.checkFlags(format)
+}
+
+// formatsTaking lists the formats that take the flag name.
+func formatsTaking(name string) []disk.Format {
+	var fs []disk.Format
+	for _, f := range disk.Formats() {
+		if slices.Contains(f.Info().Takes, name) {
+			fs = append(fs, f)
+		}
+	}
+	return fs
 }
 
 // opened is an image with its header read.
@@ -227,7 +242,7 @@ func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool)
 	}
 	if len(found) == 1 && found[0] != want && !force {
 		what := disk.DescribeImage(found[0], r, size)
-		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, strings.TrimPrefix(want.Info().Title, "a ")),
+		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, want.Info().Title),
 			readsAsItIs(found[0]),
 			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
 	}
@@ -329,7 +344,7 @@ func inPlaceType(f *imageFlags, target string, encrypting, force bool) (string, 
 			hint = "cryptsetup reencrypt converts LUKS devices in place"
 		}
 		if f.typ == "" {
-			return "", usageError(fmt.Errorf("--in-place does not apply to %s (%s is one)", strings.TrimPrefix(want.Info().Title, "a "), target), hint)
+			return "", usageError(fmt.Errorf("--in-place does not apply to %s (%s is one)", cmp.Or(want.Info().Refer, want.Info().Name+" images"), target), hint)
 		}
 		return "", usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), hint)
 	}
@@ -408,7 +423,7 @@ func notFormat(img *disk.Image, err error) error {
 	}
 	r, size := img.HeaderReader()
 	if found := disk.Detect(r, size); len(found) == 1 {
-		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, strings.TrimPrefix(disk.DescribeImage(found[0], r, size), "a ")),
+		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, disk.DescribeImage(found[0], r, size)),
 			readsAsItIs(found[0]))
 	}
 	if currentVerb.hasType {

@@ -12,7 +12,6 @@ import (
 	"github.com/xtsctl/xtsctl/volume"
 )
 
-
 // NewKeyslotKDF returns the Argon2id costs of a new LUKS2 keyslot from
 // what the user asked: calibrated as cryptsetup does (at least 4 passes;
 // less memory rather than fewer passes) and held to the bounds of new

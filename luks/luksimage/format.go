@@ -28,8 +28,8 @@ type luksFormat struct{}
 
 func (luksFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
-		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image (cryptsetup)", Signature: true, SlotNoun: "keyslot",
-		Refer: "LUKS images", Takes: []string{"header"},
+		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image", Signature: true, SlotNoun: "keyslot",
+		Refer: "LUKS images", Takes: []string{"header", "new-key-file", "uuid"},
 		KeyFile: "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
 	}
 }
@@ -201,6 +201,8 @@ func DiskError(file string, err error) error {
 	switch {
 	case errors.As(err, &de):
 		return err
+	case errors.Is(err, context.Canceled):
+		return disk.WithKind(disk.KindInterrupted, fmt.Errorf("%s: %w", file, err))
 	case errors.As(err, &se) && se.InUse:
 		return disk.WithKind(disk.KindUsage, fmt.Errorf("%s: %w", file, err), "pick a free one, or leave --key-slot out")
 	case errors.As(err, &se):
