@@ -63,6 +63,10 @@ type FormatInfo struct {
 	// only and that this one takes: "sector-size" (read from the flag,
 	// not the header), "digest", "recover", "header".
 	Takes []string
+	// WrongKeyHint, for a format that cannot tell a wrong key from the
+	// right one (plain mode), says what to check when the plaintext holds
+	// no filesystem.
+	WrongKeyHint string
 	// KeyNoun is what the format calls the data key, for warnings about
 	// showing it: "master key", "volume key" (the default).
 	KeyNoun string

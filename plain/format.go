@@ -42,7 +42,8 @@ type plainFormat struct{}
 func (plainFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Title: "a plain image (cryptsetup plain mode)", Signature: false,
-		Takes: []string{"sector-size"},
+		Takes:        []string{"sector-size"},
+		WrongKeyHint: "a wrong key or wrong options (--sector-size, --offset, --skip, --iv-large-sectors) decrypt a plain image to noise: check them first",
 		KeyFile:      "the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)",
 		KeyFileLimit: 64,
 		KeyFileTooLarge: func(path string) error {

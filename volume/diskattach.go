@@ -87,7 +87,7 @@ func (d *attached) settle(repair bool) error {
 		return disk.WithKind(disk.KindDevice, fmt.Errorf("upgrade to format version %d: %w", Version, err))
 	}
 	if upgraded {
-		d.report.Upgraded = fmt.Sprintf("volume format version %d", Version)
+		d.report.Upgraded = fmt.Sprintf("volume format version %d: its state area (clean or not, which regions are being written) is now authenticated", Version)
 	}
 	return nil
 }

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 func init() { registerCommand(newPassphraseCmd) }
@@ -186,24 +184,4 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 		a.infof("changed the passphrase of %s %d of %s%s", noun, res.Slot, name, detail)
 	}
 	return nil
-}
-
-// openExclusive opens image read-write for a header rewrite, locked as a
-// read-write volume.Open locks it (volume.LockImage).
-func openExclusive(image string) (*os.File, error) {
-	f, err := volume.LockImage(image, false, 0)
-	if err != nil {
-		return nil, lockError(image, err)
-	}
-	return f, nil
-}
-
-// lockError explains why image could not be opened and locked to rewrite
-// its header.
-func lockError(image string, err error) error {
-	if errors.Is(err, volume.ErrInUse) {
-		return withCode(exitDevice, fmt.Errorf("%s is in use by another process (open, or being changed by another xtsctl command)", image),
-			"xtsctl status lists open volumes; close it first")
-	}
-	return withCode(exitInput, fmt.Errorf("cannot open %s for writing: %w", image, err))
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
@@ -399,83 +398,6 @@ func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume
 		return nil, nil, err
 	}
 	return h, digest[:], nil
-}
-
-// unlockVolume asks for the passphrase of image and opens it.
-func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume, error) {
-	return unlockVolumeAt(a, image, image, passFile, readOnly)
-}
-
-// unlockVolumeAt is unlockVolume of the image at path, named image in
-// messages.
-func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volume.Volume, error) {
-	// An image that is not a usable volume is reported before anyone is
-	// asked for a passphrase.
-	v, err := volume.OpenWithPassphrase(path, readOnly, func() ([]byte, error) {
-		return readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
-	}, a.unlockOptions(image))
-	if err != nil {
-		return nil, volumeError(image, err)
-	}
-	warnAll(a, image, v.Warnings())
-	sec := v.SectorSize()
-	a.verbosef("%s: unlocked with key slot %d; AES-XTS kernel for %d-byte sectors: %s", image, v.Slot(), sec, aesni.Pick(sec))
-	return v, nil
-}
-
-func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force, withDigest bool) error {
-	if cmd.Flags().Changed("sector-size") {
-		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
-	}
-	in, err := openInput(inPath)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := createOutput(outPath, in, force)
-	if err != nil {
-		return err
-	}
-	v, err := unlockVolume(a, inPath, passFile, true)
-	if err != nil {
-		out.Abort()
-		return err
-	}
-	defer v.Close()
-	update, done := newProgress(a, "decrypting", v.Layout().DataLength)
-	dc, err := v.Decrypt(a.ctx, out, withDigest, update)
-	done()
-	if err := finish(out, err); err != nil {
-		var dm *volume.DigestMismatchError
-		if errors.As(err, &dm) {
-			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
-		}
-		return volumeError(inPath, err)
-	}
-	switch {
-	case !dc.Done:
-	case out.Stream == os.Stdout:
-		// Standard output holds the plaintext: the digest goes to stderr.
-		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
-	default:
-		printDigest(a, dc.Computed[:])
-	}
-	h := v.Header()
-	switch {
-	case !withDigest && h.Integrity == volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	case !withDigest:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	case dc.Match:
-		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, bytesize.Human(h.DataLength), outPath)
-	case dc.Stale:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, bytesize.Human(h.DataLength), outPath)
-	case !dc.Recorded && h.Integrity != volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	default:
-		a.infof("decrypted %s (%s) to %s", inPath, bytesize.Human(h.DataLength), outPath)
-	}
-	return nil
 }
 
 // currentVerb is the command being run and whether it has --type, so that
