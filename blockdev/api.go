@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/internal/imagelock"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,10 +33,8 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
 	req.dev, req.ino = st.Dev, st.Ino
-	if req.Type == TypeLUKS {
-		if err := checkLUKS(req); err != nil {
-			return nil, err
-		}
+	if err := checkUnlocked(req); err != nil {
+		return nil, err
 	}
 	bname, b, err := pickBackend(req.Backend, req)
 	if err != nil {
@@ -131,11 +129,11 @@ func WaitForDeadServer(image *os.File) {
 			continue
 		}
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			f, err := volume.LockImage(path, true, 0)
+			f, err := imagelock.Open(path, true, 0)
 			if f != nil {
 				f.Close()
 			}
-			if !errors.Is(err, volume.ErrInUse) {
+			if !errors.Is(err, imagelock.ErrInUse) {
 				return
 			}
 		}
