@@ -253,7 +253,7 @@ type segment struct {
 func parseSegments(b []byte) ([]segment, error) {
 	n := le32(b[64:])
 	if n == 0 || uint64(n) > uint64(mdBlockSize-segmentTableStart)/segmentEntrySize {
-		return nil, corrupt("extent map (block type %#04x) with %d entries", typeSegments, n)
+		return nil, corrupt("the extent map (block type %#04x) has %d entries (from 1 to %d)", typeSegments, n, (mdBlockSize-segmentTableStart)/segmentEntrySize)
 	}
 	segs := make([]segment, n)
 	for i := range segs {

@@ -1,12 +1,16 @@
 package fvault2
 
 import (
+	"bytes"
 	"context"
 	"crypto/pbkdf2"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,5 +221,109 @@ func TestDetachedHeaderRefused(t *testing.T) {
 	img.HeaderFile, img.HeaderPath = img.File, img.Path
 	if _, err := (Format{}).Open(img, nil); disk.KindOf(err) != disk.KindUsage {
 		t.Errorf("detached header: %v", err)
+	}
+}
+
+// TestIterationBound: the PBKDF2 count comes from the image; above
+// MaxIterations (summed over the users tried) it is refused before the
+// prompt unless the request allows expensive KDFs.
+func TestIterationBound(t *testing.T) {
+	path := sampleImage(t)
+	editPWK(t, path, func(s []byte) { binary.LittleEndian.PutUint32(s[168:], MaxIterations+1) })
+	h := openHeader(t, path)
+	_, err := h.Check(req())
+	if disk.KindOf(err) != disk.KindKey || !strings.Contains(err.Error(), fmt.Sprint(MaxIterations+1)) ||
+		!slices.ContainsFunc(disk.HintsOf(err), func(s string) bool { return strings.Contains(s, "--allow-expensive-kdf") }) {
+		t.Fatalf("Check: %v (kind %v, hints %q)", err, disk.KindOf(err), disk.HintsOf(err))
+	}
+	r := req()
+	r.AllowExpensiveKDF = true
+	if _, err := h.Check(r); err != nil {
+		t.Fatalf("Check with AllowExpensiveKDF: %v", err)
+	}
+
+	// Summed over the users tried: a second user that would cross the
+	// bound is left out, and named when nothing opens.
+	h = openHeader(t, sampleImage(t))
+	u0 := h.v.ctx.Users[0]
+	u0.Iterations = MaxIterations - 10
+	u1 := u0
+	u1.Iterations = 100
+	h.v.ctx.Users = []cryptoUser{u0, u1, u1}
+	need, err := h.Check(req())
+	if err != nil || need.Tries != "crypto user 0" {
+		t.Fatalf("Check: %+v, %v", need, err)
+	}
+	h.v.ctx.Users = []cryptoUser{u1, u1, u0}
+	if need, err := h.Check(req()); err != nil || need.Tries != "crypto users 0, 1" {
+		t.Fatalf("Check: %+v, %v", need, err)
+	}
+	_, skipped, _ := h.plan(req())
+	if len(skipped) != 1 || !strings.Contains(skipped[0].Error(), "crypto user 2") {
+		t.Errorf("skipped %v", skipped)
+	}
+}
+
+// TestSecondUser adds a crypto user to the sample with its own
+// passphrase, salt and iteration count, its PassphraseWrappedKEKStruct
+// made as FileVault makes one (the KEK wrapped under PBKDF2 of the
+// passphrase): the right user opens, with the same volume key.
+func TestSecondUser(t *testing.T) {
+	path := sampleImage(t)
+	h := openHeader(t, path)
+	kek := mustHex("821c460be6a9d0aec707a6202db5124e") // the fact sheet's
+	salt := mustHex("000102030405060708090a0b0c0d0e0f")
+	const pass2, iter2 = "correct horse battery staple", 1000
+	pk, err := pbkdf2.Key(sha256.New, pass2, salt, iter2, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	editBlock(t, path, 1, func(b []byte) {
+		off, size := le32(b[112:]), le32(b[116:])
+		x := string(b[off : off+size])
+		start := strings.Index(x, `<dict ID="3">`)
+		end := strings.Index(x, "</dict></array>")
+		user := x[start : end+len("</dict>")]
+		pwkText := user[strings.Index(user, `<data ID="4">`)+len(`<data ID="4">`):]
+		pwkText = pwkText[:strings.Index(pwkText, "</data>")]
+		pwk, err := base64.StdEncoding.DecodeString(pwkText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(pwk[8:24], salt)
+		copy(pwk[32:56], wrapKey(pk, kek))
+		binary.LittleEndian.PutUint32(pwk[168:], iter2)
+		u2 := strings.Replace(user, pwkText, base64.StdEncoding.EncodeToString(pwk), 1)
+		u2 = strings.Replace(u2, "868C54AC-D101-4045-8418-7487A919D97A", "11111111-2222-3333-4444-555555555555", 1)
+		u2 = strings.ReplaceAll(u2, ` ID="`, ` OLDID="`) // IDs are unique
+		x = x[:end+len("</dict>")] + u2 + x[end+len("</dict>"):]
+		clear(b[off:])
+		copy(b[off:], x)
+		for _, at := range []int{104, 108, 116} {
+			binary.LittleEndian.PutUint32(b[at:], uint32(len(x)))
+		}
+	})
+	first, err := unlock(t, h, req(), samplePass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = openHeader(t, path)
+	if n := len(h.v.ctx.Users); n != 2 {
+		t.Fatalf("%d crypto users", n)
+	}
+	u, err := unlock(t, h, req(), pass2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Slot != 1 || !strings.Contains(u.SlotName, "11111111-2222-3333-4444-555555555555") || !bytes.Equal(u.Key, first.Key) {
+		t.Errorf("opened slot %d %q, same key: %v", u.Slot, u.SlotName, bytes.Equal(u.Key, first.Key))
+	}
+	r := req()
+	r.Slot = 0
+	if _, err := unlock(t, h, r, pass2); !errors.Is(err, disk.ErrWrongSecret) || !strings.Contains(err.Error(), "crypto user 0") {
+		t.Errorf("user 0 with user 1's passphrase: %v", err)
+	}
+	if u, err := unlock(t, h, req(), samplePass); err != nil || u.Slot != 0 {
+		t.Errorf("user 0: %v", err)
 	}
 }

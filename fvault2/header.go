@@ -36,10 +36,10 @@ func (h *header) Format() disk.Format { return Format{} }
 func (h *header) plan(req *disk.Request) (tries []int, skipped []error, err error) {
 	v := h.v
 	if v.unlockable != nil {
-		return nil, nil, kindOf(v.unlockable)
+		return nil, nil, kindOf(fmt.Errorf("%s: %w", h.path, v.unlockable))
 	}
 	if !req.TestOnly && v.unservable != nil {
-		return nil, nil, kindOf(v.unservable)
+		return nil, nil, kindOf(fmt.Errorf("%s: %w", h.path, v.unservable))
 	}
 	users := v.ctx.Users
 	cost := func(i int, spent uint64) error {

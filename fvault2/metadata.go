@@ -406,7 +406,7 @@ func parseUser(p *plist, u *plistValue) cryptoUser {
 		cu.WrappedKEK = bytes.Clone(s[32 : 32+wrappedKeySize])
 		cu.Iterations = le32(s[168:])
 		if cu.Iterations == 0 {
-			cu.Unusable = corrupt("PBKDF2 with 0 iterations")
+			cu.Unusable = corrupt("a PBKDF2 count of 0 iterations")
 		}
 	}
 	return cu
@@ -416,7 +416,14 @@ func parseUser(p *plist, u *plistValue) cryptoUser {
 func (v *volume) finish() {
 	if v.ctx != nil {
 		if !slices.ContainsFunc(v.ctx.Users, func(u cryptoUser) bool { return u.Unusable == nil }) && v.unlockable == nil {
-			v.unlockable = unsupported("no crypto user of this volume has a passphrase-wrapped key xtsctl can use")
+			why := []string{}
+			for i, u := range v.ctx.Users {
+				why = append(why, fmt.Sprintf("crypto user %d has %v", i, u.Unusable))
+			}
+			if len(why) == 0 {
+				why = append(why, "the encryption context lists no crypto user")
+			}
+			v.unlockable = unsupported("no crypto user of this volume has a passphrase-wrapped key xtsctl can use (%s)", strings.Join(why, "; "))
 		}
 		if !slices.ContainsFunc(v.ctx.Keys, func(k volumeKey) bool { return k.Wrapped != nil }) && v.unlockable == nil {
 			v.unlockable = unsupported("the encryption context holds no wrapped volume key")
