@@ -514,8 +514,14 @@ func (v *volume) makeLayout() (disk.Layout, []string, error) {
 // bytes in RFC 4122 order (the order FileVault hashes).
 func parseUUID(s string) ([uuidSize]byte, error) {
 	var u [uuidSize]byte
-	h := strings.ReplaceAll(s, "-", "")
-	if len(h) != 2*uuidSize || (len(s) != len(h) && len(s) != 36) {
+	h := s
+	if len(s) == 36 {
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return u, errors.New("not a UUID")
+		}
+		h = s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	}
+	if len(h) != 2*uuidSize {
 		return u, errors.New("not a UUID")
 	}
 	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
