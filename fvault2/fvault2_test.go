@@ -206,6 +206,38 @@ func TestSlots(t *testing.T) {
 	}
 }
 
+// TestReadWriteRefused: a read-write request is refused before the
+// prompt; the layout says why too, for whoever serves it.
+func TestReadWriteRefused(t *testing.T) {
+	h := openHeader(t, sampleImage(t))
+	r := req()
+	r.ReadOnly = false
+	_, err := h.Check(r)
+	if disk.KindOf(err) != disk.KindUsage || !strings.Contains(err.Error(), "read-only") || len(disk.HintsOf(err)) == 0 {
+		t.Fatalf("read-write Check: %v (kind %v)", err, disk.KindOf(err))
+	}
+	r.TestOnly = true
+	if _, err := h.Check(r); err != nil {
+		t.Errorf("test-only Check: %v", err)
+	}
+	u, err := unlock(t, h, req(), samplePass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(h.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := disk.NewDevice(f, u.Layout, u.Key, disk.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.WriteSectors(make([]byte, 512), 0); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("a write to the device: %v", err)
+	}
+}
+
 func TestUnlockCancelled(t *testing.T) {
 	h := openHeader(t, sampleImage(t))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -35,6 +35,13 @@ func (h *header) Format() disk.Format { return Format{} }
 // it leaves out for their cost, before anyone is asked for a passphrase.
 func (h *header) plan(req *disk.Request) (tries []int, skipped []error, err error) {
 	v := h.v
+	if !req.ReadOnly && !req.TestOnly {
+		return nil, nil, &disk.Error{
+			Kind:  disk.KindUsage,
+			Err:   fmt.Errorf("%s: %s", h.path, readOnlyReason),
+			Hints: []string{"open it with --readonly, or decrypt it to a file"},
+		}
+	}
 	if v.unlockable != nil {
 		return nil, nil, kindOf(fmt.Errorf("%s: %w", h.path, v.unlockable))
 	}
