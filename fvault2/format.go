@@ -47,6 +47,24 @@ func pvAt(r io.ReaderAt, size, off int64) bool {
 	return off <= size-pvHeaderSize && readFull(r, b, off) == nil && looksLikePV(b) && checksumOK(b)
 }
 
+// Explain says what an image without the format's signature is, when
+// it is a near miss the user should hear about: an APFS container or a
+// disk with an APFS partition gives the ErrAPFS error Open gives; other
+// images give nil. Detection finds no format for an APFS image, and the
+// command line can ask the formats that have an Explain why (the layer
+// has no such hook yet).
+func (Format) Explain(r io.ReaderAt, size int64) error {
+	for _, p := range findPartitions(r, size) {
+		if p.APFS {
+			return apfsError(fmt.Sprintf("the image has an APFS partition (partition %d), not FileVault 2 on CoreStorage", p.Number))
+		}
+	}
+	if isAPFSContainer(r, size) {
+		return apfsError("the image is an APFS container, not FileVault 2 on CoreStorage")
+	}
+	return nil
+}
+
 // ErrAPFS marks an APFS container or partition: FileVault on APFS is a
 // different format, which this package does not read.
 var ErrAPFS = errors.New("APFS-encrypted volumes are a different format")

@@ -176,6 +176,7 @@ func TestAPFSRefused(t *testing.T) {
 		if (Format{}).Probe(img.File, img.Size) {
 			t.Error("Probe claims an APFS container")
 		}
+		wantAPFS(t, (Format{}).Explain(img.File, img.Size))
 		_, err := (Format{}).Open(img, nil)
 		wantAPFS(t, err)
 		if !strings.Contains(err.Error(), "APFS container") {
@@ -190,7 +191,9 @@ func TestAPFSRefused(t *testing.T) {
 			{guidAPFS, 2048, uint64(size/512) - 40},
 		})
 		writeFile(t, path, 2048*512+32, []byte("NXSB"))
-		_, err := (Format{}).Open(openImage(t, path), nil)
+		img := openImage(t, path)
+		wantAPFS(t, (Format{}).Explain(img.File, img.Size))
+		_, err := (Format{}).Open(img, nil)
 		wantAPFS(t, err)
 		if !strings.Contains(err.Error(), "partition 2") {
 			t.Errorf("error %q does not name the partition", err)
@@ -219,6 +222,9 @@ func TestNotCoreStorage(t *testing.T) {
 			img := openImage(t, path)
 			if (Format{}).Probe(img.File, img.Size) {
 				t.Error("Probe claims it")
+			}
+			if err := (Format{}).Explain(img.File, img.Size); err != nil {
+				t.Errorf("Explain: %v", err)
 			}
 			_, err := (Format{}).Open(img, nil)
 			if !errors.Is(err, disk.ErrNotFormat) || disk.KindOf(err) != disk.KindInput {
