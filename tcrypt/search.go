@@ -57,7 +57,7 @@ type match struct {
 type trial struct {
 	cand candidate
 	pass []byte
-	p    *pbkdf2 // nil for Argon2id, and after its last stage
+	p    *pbkdf2Stream // nil for Argon2id, and after its last stage
 	dk   []byte  // Argon2id: the whole key
 }
 
