@@ -213,11 +213,11 @@ type tcHeader struct {
 
 // opened is what `info` shows of an unlocked header.
 type opened struct {
-	Location   string `json:"header"`
-	Offset     int64  `json:"header_offset"`
-	KDF        string `json:"kdf"`
-	Cipher     string `json:"cipher"`
-	Mode       string `json:"mode"`
+	Location string `json:"header"`
+	Offset   int64  `json:"header_offset"`
+	KDF      string `json:"kdf"`
+	Cipher   string `json:"cipher"`
+	Mode     string `json:"mode"`
 	header
 	DataOffset int64  `json:"data_offset_bytes"`
 	DataLength int64  `json:"data_length_bytes"`

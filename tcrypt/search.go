@@ -58,7 +58,7 @@ type trial struct {
 	cand candidate
 	pass []byte
 	p    *pbkdf2Stream // nil for Argon2id, and after its last stage
-	dk   []byte  // Argon2id: the whole key
+	dk   []byte        // Argon2id: the whole key
 }
 
 func (t *trial) wipe() {
