@@ -387,6 +387,10 @@ func (h *tcHeader) serve(m *match, req *disk.Request) (*disk.Unlocked, error) {
 		return nil, disk.WithKind(disk.KindInput, fmt.Errorf("%s: %s%s: %w", name, right, what, disk.ErrUnsupported),
 			"VeraCrypt, or cryptsetup --type tcrypt with device-mapper, opens it")
 	}
+	if h.img.File == nil {
+		u.Unservable = "the data device was not opened"
+		return u, nil
+	}
 	l, off, n, iv, err := h.layout(m.cand.loc, hdr)
 	if err == nil {
 		err = l.Check(h.img.Size)
@@ -429,7 +433,7 @@ func (h *tcHeader) layout(loc *location, hdr *header) (l disk.Layout, off, n int
 		// TrueCrypt 5 and earlier: the hidden data ends where the
 		// legacy hidden header begins.
 		length = hdr.HiddenSize
-		if length > size-legacyHiddenFromEnd {
+		if size < legacyHiddenFromEnd || length > size-legacyHiddenFromEnd {
 			return l, 0, 0, 0, fmt.Errorf("the hidden volume's %d bytes do not fit in the %d-byte image", length, size)
 		}
 		dataOff = size - legacyHiddenFromEnd - length
