@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"golang.org/x/crypto/twofish"
+	"golang.org/x/crypto/twofish" //lint:ignore SA1019 only to recognise and name Twofish volumes, which are refused
 	xxts "golang.org/x/crypto/xts"
 
+	"github.com/xtsctl/xtsctl/tcrypt/internal/camellia"
+	"github.com/xtsctl/xtsctl/tcrypt/internal/kuznyechik"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/serpent"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -50,9 +52,11 @@ type blockCipher struct {
 }
 
 var (
-	cAES     = blockCipher{"AES", aes.NewCipher}
-	cSerpent = blockCipher{"Serpent", serpent.NewCipher}
-	cTwofish = blockCipher{"Twofish", func(k []byte) (cipher.Block, error) { return twofish.NewCipher(k) }}
+	cAES        = blockCipher{"AES", aes.NewCipher}
+	cSerpent    = blockCipher{"Serpent", serpent.NewCipher}
+	cTwofish    = blockCipher{"Twofish", func(k []byte) (cipher.Block, error) { return twofish.NewCipher(k) }}
+	cCamellia   = blockCipher{"Camellia", camellia.NewCipher}
+	cKuznyechik = blockCipher{"Kuznyechik", kuznyechik.NewCipher}
 )
 
 // xtsChain is a cascade in cryptsetup's order (the order of its keys in
@@ -87,13 +91,12 @@ func xtsChain(chain ...blockCipher) headerCipher {
 }
 
 // The chains tried besides AES-XTS: every XTS cipher and cascade of
-// VeraCrypt and TrueCrypt 5+ that Go can compute here (Camellia and
-// Kuznyechik are not among them), and TrueCrypt's legacy AES-LRW and
-// AES-CBC.
+// VeraCrypt and TrueCrypt 5+, and TrueCrypt's legacy AES-LRW and
+// AES-CBC. Each chain is listed in key order; its name is VeraCrypt's.
 var (
 	// firstCiphers need only the first 64 bytes of the derived key.
 	firstCiphers = []headerCipher{
-		xtsChain(cSerpent), xtsChain(cTwofish),
+		xtsChain(cSerpent), xtsChain(cTwofish), xtsChain(cCamellia), xtsChain(cKuznyechik),
 		{name: "AES", mode: "lrw", need: 64, decrypt: decryptAESLRW},
 		{name: "AES", mode: "cbc", need: 64, decrypt: decryptAESCBC},
 	}
@@ -104,6 +107,11 @@ var (
 		xtsChain(cAES, cSerpent),
 		xtsChain(cAES, cTwofish, cSerpent),
 		xtsChain(cSerpent, cTwofish),
+		xtsChain(cKuznyechik, cCamellia),
+		xtsChain(cSerpent, cCamellia),
+		xtsChain(cAES, cKuznyechik),
+		xtsChain(cCamellia, cSerpent, cKuznyechik),
+		xtsChain(cTwofish, cKuznyechik),
 	}
 )
 

@@ -10,9 +10,8 @@
 // candidate key derivation on every core until one decrypts a header whose
 // magic and CRCs match. Nothing read from an image is used before that,
 // and the data area the header describes is then bounded by the image.
-// Volumes encrypted with other ciphers, cascades or TrueCrypt's legacy
-// LRW and CBC modes are recognised where Go can compute their header
-// (Serpent, Twofish and their cascades with AES; AES-LRW, AES-CBC) and
-// refused by name. docs/FORMATS.md says what is supported and how it was
+// Volumes encrypted with VeraCrypt's other ciphers and cascades (Serpent,
+// Twofish, Camellia, Kuznyechik) or TrueCrypt's legacy AES-LRW and AES-CBC
+// modes are recognised and refused by name. docs/FORMATS.md says what is supported and how it was
 // checked.
 package tcrypt

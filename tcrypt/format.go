@@ -499,7 +499,7 @@ func (h *tcHeader) wrongSecret(opt options, sec *disk.Secret, tried int, skipped
 	if skipped != "" {
 		hints = append(hints, "VeraCrypt's Argon2id was not tried: "+skipped+"; --allow-expensive-kdf tries it")
 	}
-	hints = append(hints, "volumes encrypted with Camellia or Kuznyechik, or in TrueCrypt's legacy modes with ciphers other than AES, are not recognised and fail the same way")
+	hints = append(hints, "TrueCrypt volumes in the legacy modes of versions before 5.0 with ciphers other than AES (Blowfish, CAST5, Triple DES, Serpent, Twofish) are not recognised and fail the same way")
 	return disk.WithHints(err, hints...)
 }
 

@@ -309,3 +309,7 @@ func (d *digest) UnmarshalBinary(b []byte) error {
 	copy(d.buf[:], b)
 	return nil
 }
+
+// Pi returns the S-box π' that GOST R 34.11-2012 shares with GOST R
+// 34.12-2015 (Kuznyechik).
+func Pi() [256]byte { return pi }
