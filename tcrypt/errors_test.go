@@ -3,6 +3,7 @@ package tcrypt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -321,6 +322,14 @@ func TestOptionsAndCheck(t *testing.T) {
 	}
 	if k := key(disk.ReportOptions{ShowKey: true, Unlocked: u}); len(k) != 128 {
 		t.Errorf("ShowKey shows %q", k)
+	}
+	rep, _ = h.Report(disk.ReportOptions{Unlocked: u})
+	doc, err := json.Marshal(rep.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), `"volume_size":36864`) || !strings.Contains(string(doc), `"magic":"VERA"`) || strings.Contains(string(doc), "key") {
+		t.Errorf("--json document: %s", doc)
 	}
 }
 
