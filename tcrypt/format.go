@@ -128,14 +128,12 @@ func (o options) candidates(loc *location, passLen int) []candidate {
 
 // Where the headers are, as VeraCrypt and TrueCrypt put them.
 const (
-	hiddenHeaderOffset   = 64 << 10
-	headerGroupSize      = 128 << 10 // the normal and hidden headers' area at each end
-	systemHeaderOffset   = 31744     // sector 62 of the drive's first track
-	legacyHiddenFromEnd  = 1536
-	backupHiddenFromEnd  = 64 << 10
-	backupNormalFromEnd  = headerGroupSize
-	minSystemDataOffset  = systemHeaderOffset + headerSize
-	minNormalVolumeBytes = headerSize
+	hiddenHeaderOffset  = 64 << 10
+	headerGroupSize     = 128 << 10 // the normal and hidden headers' area at each end
+	systemHeaderOffset  = 31744     // sector 62 of the drive's first track
+	legacyHiddenFromEnd = 1536
+	backupHiddenFromEnd = 64 << 10
+	backupNormalFromEnd = headerGroupSize
 )
 
 func (tcryptFormat) Open(img *disk.Image, o disk.Options) (disk.Header, error) {
@@ -219,9 +217,11 @@ type opened struct {
 	Cipher   string `json:"cipher"`
 	Mode     string `json:"mode"`
 	header
-	DataOffset int64  `json:"data_offset_bytes"`
-	DataLength int64  `json:"data_length_bytes"`
-	IVOffset   uint64 `json:"iv_offset"`
+	// What is served: DataLength bytes at DataStart in the image, its
+	// first 512 bytes data unit FirstUnit.
+	DataStart  int64  `json:"data_start"`
+	DataLength int64  `json:"data_length"`
+	FirstUnit  uint64 `json:"first_data_unit"`
 }
 
 func (h *tcHeader) Format() disk.Format { return Format }
@@ -403,7 +403,7 @@ func (h *tcHeader) serve(m *match, req *disk.Request) (*disk.Unlocked, error) {
 		}
 		return nil, disk.WithKind(disk.KindInput, err)
 	}
-	o.DataOffset, o.DataLength, o.IVOffset = off, n, iv
+	o.DataStart, o.DataLength, o.FirstUnit = off, n, iv
 	if hdr.Flags&flagSystemEncryption != 0 && m.cand.loc.kind != locSystem {
 		u.Warnings = append(u.Warnings, "the header is marked as system encryption: its data units may count from the drive's start (--"+OptSystem+" with the whole drive's image)")
 	}
@@ -524,12 +524,12 @@ func (h *tcHeader) Report(opt disk.ReportOptions) (*disk.Report, error) {
 	if o.HiddenSize != 0 {
 		r.Add(0, "hidden volume size", strconv.FormatUint(o.HiddenSize, 10))
 	}
-	r.Add(0, "data offset", strconv.FormatUint(o.header.DataOffset, 10))
+	r.Add(0, "data offset", strconv.FormatUint(o.DataOffset, 10))
 	r.Add(0, "encrypted area", strconv.FormatUint(o.EncryptedSize, 10))
 	r.Add(0, "flags", fmt.Sprintf("0x%x%s", o.Flags, flagNames(o.Flags)))
 	r.Add(0, "sector size", strconv.Itoa(int(max(o.SectorSize, 512))))
 	if o.DataLength > 0 {
-		r.Add(0, "data", fmt.Sprintf("%d bytes at byte %d, data units from %d", o.DataLength, o.DataOffset, o.IVOffset))
+		r.Add(0, "data", fmt.Sprintf("%d bytes at byte %d, data units from %d", o.DataLength, o.DataStart, o.FirstUnit))
 	}
 	doc := map[string]any{"format": FormatName, "unlocked": true, "header": o}
 	if opt.ShowKey && opt.Unlocked != nil && len(opt.Unlocked.Key) > 0 {
