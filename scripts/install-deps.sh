@@ -24,7 +24,8 @@ declare -A need=(
   [fvdemount]=libfvde-utils
   [xz]=xz-utils          # fvault2 tests: the sample is a .tar.xz
   [partx]=util-linux     # fvault2 tests: the GPT a test writes, read independently
-  [blkid]=util-linux     # fvault2 tests: the decrypted sample's HFS+ UUID
+  [blkid]=util-linux     # fvault2 and tcrypt tests: the decrypted samples' file system UUIDs
+  [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
 )
 missing=()
 for cmd in "${!need[@]}"; do
