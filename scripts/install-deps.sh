@@ -20,6 +20,12 @@ declare -A need=(
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
   [dmsetup]=dmsetup      # scripts/test-dm-vm.sh copies it into the guest
   [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
+  [fvdeinfo]=libfvde-utils  # fvault2 peer tests: libfvde reads the same FileVault 2 image
+  [fvdemount]=libfvde-utils
+  [xz]=xz-utils          # fvault2 tests: the sample is a .tar.xz
+  [partx]=util-linux     # fvault2 tests: the GPT a test writes, read independently
+  [blkid]=util-linux     # fvault2 and tcrypt tests: the decrypted samples' file system UUIDs
+  [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
 )
 missing=()
 for cmd in "${!need[@]}"; do

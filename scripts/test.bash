@@ -47,7 +47,7 @@ else
 fi
 
 step go test
-go test -count=1 ./...
+go test -count=1 -timeout 40m ./...
 
 if [ -w "$uring" ]; then
   step 'open and mount tests again over /dev/fuse'
@@ -57,7 +57,7 @@ if [ -w "$uring" ]; then
 fi
 
 step go test -tags purego
-go test -count=1 -tags purego ./...
+go test -count=1 -timeout 40m -tags purego ./...
 
 step 'the portable path on arm64, under qemu-user (correctness only; never quote its speed)'
 armtests=$(mktemp -d)
