@@ -55,6 +55,9 @@ type FormatInfo struct {
 	// SlotNoun is what the format calls a key slot: "key slot",
 	// "keyslot", "protector".
 	SlotNoun string
+	// ReportNeedsSecret: the header is encrypted (VeraCrypt), so info
+	// unlocks before it reports.
+	ReportNeedsSecret bool
 	// Refer names the format's images in messages about what their
 	// header records: "volumes", "LUKS images"; "" for a format without a
 	// header in clear.

@@ -65,6 +65,9 @@ type Request struct {
 	TestOnly bool
 	// Options are the values of the formats' own options.
 	Options Options
+	// KeyFiles is how many key files the user gave (--key-file), so that
+	// Check can say whether a passphrase is needed besides.
+	KeyFiles int
 	// Progress, if set, is told about slow steps (which key slot's KDF
 	// runs), one line each, for the user; Verbose about every step.
 	Progress func(format string, args ...any)

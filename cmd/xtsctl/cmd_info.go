@@ -76,7 +76,9 @@ func info(a *app, f *infoFlags, image string) error {
 		return usageError(errors.New("--json and --dm-table do not go together"))
 	case !f.dmTable && (f.showKey || f.device != "" || f.keyOutput != ""):
 		return usageError(errors.New("--show-key, --device and --key-output go with --dm-table"))
-	case !f.showKey && (f.keyOutput != "" || f.img.passFile != "" || len(f.img.keyFiles) > 0):
+	case !f.showKey && f.keyOutput != "":
+		return usageError(errors.New("--key-output goes with --show-key"))
+	case !f.showKey && !needsSecret(f.img.typ) && (f.img.passFile != "" || len(f.img.keyFiles) > 0):
 		return usageError(errors.New("--key-output, --passphrase-file and --key-file go with --show-key"))
 	}
 	if !f.dmTable && f.img.typ == "" && f.img.header == "" {
@@ -99,7 +101,19 @@ func info(a *app, f *infoFlags, image string) error {
 	if f.dmTable {
 		return dmTable(a, f, o)
 	}
-	rep, err := o.hdr.Report(disk.ReportOptions{})
+	var ro disk.ReportOptions
+	if o.format.Info().ReportNeedsSecret {
+		// The header's fields are encrypted: only the secret shows them.
+		req := a.request(&f.img)
+		req.ReadOnly, req.TestOnly = true, true
+		u, err := unlockImage(a, &f.img, o, req)
+		if err != nil {
+			return err
+		}
+		defer u.Wipe()
+		ro.Unlocked = u
+	}
+	rep, err := o.hdr.Report(ro)
 	if err != nil {
 		return err
 	}
@@ -109,6 +123,13 @@ func info(a *app, f *infoFlags, image string) error {
 	}
 	printLines(a, rep.Lines)
 	return nil
+}
+
+// needsSecret reports whether info on --type typ unlocks (a header whose
+// fields are encrypted).
+func needsSecret(typ string) bool {
+	f, ok := disk.Lookup(typ)
+	return ok && f.Info().ReportNeedsSecret
 }
 
 // printJSON writes doc as indented JSON, as every --json does.

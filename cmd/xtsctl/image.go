@@ -96,18 +96,22 @@ func registerFormatOptions(fs *pflag.FlagSet) {
 			if fs.Lookup(o.Name) != nil {
 				continue
 			}
-			usage := o.Usage
-			if o.Value != "" && !strings.Contains(usage, "`") {
-				usage = strings.Replace(usage, o.Value, "`"+o.Value+"`", 1)
-			}
 			if o.Bool {
-				fs.Bool(o.Name, false, usage)
+				fs.Bool(o.Name, false, o.Usage)
 			} else {
-				fs.String(o.Name, "", usage)
+				fs.Var(&optionValue{name: cmp.Or(o.Value, "string")}, o.Name, o.Usage)
 			}
 		}
 	}
 }
+
+// optionValue is a format option's value, named in help as the format
+// names it ("N", "NAME").
+type optionValue struct{ v, name string }
+
+func (o *optionValue) String() string     { return o.v }
+func (o *optionValue) Set(v string) error { o.v = v; return nil }
+func (o *optionValue) Type() string       { return o.name }
 
 // options are the values of the formats' options given on the command
 // line, and --sector-size, which several formats read.
@@ -434,7 +438,7 @@ func notFormat(img *disk.Image, err error) error {
 
 // request is the unlock request of the command line's flags.
 func (a *app) request(f *imageFlags) *disk.Request {
-	req := &disk.Request{Slot: a.keySlot, AllowExpensiveKDF: a.allowExpensiveKDF, Options: f.options()}
+	req := &disk.Request{Slot: a.keySlot, AllowExpensiveKDF: a.allowExpensiveKDF, Options: f.options(), KeyFiles: len(f.keyFiles)}
 	req.Progress = func(format string, args ...any) { a.infof(format, args...) }
 	req.Verbose = func(format string, args ...any) { a.verbosef(format, args...) }
 	return req
