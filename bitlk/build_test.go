@@ -29,6 +29,9 @@ type protSpec struct {
 	protection uint16
 	secret     string // password or recovery password
 	guid       guid
+	// utf16 replaces the password's UTF-16LE bytes (to build what another
+	// implementation's hashing opens).
+	utf16 []byte
 }
 
 type buildSpec struct {
@@ -124,15 +127,20 @@ func keyDatum(method uint32, key []byte) []byte {
 
 // stretchedKey derives a protector's key as Windows does (the package's
 // own stretch; the samples check it against Windows).
-func stretchedKey(t testing.TB, secret string, recovery bool, salt []byte) []byte {
+func stretchedKey(t testing.TB, secret string, recovery bool, salt, utf16 []byte) []byte {
 	var initial *[32]byte
-	if recovery {
+	switch {
+	case utf16 != nil:
+		h := sha256.Sum256(utf16)
+		initial = new([32]byte)
+		*initial = sha256.Sum256(h[:])
+	case recovery:
 		k, ok, err := recoveryKey([]byte(secret))
 		if !ok || err != nil {
 			t.Fatalf("builder: bad recovery password %q", secret)
 		}
 		initial = recoveryHash(k)
-	} else {
+	default:
 		var err error
 		if initial, err = passwordHash([]byte(secret)); err != nil {
 			t.Fatal(err)
@@ -212,7 +220,7 @@ func buildImage(t testing.TB, dir string, spec buildSpec) *built {
 			}
 			inner := mkEntry(0, valueAESCCM, 1, b.bytes(ccmNonceSize+ccmTagSize+44))
 			nested = append(nested, mkEntry(0, valueStretchKey, 1, u32(m), salt, inner)...)
-			key := stretchedKey(t, p.secret, p.protection == protRecovery, salt)
+			key := stretchedKey(t, p.secret, p.protection == protRecovery, salt, p.utf16)
 			nested = append(nested, mkEntry(0, valueAESCCM, 1, b.sealDatum(t, key, keyDatum(methodVMK, b.vmk)))...)
 		case protStartupKey:
 			bekKey := b.bytes(32)

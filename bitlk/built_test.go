@@ -2,6 +2,7 @@ package bitlk
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -120,4 +121,30 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return -1
+}
+
+// TestPasswordHashUTF16: the password is hashed as UTF-16LE code units
+// without a terminator: "anaconda£" ends a3 00 (the fact sheet's case,
+// cryptsetup 2.6's failure), U+1F511 is the surrogate pair 3d d8 11 dd;
+// text that is not UTF-8 is refused.
+func TestPasswordHashUTF16(t *testing.T) {
+	for _, c := range []struct {
+		pw    string
+		utf16 string
+	}{
+		{"anaconda", "61006e00610063006f006e0064006100"},
+		{"anaconda£", "61006e00610063006f006e0064006100a300"},
+		{"鍵🔑", "75933dd811dd"},
+		{"", ""},
+	} {
+		want := sha256.Sum256(unhexT(t, c.utf16))
+		want = sha256.Sum256(want[:])
+		got, err := passwordHash([]byte(c.pw))
+		if err != nil || *got != want {
+			t.Errorf("passwordHash(%q) = %x, %v; want SHA-256 twice of %s", c.pw, got, err, c.utf16)
+		}
+	}
+	if _, err := passwordHash([]byte("caf\xe9")); err == nil {
+		t.Error("a Latin-1 password was hashed")
+	}
 }

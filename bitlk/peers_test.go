@@ -91,6 +91,7 @@ func bdemount(t *testing.T, image string, args []string, fn func(dev string)) er
 	}
 	defer func() {
 		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Logf("unmount %s: %v", mnt, err)
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 		if !exited {
@@ -292,5 +293,37 @@ func TestPeersBuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestPeerPasswordWidening pins down where dislocker 0.7 and we differ on
+// a non-ASCII password: dislocker widens each UTF-8 byte to a 16-bit unit
+// ("ä", c3 a4, becomes c3 00 a4 00; Windows hashes e4 00), so it opens a
+// volume made with that hashing, which we (and Windows, and libbde)
+// refuse; the volume made as Windows makes it (TestPeersBuilt,
+// xts-128-unicode) opens with us and libbde, not with dislocker.
+func TestPeerPasswordWidening(t *testing.T) {
+	needTool(t, "dislocker-file", "dislocker")
+	var widened []byte
+	for _, c := range []byte(nonASCII) {
+		widened = append(widened, c, 0)
+	}
+	spec := buildSpec{method: 0x8004, seed: 99, serial: 0xf1,
+		protectors: []protSpec{{protection: protPassword, secret: nonASCII, utf16: widened}}}
+	b := buildImage(t, t.TempDir(), spec)
+	out, err := dislocker(t, b.path, "-u"+nonASCII)
+	if err != nil {
+		t.Fatalf("dislocker-file does not open a volume whose password was hashed byte by byte: %v", err)
+	}
+	plainFile := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plainFile, b.plain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fileSHA256(t, out) != fileSHA256(t, plainFile) {
+		t.Fatal("dislocker-file opened the volume but read it wrong")
+	}
+	_, err = unlock(t, b.path, request(), &disk.Secret{Passphrase: []byte(nonASCII)})
+	if !errors.Is(err, disk.ErrWrongSecret) || disk.KindOf(err) != disk.KindKey {
+		t.Fatalf("we opened a volume hashed byte by byte (%v): Windows hashes UTF-16 code units", err)
 	}
 }
