@@ -239,6 +239,7 @@ func buildImage(t testing.TB, dir string, spec buildSpec) *built {
 			nested = append(nested, mkEntry(0, valueAESCCM, 1, b.sealDatum(t, clearKey, keyDatum(methodVMK, b.vmk)))...)
 		default: // TPM and the rest: a TPM blob the volume cannot use here
 			nested = append(nested, mkEntry(0, 6, 1, b.bytes(200))...)
+			nested = append(nested, mkEntry(0, valueAESCCM, 1, b.bytes(ccmNonceSize+ccmTagSize+44))...)
 		}
 		version := uint16(1)
 		if p.protection == protClearKey {

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/xtsctl/xtsctl/disk"
@@ -230,7 +231,9 @@ func (h *Header) Check(req *disk.Request) (*disk.Need, error) {
 	}
 	need := &disk.Need{}
 	var tries []string
-	for _, p := range pl.all() {
+	ps := pl.all()
+	slices.SortFunc(ps, func(a, b *protector) int { return a.index - b.index })
+	for _, p := range ps {
 		tries = append(tries, fmt.Sprintf("%d (%s)", p.index, p.title()))
 	}
 	need.Tries = "protector"
