@@ -344,7 +344,7 @@ func diffuserADecrypt(d []uint32) {
 	n := len(d)
 	for range passesA {
 		for i := range 8 {
-			d[i] += d[(i-2+n)%n] ^ bits.RotateLeft32(d[(i-5+n)%n], rotA[i%4])
+			d[i] += d[wrapDown(i-2, n)] ^ bits.RotateLeft32(d[wrapDown(i-5, n)], rotA[i%4])
 		}
 		for i := 8; i+4 <= n; i += 4 {
 			x := d[i-5 : i+4 : i+4] // x[5] is d[i]
@@ -367,7 +367,7 @@ func diffuserAEncrypt(d []uint32) {
 			x[5] -= x[3] ^ bits.RotateLeft32(x[0], 9)
 		}
 		for i := 7; i >= 0; i-- {
-			d[i] -= d[(i-2+n)%n] ^ bits.RotateLeft32(d[(i-5+n)%n], rotA[i%4])
+			d[i] -= d[wrapDown(i-2, n)] ^ bits.RotateLeft32(d[wrapDown(i-5, n)], rotA[i%4])
 		}
 	}
 }
@@ -384,7 +384,7 @@ func diffuserBDecrypt(d []uint32) {
 			x[3] += x[5] ^ bits.RotateLeft32(x[8], 25)
 		}
 		for ; i < n; i++ {
-			d[i] += d[(i+2)%n] ^ bits.RotateLeft32(d[(i+5)%n], rotB[i%4])
+			d[i] += d[wrapUp(i+2, n)] ^ bits.RotateLeft32(d[wrapUp(i+5, n)], rotB[i%4])
 		}
 	}
 }
@@ -394,7 +394,7 @@ func diffuserBEncrypt(d []uint32) {
 	for range passesB {
 		last := (n - 9) &^ 3 // the last group the fast loop of decryption ran
 		for i := n - 1; i >= last+4; i-- {
-			d[i] -= d[(i+2)%n] ^ bits.RotateLeft32(d[(i+5)%n], rotB[i%4])
+			d[i] -= d[wrapUp(i+2, n)] ^ bits.RotateLeft32(d[wrapUp(i+5, n)], rotB[i%4])
 		}
 		for i := last; i >= 0; i -= 4 {
 			x := d[i : i+9 : i+9]
@@ -404,4 +404,20 @@ func diffuserBEncrypt(d []uint32) {
 			x[0] -= x[2] ^ x[5]
 		}
 	}
+}
+
+// wrapDown and wrapUp bring an index at most n below or above [0, n)
+// back into it, without a division.
+func wrapDown(i, n int) int {
+	if i < 0 {
+		return i + n
+	}
+	return i
+}
+
+func wrapUp(i, n int) int {
+	if i >= n {
+		return i - n
+	}
+	return i
 }

@@ -140,16 +140,16 @@ func (h *Header) plan(req *disk.Request) (*plan, error) {
 			pl.password = append(pl.password, p)
 		}
 	}
-	if len(pl.clear) > 0 && !explicit {
-		// A suspended volume opens with its clear key alone, as Windows
-		// opens it.
-		pl.startup, pl.recovery, pl.password = nil, nil, nil
-	}
 	if pl.recoveryOnly = req.Options.Bool(OptRecovery); pl.recoveryOnly {
 		pl.clear, pl.startup, pl.password = nil, nil, nil
 		if len(pl.recovery) == 0 {
 			return nil, disk.Errorf(disk.KindUsage, "%s has no usable recovery password protector%s", h.path, h.listProtectors(sel))
 		}
+	}
+	if len(pl.clear) > 0 && !explicit {
+		// A suspended volume opens with its clear key alone, as Windows
+		// opens it.
+		pl.startup, pl.recovery, pl.password = nil, nil, nil
 	}
 	if len(pl.all()) == 0 {
 		hints := []string{"a volume protected only by a TPM or smart card opens only on its computer (or with its recovery password, if it has one): in Windows, manage-bde -protectors -add -RecoveryPassword adds one"}

@@ -15,7 +15,7 @@ import (
 func TestCheckNeeds(t *testing.T) {
 	xts := samplePath(t, "bitlk-aes-xts-128.img")
 	startup := samplePath(t, "bitlk-aes-xts-128-startup-key.img")
-	clearKey := buildImage(t, t.TempDir(), buildSpec{method: 0x8004, seed: 8, protectors: []protSpec{{protection: protPassword, secret: "x"}, {protection: protClearKey}}})
+	clearKey := buildImage(t, t.TempDir(), buildSpec{method: 0x8004, seed: 8, protectors: []protSpec{{protection: protPassword, secret: "x"}, {protection: protClearKey}, {protection: protRecovery, secret: testRecovery}}})
 	for _, c := range []struct {
 		name       string
 		path       string
@@ -33,6 +33,7 @@ func TestCheckNeeds(t *testing.T) {
 		{"startup-only", startup, request(OptProtector, "startup-key"), disk.WantNone, disk.WantRequired, "", "protector 2 (startup key)", false},
 		{"suspended", clearKey.path, request(), disk.WantNone, disk.WantNone, "", "protector 1 (clear key (protection suspended))", true},
 		{"suspended-password", clearKey.path, request(OptProtector, "password"), disk.WantRequired, disk.WantNone, "password for " + clearKey.path, "protector 0 (password)", false},
+		{"suspended-recovery", clearKey.path, request(OptRecovery, "true"), disk.WantRequired, disk.WantNone, "recovery password for " + clearKey.path, "protector 2 (recovery password)", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			need, err := mustOpen(t, c.path).Check(c.req)
