@@ -113,7 +113,6 @@ func TestCCMAgainstPython(t *testing.T) {
 	type tc struct {
 		Key, Nonce, AD, PT string
 		Tag                int
-		want               []byte
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	rnd := func(n int) []byte {

@@ -20,6 +20,9 @@ declare -A need=(
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
   [dmsetup]=dmsetup      # scripts/test-dm-vm.sh copies it into the guest
   [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
+  [xz]=xz-utils          # bitlk tests: the sample images are a .tar.xz
+  [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
+  [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
 )
 missing=()
 for cmd in "${!need[@]}"; do
