@@ -57,6 +57,12 @@ func (h *Header) unservable() error {
 	if m.fvek == nil {
 		return errors.New("the metadata holds no FVEK (the volume's data key)")
 	}
+	// The layout needs no key: a geometry that cannot be served (a
+	// truncated image, overlapping areas) is refused before any prompt.
+	// Unlock lays it out again from the metadata once authenticated.
+	if _, err := h.layout(h.size); err != nil {
+		return err
+	}
 	return nil
 }
 

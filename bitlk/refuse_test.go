@@ -171,6 +171,16 @@ func TestRefuseEditedSamples(t *testing.T) {
 			t.Error("the device differs with copy 1")
 		}
 	})
+	t.Run("truncated", func(t *testing.T) {
+		// The image ends inside the third metadata area: refused before
+		// any prompt, naming the area.
+		path := copySample(t, name)
+		if err := os.Truncate(path, 57909248+32768); err != nil {
+			t.Fatal(err)
+		}
+		_, err := mustOpen(t, path).Check(request())
+		wantErr(t, err, disk.KindInput, disk.ErrUnsupported, "metadata copy 2", "inside the")
+	})
 	t.Run("all-copies-damaged", func(t *testing.T) {
 		path := copySample(t, name)
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
