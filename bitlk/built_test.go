@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/xtsctl/xtsctl/disk"
@@ -61,11 +64,39 @@ func secretsOf(b *built, spec buildSpec) []struct {
 		case protClearKey:
 			out = append(out, try{"clear-key", request(), nil})
 		}
-		if p.protection != protTPM {
+		if p.protection != protTPM && i == len(spec.protectors)-1 {
 			out = append(out, try{fmt.Sprintf("protector-%d-by-guid", i), request(OptProtector, "{"+b.prots[i].String()+"}"), secretFor(b, p)})
 		}
 	}
 	return out
+}
+
+var builtCache struct {
+	sync.Mutex
+	m map[string]*built
+}
+
+// builtCase builds crafted volume i once for the test binary (building
+// stretches each password).
+func builtCase(t *testing.T, i int) (*built, buildSpec) {
+	t.Helper()
+	spec := builtCases[i].spec
+	spec.seed = uint64(i + 1)
+	builtCache.Lock()
+	defer builtCache.Unlock()
+	if b := builtCache.m[builtCases[i].name]; b != nil {
+		return b, spec
+	}
+	dir := filepath.Join(sampleDir(t), "..", "built-"+builtCases[i].name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := buildImage(t, dir, spec)
+	if builtCache.m == nil {
+		builtCache.m = map[string]*built{}
+	}
+	builtCache.m[builtCases[i].name] = b
+	return b, spec
 }
 
 func secretFor(b *built, p protSpec) *disk.Secret {
@@ -84,9 +115,7 @@ func secretFor(b *built, p protSpec) *disk.Secret {
 func TestBuiltDecrypt(t *testing.T) {
 	for i, c := range builtCases {
 		t.Run(c.name, func(t *testing.T) {
-			spec := c.spec
-			spec.seed = uint64(i + 1)
-			b := buildImage(t, t.TempDir(), spec)
+			b, spec := builtCase(t, i)
 			for _, tr := range secretsOf(b, spec) {
 				t.Run(tr.name, func(t *testing.T) {
 					u := mustUnlock(t, b.path, tr.req, tr.sec)

@@ -43,7 +43,7 @@ func (h *Header) unservable() error {
 	m := h.meta
 	switch {
 	case h.boot.infoGUID == infoGUIDEOW:
-		return errors.New("the volume is encrypted as it is written (encrypt-on-write: Windows has not encrypted its free space yet, so part of it is still clear); a partially encrypted volume is not supported")
+		return errors.New("the volume is encrypted on write (encrypt-on-write, used space only: Windows encrypts what is written, and the rest may still be clear); a partially encrypted volume is not supported")
 	case h.boot.infoGUID != infoGUIDNormal:
 		return fmt.Errorf("unknown BitLocker information GUID {%s}", h.boot.infoGUID)
 	case m.curState != stateEncrypted || m.nextState != stateEncrypted:

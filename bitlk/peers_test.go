@@ -254,9 +254,7 @@ func TestPeersBuilt(t *testing.T) {
 	needTool(t, "bdemount", "libbde-utils")
 	for i, c := range builtCases {
 		t.Run(c.name, func(t *testing.T) {
-			spec := c.spec
-			spec.seed = uint64(i + 1)
-			b := buildImage(t, t.TempDir(), spec)
+			b, spec := builtCase(t, i)
 			u := mustUnlock(t, b.path, request(), secretsOf(b, spec)[0].sec)
 			_, ours := serve(t, b.path, u)
 			plainFile := filepath.Join(t.TempDir(), "plain")
