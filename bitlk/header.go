@@ -344,7 +344,7 @@ func (h *Header) Unlock(ctx context.Context, req *disk.Request, sec *disk.Secret
 		case rerr != nil:
 			return nil, disk.WithKind(disk.KindKey, fmt.Errorf("%v: %w", rerr, disk.ErrWrongSecret))
 		default:
-			return nil, disk.WithKind(disk.KindKey, fmt.Errorf("that is not a recovery password (48 digits, in 8 groups of 6 joined by '-'), and the protectors tried take only one: %w", disk.ErrWrongSecret))
+			return nil, disk.WithKind(disk.KindKey, fmt.Errorf("that is not a recovery password (48 digits, in 8 groups of 6 joined by '-'), and no password protector of %s is to be tried: %w", h.path, disk.ErrWrongSecret))
 		}
 		if useRecovery {
 			initial := recoveryHash(rk)
