@@ -61,6 +61,8 @@ func passwordHash(password []byte) (*[32]byte, error) {
 	if !utf8.Valid(password) {
 		return nil, errors.New("the password is not valid UTF-8 text (BitLocker passwords are Unicode)")
 	}
+	// Room for the worst case (every byte a unit, or every 4 bytes two),
+	// so that no copy of the secret is left behind by a reallocation.
 	units := make([]uint16, 0, len(password))
 	for len(password) > 0 {
 		r, n := utf8.DecodeRune(password)
