@@ -22,10 +22,12 @@ declare -A need=(
   [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
   [fvdeinfo]=libfvde-utils  # fvault2 peer tests: libfvde reads the same FileVault 2 image
   [fvdemount]=libfvde-utils
-  [xz]=xz-utils          # fvault2 tests: the sample is a .tar.xz
+  [xz]=xz-utils          # fvault2 and bitlk tests: the samples are .tar.xz
   [partx]=util-linux     # fvault2 tests: the GPT a test writes, read independently
   [blkid]=util-linux     # fvault2 and tcrypt tests: the decrypted samples' file system UUIDs
   [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
+  [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
+  [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
 )
 missing=()
 for cmd in "${!need[@]}"; do
