@@ -179,12 +179,15 @@ func Close(ctx context.Context, name string, opt Options) (*State, error) {
 	return e.state, nil
 }
 
+// Stats are the I/O counters of an image the fuse backend serves.
+type Stats = fusefile.Stats
+
 // Status is one open NAME as Status and List report it.
 type Status struct {
-	State                     // zero but for Name while an image is being opened or its record was lost
-	Condition string          `json:"state"` // "open", "opening", "dead", or "unreachable"
-	Stats     *fusefile.Stats `json:"stats,omitempty"`
-	DM        *DMStatus       `json:"dm,omitempty"` // the dm backend's table, from the kernel
+	State               // zero but for Name while an image is being opened or its record was lost
+	Condition string    `json:"state"` // "open", "opening", "dead", or "unreachable"
+	Stats     *Stats    `json:"stats,omitempty"`
+	DM        *DMStatus `json:"dm,omitempty"` // the dm backend's table, from the kernel
 }
 
 // A kernelStatuser is a backend whose device the kernel describes (dm).
