@@ -58,39 +58,37 @@ func TestOpenCloseLifecycle(t *testing.T) {
 
 	key := make([]byte, 64)
 	rand.Read(key)
-	plain := filepath.Join(dir, "p.img")
-	os.WriteFile(plain, make([]byte, 4<<20), 0o600)
-	p := volume.Plain{Sector: sector.Params{Size: 4096}}
+	plainImg := filepath.Join(dir, "p.img")
+	os.WriteFile(plainImg, make([]byte, 4<<20), 0o600)
+	ps := sector.Params{Size: 4096}
 
 	vol := filepath.Join(dir, "v.vol")
 	vf, _ := os.OpenFile(vol, os.O_RDWR|os.O_CREATE, 0o600)
 	const size = 4 << 20
-	h, _, err := volume.Create(ctx, vf, bytes.NewReader(make([]byte, size)), size,
+	_, _, err := volume.Create(ctx, vf, bytes.NewReader(make([]byte, size)), size,
 		volume.CreateOptions{TagSize: 32, KDF: volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, Passphrase: tagPass}, nil)
 	vf.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := volume.Open(vol, tagPass, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	master := v.MasterKey()
-	v.Close()
 
 	lk := filepath.Join(dir, "l.luks")
 	lh, lkey, _ := luksImage(t, lk, 4<<20, luks.FormatOptions{})
+	lu := unlocked(t, lk, "luks", nil, passphrase(luksPass))
+	if !bytes.Equal(lu.Key, lkey) {
+		t.Fatal("the LUKS format unlocks another key than package luks made")
+	}
 
 	for _, req := range []*Request{
-		{Name: "p", Image: openFile(t, plain), Path: plain, Type: TypePlain, Plain: p, Key: key, Backend: "fuse"},
-		{Name: "v", Image: openFile(t, vol), Path: vol, Type: TypeVolume, Header: h, Key: master, Backend: "auto"},
-		{Name: "l", Image: openFile(t, lk), Path: lk, Type: TypeLUKS, LUKS: lh, Key: lkey, Backend: "fuse"},
+		{Name: "p", Image: openFile(t, plainImg), Path: plainImg, Unlocked: unlocked(t, plainImg, "plain", plainOptions(4096, 0, 0, false), keyFile(key)), Backend: "fuse"},
+		{Name: "v", Image: openFile(t, vol), Path: vol, Unlocked: unlocked(t, vol, "volume", nil, passphrase(tagPass)), Backend: "auto"},
+		{Name: "l", Image: openFile(t, lk), Path: lk, Unlocked: lu, Backend: "fuse"},
 	} {
 		st, err := Open(ctx, req, Options{Warn: t.Logf})
 		if err != nil {
 			t.Fatalf("%s: open: %v", req.Name, err)
 		}
-		if st.Backend != "fuse" || st.Device == "" {
+		if st.Backend != "fuse" || st.Device == "" || st.Type != req.Unlocked.Format {
 			t.Fatalf("%s: opened %+v", req.Name, st)
 		}
 		if _, err := Open(ctx, req, Options{}); kindOf(err) != KindDevice {
@@ -136,17 +134,17 @@ func TestOpenCloseLifecycle(t *testing.T) {
 		}
 
 		// What was written is in the image, encrypted as the format says.
-		switch req.Type {
-		case TypePlain:
+		switch req.Unlocked.Format {
+		case "plain":
 			c, _ := xts.NewCipher(key)
-			img, _ := os.ReadFile(plain)
+			img, _ := os.ReadFile(plainImg)
 			want := make([]byte, len(data))
-			codec, _ := sector.NewCodec(c, p.Sector)
+			codec, _ := sector.NewCodec(c, ps)
 			codec.Encrypt(want, data, (1<<20)/4096)
 			if !bytes.Equal(img[1<<20:1<<20+len(data)], want) {
 				t.Error("the plain image does not hold the ciphertext of what was written")
 			}
-		case TypeLUKS:
+		case "luks":
 			img, _ := os.ReadFile(lk)
 			var out bytes.Buffer
 			if _, err := lh.Decrypt(ctx, lkey, bytes.NewReader(img), int64(len(img)), &out, nil); err != nil {
@@ -155,7 +153,7 @@ func TestOpenCloseLifecycle(t *testing.T) {
 			if !bytes.Equal(out.Bytes()[1<<20:1<<20+len(data)], data) {
 				t.Error("package luks does not decrypt what was written to the LUKS image")
 			}
-		case TypeVolume:
+		case "volume":
 			w, err := volume.Open(vol, tagPass, true)
 			if err != nil {
 				t.Fatal(err)
@@ -168,6 +166,8 @@ func TestOpenCloseLifecycle(t *testing.T) {
 				t.Errorf("the volume does not read back what was written: %v", err)
 			}
 			w.Close()
+		default:
+			t.Fatalf("%s: format %q has no check of what was written", req.Name, req.Unlocked.Format)
 		}
 	}
 	if _, err := Close(ctx, "nope", Options{}); kindOf(err) != KindUsage {
