@@ -7,8 +7,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"syscall"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -172,5 +176,107 @@ func TestOpenCloseLifecycle(t *testing.T) {
 	}
 	if _, err := Close(ctx, "nope", Options{}); kindOf(err) != KindUsage {
 		t.Errorf("close of a NAME not open: %v", err)
+	}
+}
+
+// TestOpenRecoversAndUpgrades: Open reports what serving a volume did to
+// it first. A volume that a crash left dirty, with one write torn, is
+// checked when it is opened read-write: the torn sector is named and
+// reads as an I/O error, and stays named at the next open, until open
+// --recover accepts what it holds; afterwards the volume is clean and
+// every tag verifies. A version-1 volume is upgraded by a read-write
+// open, never by a read-only one.
+func TestOpenRecoversAndUpgrades(t *testing.T) {
+	dir := servingDirs(t)
+	ctx := context.Background()
+
+	mem := newTestVolume(t, 64) // 16 sectors a region
+	v := openTestVolume(t, mem, false)
+	data := make([]byte, 8*4096)
+	rand.Read(data)
+	if err := v.WriteSectors(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.snapshot() // the server dies here: region 0 is being written
+	torn := v.Layout().SectorOffset(5) + 10
+	v.Close()
+	crashed.b[torn] ^= 1
+	path := filepath.Join(dir, "crashed.vol")
+	if err := os.WriteFile(path, crashed.b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, recover := range []bool{false, false, true} {
+		req := &Request{Name: "c", Image: openFile(t, path), Path: path, Recover: recover, Backend: "fuse",
+			Unlocked: unlocked(t, path, "volume", nil, passphrase(testPass))}
+		st, err := Open(ctx, req, Options{Warn: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := st.Recovered
+		if r == nil || r.DirtyRegions != 1 || r.Sectors != 16 || r.Mismatched != 1 || !slices.Equal(r.BadSectors, []uint64{5}) ||
+			r.Repaired != recover || r.Untagged || r.AllRegions {
+			t.Errorf("--recover %v: recovered %+v", recover, r)
+		}
+		if rec, err := StatusOf("c", Options{}); err != nil || !reflect.DeepEqual(rec.Recovered, r) {
+			t.Errorf("--recover %v: the record says %+v (%v), open said %+v", recover, rec.Recovered, err, r)
+		}
+		dev, err := os.OpenFile(st.Device, os.O_RDONLY|syscall.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := fusefile.AlignedBuffer(4096)
+		if _, err := dev.ReadAt(buf, 3*4096); err != nil || !bytes.Equal(buf, data[3*4096:4*4096]) {
+			t.Errorf("--recover %v: sector 3: %v", recover, err)
+		}
+		_, err = dev.ReadAt(buf, 5*4096)
+		if recover && err != nil || !recover && !errors.Is(err, syscall.EIO) {
+			t.Errorf("--recover %v: the torn sector reads: %v", recover, err)
+		}
+		dev.Close()
+		if _, err := Close(ctx, "c", Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openLibrary(t, path)
+
+	// A version-1 volume: read-only it stays as it is, read-write it is
+	// upgraded, once.
+	v1 := filepath.Join(dir, "v1.vol")
+	img, err := os.ReadFile("../testimages/v1/disk-4096.vol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v1, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		readOnly, upgraded bool
+		version            uint32
+	}{{true, false, 1}, {false, true, 2}, {false, false, 2}} {
+		req := &Request{Name: "u", Image: openFile(t, v1), Path: v1, ReadOnly: c.readOnly, Backend: "fuse",
+			Unlocked: unlocked(t, v1, "volume", nil, goldenPassphrase(t, "v1"))}
+		st, err := Open(ctx, req, Options{Warn: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Close(ctx, "u", Options{}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(v1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := volume.ReadHeaders(f, int64(len(img)))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Upgraded != c.upgraded || st.Recovered != nil || hs.Header.Version != c.version {
+			t.Errorf("read-only %v: upgraded %v, recovered %+v, now version %d; want upgraded %v, version %d",
+				c.readOnly, st.Upgraded, st.Recovered, hs.Header.Version, c.upgraded, c.version)
+		}
 	}
 }
