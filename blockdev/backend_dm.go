@@ -235,9 +235,12 @@ func finishImage(f *os.File, st *State) error {
 	if err := f.Sync(); err != nil {
 		return withKind(KindDevice, fmt.Errorf("sync %s: %w", st.Image, err))
 	}
-	h := handover(st.Type)
-	if h == nil || st.CloseRecord == nil {
+	if st.CloseRecord == nil {
 		return nil
+	}
+	h := handover(st.Type)
+	if h == nil {
+		return withKind(KindDevice, fmt.Errorf("%s: this xtsctl does not know the format %q its open recorded, to record the clean close", st.Image, st.Type))
 	}
 	if err := h.EndKernelWrites(f, st.CloseRecord); err != nil {
 		return withKind(KindDevice, fmt.Errorf("%s: %w", st.Image, err))

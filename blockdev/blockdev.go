@@ -62,6 +62,9 @@ func checkUnlocked(req *Request) error {
 	if err := u.Layout.Check(size); err != nil {
 		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
+	if len(u.Key)*8 != u.Layout.KeyBits {
+		return withKind(KindKey, fmt.Errorf("image %s: a %d-byte key for a %d-bit cipher key", req.Path, len(u.Key), u.Layout.KeyBits))
+	}
 	if u.Layout.ReadOnly != "" && !req.ReadOnly {
 		return usageError(fmt.Errorf("image %s is served read-only: %s", req.Path, u.Layout.ReadOnly), "open it with --readonly")
 	}

@@ -116,6 +116,8 @@ func TestCheckUnlocked(t *testing.T) {
 
 	readOnly := *u
 	readOnly.Layout.ReadOnly = "xtsctl does not write this format"
+	shortKey := *u
+	shortKey.Key = u.Key[:32]
 	for _, c := range []struct {
 		name     string
 		req      Request
@@ -127,6 +129,7 @@ func TestCheckUnlocked(t *testing.T) {
 		{"unservable", Request{Unlocked: tu, Path: headerOnly, Image: openFile(t, headerOnly)}, KindInput, tu.Unservable, disk.ErrUnsupported},
 		{"data device too short", Request{Unlocked: u, Path: short, Image: openFile(t, short)}, KindInput, "past the end of the 4194304-byte image", nil},
 		{"read-only layout, read-write", Request{Unlocked: &readOnly, Path: path, Image: openFile(t, path)}, KindUsage, "served read-only: xtsctl does not write this format", nil},
+		{"short key", Request{Unlocked: &shortKey, Path: path, Image: openFile(t, path)}, KindKey, "a 32-byte key for a 512-bit cipher key", nil},
 	} {
 		err := checkUnlocked(&c.req)
 		if kindOf(err) != c.kind || err == nil || !strings.Contains(err.Error(), c.want) || c.sentinel != nil && !errors.Is(err, c.sentinel) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/xtsctl/xtsctl/internal/dmtable"
+	"github.com/xtsctl/xtsctl/internal/words"
 	"github.com/xtsctl/xtsctl/sector"
 )
 
@@ -14,7 +15,7 @@ import (
 // target (ErrUnsupported).
 func (l *Layout) CryptTable() (dmtable.CryptTable, error) {
 	if len(l.Extents) != 1 || l.Extents[0].Kind != Crypt {
-		return dmtable.CryptTable{}, WithKind(KindInput, fmt.Errorf("a layout of %d extents is not one dm-crypt target: %w", len(l.Extents), ErrUnsupported))
+		return dmtable.CryptTable{}, WithKind(KindInput, fmt.Errorf("a layout of %s is not one dm-crypt target: %w", words.Plural(int64(len(l.Extents)), "extent"), ErrUnsupported))
 	}
 	e := l.Extents[0]
 	if e.Source%512 != 0 || e.Length%512 != 0 {

@@ -22,7 +22,7 @@ func (volumeFormat) Attach(b disk.Backing, u *disk.Unlocked, opt disk.AttachOpti
 	v, err := OpenDevice(b, size, opt.ReadOnly, WithKey(u.Key))
 	if err != nil {
 		b.Close()
-		return nil, err
+		return nil, DiskError("the image", err)
 	}
 	d := &attached{Volume: v, backing: b, report: &disk.AttachReport{}}
 	if opt.Workers > 0 {
