@@ -1,14 +1,24 @@
 package blockdev
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/internal/testhooks"
 )
 
 // TestMain lets the test binary be the server too: the FUSE backend
 // starts it by running /proc/self/exe with ServeCommand.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ServeCommand {
+		if root := os.Getenv(swapEnv); root != "" {
+			testhooks.BeforeMount = func(string) {
+				if err := swapForSymlink(root); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+				}
+			}
+		}
 		if err := Serve(); err != nil {
 			os.Exit(1)
 		}
