@@ -128,6 +128,10 @@ type Info struct {
 	FSType     string
 	Source     string // the device, named as it was when mounted
 	Flags      Flags  // how it is mounted
+	// Shared and Master are the peer groups it shares mount events
+	// with and receives them from (0: none, a private mount): an
+	// unmount of a mount it is a copy of may take it away too.
+	Shared, Master uint64
 }
 
 // Flags say how a filesystem is mounted, in MS_ bits: Super for the
@@ -141,8 +145,13 @@ var ReadOnly = Flags{Super: unix.MS_RDONLY, Mount: unix.MS_RDONLY}
 
 // List returns the mounts of this process's mount namespace, in the
 // kernel's order (a mount comes after the one it is mounted on).
-func List() ([]Info, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+func List() ([]Info, error) { return listFile("/proc/self/mountinfo") }
+
+// ListPID is List for the mount namespace of process pid.
+func ListPID(pid int) ([]Info, error) { return listFile(fmt.Sprintf("/proc/%d/mountinfo", pid)) }
+
+func listFile(name string) ([]Info, error) {
+	b, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +176,16 @@ func List() ([]Info, error) {
 			Point: unescapeMountinfo(f[4]), FSType: unescapeMountinfo(f[sep+1]), Source: unescapeMountinfo(f[sep+2]),
 		}
 		m.Flags.Mount = mountFlags(f[5])
+		for _, tag := range f[6:sep] {
+			name, group, _ := strings.Cut(tag, ":")
+			n, _ := strconv.ParseUint(group, 10, 64)
+			switch name {
+			case "shared":
+				m.Shared = n
+			case "master":
+				m.Master = n
+			}
+		}
 		if sep+3 < len(f) {
 			m.Flags.Super = superFlags(f[sep+3])
 		}
@@ -245,15 +264,26 @@ func openParent(path string) (*os.File, string, error) {
 // topmost returns the ID of the topmost mount at name in parent, or 0 if
 // name is no mountpoint. name itself is never followed if it is a symlink.
 func topmost(parent *os.File, name string) (uint64, error) {
+	// Cached attributes will do (AT_STATX_DONT_SYNC): the type and the
+	// mount ID are all that is asked, and a FUSE mount whose server died
+	// answers nothing else.
+	const flags = unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
 	var p, c unix.Statx_t
-	if err := unix.Statx(int(parent.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &p); err != nil {
+	if err := unix.Statx(int(parent.Fd()), "", unix.AT_EMPTY_PATH|flags, unix.STATX_MNT_ID, &p); err != nil {
 		return 0, err
 	}
-	if err := unix.Statx(int(parent.Fd()), name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_TYPE|unix.STATX_MNT_ID, &c); err != nil {
-		return 0, err
+	if p.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, errors.New("the kernel reports no mount IDs (statx STATX_MNT_ID needs Linux 5.8)")
 	}
+	err := unix.Statx(int(parent.Fd()), name, flags, unix.STATX_TYPE|unix.STATX_MNT_ID, &c)
 	switch {
-	case p.Mask&c.Mask&unix.STATX_MNT_ID == 0:
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return 0, err
+	case err != nil:
+		// The filesystem mounted there fails even that (a dead FUSE
+		// server, a bad inode): mountinfo still knows what is there.
+		return topmostListed(parent, name, p.Mnt_id)
+	case c.Mask&unix.STATX_MNT_ID == 0:
 		return 0, errors.New("the kernel reports no mount IDs (statx STATX_MNT_ID needs Linux 5.8)")
 	case c.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return 0, unix.ENOTDIR
@@ -261,6 +291,35 @@ func topmost(parent *os.File, name string) (uint64, error) {
 		return 0, nil
 	}
 	return c.Mnt_id, nil
+}
+
+// topmostListed is topmost from mountinfo: the mounts stacked at name in
+// parent, whose mount ID is parentID, the first on parent's mount, each
+// next on the one before.
+func topmostListed(parent *os.File, name string, parentID uint64) (uint64, error) {
+	dir, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", parent.Fd()))
+	if err != nil {
+		return 0, err
+	}
+	point := filepath.Join(dir, name)
+	mounts, err := List()
+	if err != nil {
+		return 0, err
+	}
+	id := parentID
+	for found := true; found; {
+		found = false
+		for _, m := range mounts {
+			if m.Parent == id && m.Point == point && m.ID != id {
+				id, found = m.ID, true
+				break
+			}
+		}
+	}
+	if id == parentID {
+		return 0, nil
+	}
+	return id, nil
 }
 
 // At returns the topmost mount at path, looked up as OpenDir does (no

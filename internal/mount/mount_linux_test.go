@@ -268,3 +268,35 @@ func TestOpenDirNoSymlinks(t *testing.T) {
 		}
 	})
 }
+
+// TestTopmostListed: the mountinfo answer, which At falls back on where
+// the mounted filesystem cannot even be statted (a dead FUSE server), is
+// statx's: nothing, then each of two stacked mounts.
+func TestTopmostListed(t *testing.T) {
+	skipUnlessRoot(t)
+	root := attackTree(t)
+	path := filepath.Join(root, "home/p/mnt")
+	parent, name, err := openParent(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	var p unix.Statx_t
+	if err := unix.Statx(int(parent.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		want, err := topmost(parent, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := topmostListed(parent, name, p.Mnt_id)
+		if err != nil || got != want || (i > 0) != (want != 0) {
+			t.Fatalf("with %d mounts: mountinfo says %d (%v), statx %d", i, got, err, want)
+		}
+		if err := Mount(fmt.Sprint("stack", i), path, "tmpfs", false); err != nil {
+			t.Fatal(err)
+		}
+		defer Unmount(path)
+	}
+}
