@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,13 +112,16 @@ func checkServedAndWritable(t *testing.T, st *State, mnt string) []byte {
 // device in use refuses (KindDevice, exit 7) and leaves the volume as it
 // was: mounted, served, writable. Once released, close succeeds, and what
 // was written but not synced before (in every holder's view) is in the
-// image when it is opened again.
+// image when it is opened again. The holders that close finds in /proc
+// before it unmounts anything are tried a second time with that look
+// turned off in the server (noScanEnv): the kernel then tells when close
+// lets go of the loop device, after the unmount, and close must mount the
+// filesystem back.
 func TestCloseBusyChangesNothing(t *testing.T) {
 	dir := servingDirs(t)
 	req := ext4Image(t, dir)
 	mnt := filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
-	ctx := context.Background()
 
 	cases := []struct {
 		name string
@@ -125,6 +129,8 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 		// the user sees them; it returns what close must say, a
 		// release and the files with their contents.
 		hold func(t *testing.T, st *State) (want string, release func(), files map[string][]byte)
+		// kernelFinds: run it with noScanEnv too.
+		kernelFinds bool
 	}{
 		{"a file open on the filesystem", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			data := make([]byte, 1<<20)
@@ -137,7 +143,7 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return mnt + " is busy", func() { f.Close() }, map[string][]byte{"open.bin": data}
-		}},
+		}, false},
 		{"the filesystem mounted in another mount namespace", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			src := filepath.Join(dir, "ns-src")
 			data := writeUnsynced(t, src)
@@ -164,8 +170,8 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 					t.Errorf("the other namespace: %v", err)
 				}
 			}
-			return st.Device + " is in use", release, map[string][]byte{"ns.bin": data}
-		}},
+			return st.Device + " is mounted in another mount namespace: on " + mnt + " there", release, map[string][]byte{"ns.bin": data}
+		}, true},
 		{"the loop device held open", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			data := writeUnsynced(t, filepath.Join(mnt, "loop.bin"))
 			dev, err := os.Open(st.Device)
@@ -179,8 +185,8 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 				}
 				dev.Close()
 			}
-			return st.Device + " is in use", release, map[string][]byte{"loop.bin": data}
-		}},
+			return fmt.Sprintf("%s is open in process %d", st.Device, os.Getpid()), release, map[string][]byte{"loop.bin": data}
+		}, true},
 		{"the filesystem mounted a second time", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			other := filepath.Join(dir, "other")
 			os.Mkdir(other, 0o755)
@@ -194,40 +200,60 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 				}
 			}
 			return "also mounted on " + other, release, map[string][]byte{"bind.bin": data}
-		}},
+		}, false},
 	}
 	for _, c := range cases {
-		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			st := openMounted(t, req(), mnt)
-			want, release, files := c.hold(t, st)
-			_, err := Close(ctx, st.Name, Options{Warn: t.Logf})
-			var be *Error
-			if !errors.As(err, &be) || be.Kind != KindDevice || !strings.Contains(err.Error(), want) {
-				release()
-				t.Fatalf("close of a busy volume: %v, want KindDevice and %q", err, want)
+		for _, kernel := range []bool{false, true} {
+			if kernel && !c.kernelFinds {
+				continue
 			}
-			t.Logf("refused: %v (hints %q)", err, be.Hints)
-			files["after-refusal"] = checkServedAndWritable(t, st, mnt)
-			release()
-			if _, err := Close(ctx, st.Name, Options{Warn: t.Logf}); err != nil {
-				t.Fatalf("close once released: %v", err)
+			name := c.name
+			if kernel {
+				name += ", found by the kernel"
 			}
-			if m, _ := mount.At(mnt); m != nil {
-				t.Fatalf("close left %s mounted: %+v", mnt, m)
-			}
+			t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) { closeBusy(t, req, mnt, c.hold, kernel) })
+		}
+	}
+}
 
-			// Every file, synced or not, is in the image.
-			st = openMounted(t, req(), mnt)
-			for name, data := range files {
-				if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || !bytes.Equal(got, data) {
-					t.Errorf("%s after close and open: %d bytes, %v; want the %d bytes written", name, len(got), err, len(data))
-				}
-				os.Remove(filepath.Join(mnt, name))
-			}
-			if _, err := Close(ctx, st.Name, Options{}); err != nil {
-				t.Fatal(err)
-			}
-		})
+// closeBusy is one case of TestCloseBusyChangesNothing.
+func closeBusy(t *testing.T, req func() *Request, mnt string, hold func(t *testing.T, st *State) (string, func(), map[string][]byte), kernel bool) {
+	ctx := context.Background()
+	if kernel {
+		t.Setenv(noScanEnv, "1")
+	}
+	st := openMounted(t, req(), mnt)
+	os.Unsetenv(noScanEnv)
+	want, release, files := hold(t, st)
+	if kernel {
+		want = st.Device + " is in use (open in a program, or mounted in another mount namespace)"
+	}
+	_, err := Close(ctx, st.Name, Options{Warn: t.Logf})
+	var be *Error
+	if !errors.As(err, &be) || be.Kind != KindDevice || !strings.Contains(err.Error(), want) {
+		release()
+		t.Fatalf("close of a busy volume: %v, want KindDevice and %q", err, want)
+	}
+	t.Logf("refused: %v (hints %q)", err, be.Hints)
+	files["after-refusal"] = checkServedAndWritable(t, st, mnt)
+	release()
+	if _, err := Close(ctx, st.Name, Options{Warn: t.Logf}); err != nil {
+		t.Fatalf("close once released: %v", err)
+	}
+	if m, _ := mount.At(mnt); m != nil {
+		t.Fatalf("close left %s mounted: %+v", mnt, m)
+	}
+
+	// Every file, synced or not, is in the image.
+	st = openMounted(t, req(), mnt)
+	for name, data := range files {
+		if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s after close and open: %d bytes, %v; want the %d bytes written", name, len(got), err, len(data))
+		}
+		os.Remove(filepath.Join(mnt, name))
+	}
+	if _, err := Close(ctx, st.Name, Options{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -268,5 +294,119 @@ func TestCloseRefusesDeviceMountedByHand(t *testing.T) {
 	}
 	if _, err := Close(ctx, st.Name, Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseWithSlaveCopies: on a host whose mounts propagate (systemd makes
+// them shared), every mount namespace made with slave propagation (a
+// service's) holds a copy of the volume's mount, and close's unmount takes
+// those along. close must not take them for users: it succeeds, the copy
+// is gone, and what was written through it is in the image.
+func TestCloseWithSlaveCopies(t *testing.T) {
+	dir := servingDirs(t)
+	req := ext4Image(t, dir)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) missing")
+	}
+	shared := filepath.Join(dir, "shared")
+	os.Mkdir(shared, 0o755)
+	if err := unix.Mount("xtsctl-shared", shared, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(shared, unix.MNT_DETACH)
+	if err := unix.Mount("", shared, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(shared, "mnt")
+	os.Mkdir(mnt, 0o755)
+	st := openMounted(t, req(), mnt)
+	src := filepath.Join(dir, "src")
+	data := writeUnsynced(t, src)
+	cmd := exec.Command("unshare", "-m", "--propagation", "slave", "sh", "-c", `cp "$1" "$2/slave.bin" && echo ready && read x`, "sh", src, mnt)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		in.Write([]byte("go\n"))
+		in.Close()
+		cmd.Wait()
+	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the slave namespace: %q, %v", line, err)
+	}
+	copies := func() (n int) {
+		mounts, _ := mount.ListPID(cmd.Process.Pid)
+		for _, m := range mounts {
+			if m.Source == st.Device {
+				if m.Master == 0 {
+					t.Errorf("the copy in the slave namespace receives no mount events: %+v", m)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if copies() != 1 {
+		t.Fatal("the slave namespace has no copy of the mount")
+	}
+	if _, err := Close(context.Background(), st.Name, Options{Warn: t.Logf}); err != nil {
+		t.Fatalf("close with a slave copy of the mount: %v", err)
+	}
+	if copies() != 0 {
+		t.Error("the copy in the slave namespace outlived close")
+	}
+	st = openMounted(t, req(), mnt)
+	if got, err := os.ReadFile(filepath.Join(mnt, "slave.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("what the slave namespace wrote: %v", err)
+	}
+	if _, err := Close(context.Background(), st.Name, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseWithPrivateFUSECopy: a mount namespace made while a volume is
+// open, private (unshare -m, a container), copies the server's FUSE mount,
+// which an unmount here does not reach. close must not wait for that copy
+// to go (it would wait as long as the namespace lives): it completes, and
+// the copy stops answering.
+func TestCloseWithPrivateFUSECopy(t *testing.T) {
+	dir := servingDirs(t)
+	req := ext4Image(t, dir)
+	st, err := Open(context.Background(), req(), Options{Warn: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fuseDir := filepath.Join(stateDir(st.Name), "fuse")
+	cmd := exec.Command("sh", "-c", "echo ready && read x")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		in.Write([]byte("go\n"))
+		in.Close()
+		cmd.Wait()
+	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the other namespace: %q, %v", line, err)
+	}
+	held := false
+	mounts, _ := mount.ListPID(cmd.Process.Pid)
+	for _, m := range mounts {
+		held = held || m.Point == fuseDir && m.Shared == 0 && m.Master == 0
+	}
+	if !held {
+		t.Fatalf("the other namespace holds no private copy of %s", fuseDir)
+	}
+	if _, err := Close(context.Background(), st.Name, Options{Warn: t.Logf}); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root%s/%s", cmd.Process.Pid, fuseDir, "data")); err == nil {
+		t.Error("the copy of the FUSE mount still serves the device's file after close")
 	}
 }

@@ -11,16 +11,17 @@ package blockdev
 // redirects neither.
 //
 // close releases in the order that lets it refuse without changing
-// anything: unmount (a busy filesystem stays mounted), then let go of the
-// device (one that is still held, by a mount in another mount namespace, a
-// program or a device on top, gets its filesystem mounted back where it
-// was), and only then flush, mark clean and stop serving.
+// anything: look for other users of the device (devicesInUse), unmount (a
+// busy filesystem stays mounted), then let go of the device (one that is
+// still held all the same gets its filesystem mounted back where it was),
+// and only then flush, mark clean and stop serving.
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/mount"
@@ -103,7 +104,8 @@ func unmountForClose(dir, device string) (*mount.Info, error) {
 	case err == nil:
 		return m, nil
 	case errors.Is(err, unix.EBUSY):
-		return nil, withKind(KindDevice, fmt.Errorf("%s is busy", dir), "find its users with: fuser -vm "+dir)
+		return nil, withKind(KindDevice, fmt.Errorf("%s is busy", dir),
+			"find its users with: fuser -vm "+dir+" (programs in other mount namespaces that use their copy of the mount keep it busy too)")
 	case errors.Is(err, mount.ErrNotMounted):
 		// Gone meanwhile, or covered by another mount since.
 		if now, _ := mount.At(dir); now != nil {
@@ -117,10 +119,12 @@ func unmountForClose(dir, device string) (*mount.Info, error) {
 
 // devicesInUse refuses a device that is in use besides by ours, the mount
 // close is about to take down (nil: none): mounted elsewhere in this mount
-// namespace (a bind mount, a second mount, ours moved), or held by another
-// block device on top of it (device-mapper, md). Other holders (a mount in
-// another mount namespace, a program that has the device open) only the
-// kernel sees; releasing the device finds those.
+// namespace (a bind mount, a second mount, ours moved), held by another
+// block device on top of it (device-mapper, md), mounted in another mount
+// namespace or open in another process (otherHolder). What it cannot see
+// (a mount namespace no process is in, a holder that comes meanwhile) the
+// kernel finds when close lets go of the device, and close then puts its
+// mount back (remountAfter).
 func devicesInUse(device string, ours *mount.Info) error {
 	var st unix.Stat_t
 	if err := unix.Stat(device, &st); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -151,7 +155,75 @@ func devicesInUse(device string, ours *mount.Info) error {
 		return withKind(KindDevice, fmt.Errorf("%s is in use by %s, a device on top of it", device, strings.Join(names, ", ")),
 			"remove that device first (dmsetup remove, mdadm --stop), then close again")
 	}
+	if scanProcesses {
+		if err := otherHolder(device, st.Rdev); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// scanProcesses lets devicesInUse look through /proc; the tests of the
+// remount after a refused close turn it off, so that the kernel is what
+// finds the holder.
+var scanProcesses = true
+
+// otherHolder looks through /proc, as fuser does, for a process other than
+// this one that has the device rdev open, or whose mount namespace (other
+// than ours) has it mounted privately, and names the first it finds.
+func otherHolder(device string, rdev uint64) error {
+	self := os.Getpid()
+	ourNS, _ := os.Readlink("/proc/self/ns/mnt")
+	seen := map[string]bool{ourNS: true}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil // no /proc: the kernel tells at release
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && !seen[ns] {
+			seen[ns] = true
+			mounts, _ := mount.ListPID(pid)
+			for _, m := range mounts {
+				// A copy that receives mount events (a systemd
+				// service's namespace, a slave of ours) may go with
+				// our unmount; a private one stays and holds the
+				// device. The first kind the kernel judges, at release.
+				if m.Shared != 0 || m.Master != 0 {
+					continue
+				}
+				if m.Source == device || m.Dev == rdev {
+					return withKind(KindDevice, fmt.Errorf("%s is mounted in another mount namespace: on %s there, where process %d (%s) runs", device, m.Point, pid, processName(pid)),
+						fmt.Sprintf("unmount it there (nsenter -t %d -m umount %s) or end what runs there, then close again", pid, m.Point))
+				}
+			}
+		}
+		fds := fmt.Sprintf("/proc/%d/fd", pid)
+		entries, _ := os.ReadDir(fds)
+		for _, e := range entries {
+			// Only device nodes are statted: a descriptor of a file
+			// on a hung network filesystem would block stat.
+			fd := filepath.Join(fds, e.Name())
+			if link, err := os.Readlink(fd); err != nil || !strings.HasPrefix(link, "/dev/") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev {
+				return withKind(KindDevice, fmt.Errorf("%s is open in process %d (%s)", device, pid, processName(pid)),
+					"close it there, then close again")
+			}
+		}
+	}
+	return nil
+}
+
+// processName is the command name of process pid, for messages.
+func processName(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
 }
 
 // deviceBusy is close's error for a device still held after the unmount.

@@ -417,7 +417,7 @@ func (s *server) shutdown() error {
 // loopReleaseWait bounds how long close waits for a loop device that is
 // still held after the unmount (a blkid probe lets go at once; a mount in
 // another namespace never does) before it refuses.
-const loopReleaseWait = 2 * time.Second
+const loopReleaseWait = time.Second
 
 // release unmounts the filesystem and lets go of the loop device, the
 // first two steps of close: the filesystem must not be busy, and nothing
