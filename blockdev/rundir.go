@@ -39,32 +39,32 @@ func runDir() string {
 
 // State is what state.json records about an open volume.
 type State struct {
-	Name       string `json:"name"`
-	Backend    string `json:"backend"` // "fuse" or "dm"
-	Image      string `json:"image"`   // absolute path
-	ImageDev   uint64 `json:"image_dev"`
-	ImageIno   uint64 `json:"image_ino"`
-	Type       string `json:"type"` // "plain", "volume" or "luks"
-	Cipher     Cipher `json:"cipher"`
-	Device     string `json:"device"`
-	Loop       string `json:"loop,omitempty"` // dm: the loop device on the image, under the table
-	Mountpoint string `json:"mountpoint,omitempty"`
-	// MountDev and MountIno identify the directory mounted on: a close
-	// that unmounted it and then found the device busy mounts it again
-	// there, and on no other directory the path may lead to by then.
-	MountDev  uint64    `json:"mount_dev,omitempty"`
-	MountIno  uint64    `json:"mount_ino,omitempty"`
-	FSType    string    `json:"fstype,omitempty"`
-	ReadOnly  bool      `json:"read_only"`
-	PID       int       `json:"pid,omitempty"`       // the serving process, if any (dm: the opening one, until the device is ready)
-	PIDStart  uint64    `json:"pid_start,omitempty"` // its start time, against pid reuse
-	Opened    time.Time `json:"opened"`
-	Recovered *Recovery `json:"recovered,omitempty"` // what open checked after an unclean shutdown
-	Upgraded  bool      `json:"upgraded,omitempty"`  // open upgraded a version-1 volume to version 2
+	Name       string    `json:"name"`
+	Backend    string    `json:"backend"` // "fuse" or "dm"
+	Image      string    `json:"image"`   // absolute path
+	ImageDev   uint64    `json:"image_dev"`
+	ImageIno   uint64    `json:"image_ino"`
+	Type       string    `json:"type"` // "plain", "volume" or "luks"
+	Cipher     Cipher    `json:"cipher"`
+	Device     string    `json:"device"`
+	Loop       string    `json:"loop,omitempty"` // dm: the loop device on the image, under the table
+	Mountpoint string    `json:"mountpoint,omitempty"`
+	FSType     string    `json:"fstype,omitempty"`
+	ReadOnly   bool      `json:"read_only"`
+	PID        int       `json:"pid,omitempty"`       // the serving process, if any (dm: the opening one, until the device is ready)
+	PIDStart   uint64    `json:"pid_start,omitempty"` // its start time, against pid reuse
+	Opened     time.Time `json:"opened"`
+	Recovered  *Recovery `json:"recovered,omitempty"` // what open checked after an unclean shutdown
+	Upgraded   bool      `json:"upgraded,omitempty"`  // open upgraded a version-1 volume to version 2
 	// CloseRecord (dm, version-2 volume without tags) is the state record,
 	// made with the key at open, that close writes to record the clean
 	// close without the passphrase (volume.Release).
 	CloseRecord []byte `json:"close_record,omitempty"`
+	// MountDev and MountIno identify the directory mounted on: a close
+	// that unmounted it and then found the device busy mounts it again
+	// there, and on no other directory the path may lead to by then.
+	MountDev uint64 `json:"mount_dev,omitempty"`
+	MountIno uint64 `json:"mount_ino,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
