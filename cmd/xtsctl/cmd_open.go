@@ -142,14 +142,17 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 		return usageError(errors.New("--fstype needs --mount"))
 	}
 	if req.Mount != "" {
-		real, occupied, err := blockdev.CheckMountpoint(req.Mount)
+		// Held from the check to the mount, which goes on this very
+		// directory whatever happens to its path meanwhile.
+		mp, err := blockdev.CheckMountpoint(req.Mount)
 		if err != nil {
 			return fromBlockdev(err)
 		}
-		if occupied {
+		defer mp.Close()
+		if mp.Occupied {
 			a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
 		}
-		req.Mount = real
+		req.Mount, req.MountDir = mp.Path, mp
 	}
 	if typ == typePlain {
 		p, err := pf.params()
