@@ -33,6 +33,19 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
 	req.dev, req.ino = st.Dev, st.Ino
+	if req.Mount != "" || req.MountDir != nil {
+		r := *req // the caller's request stays as it was
+		if r.MountDir == nil {
+			mp, err := CheckMountpoint(r.Mount)
+			if err != nil {
+				return nil, err
+			}
+			defer mp.Close()
+			r.MountDir = mp
+		}
+		r.Mount = r.MountDir.Path
+		req = &r
+	}
 	if err := checkUnlocked(req); err != nil {
 		return nil, err
 	}

@@ -200,11 +200,13 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	undo = append(undo, func() { devmapper.Remove(req.Name) })
 	st.Device = dev
 
-	if req.Mount != "" {
-		if st.FSType, err = mountFilesystem(req.Path, req.Unlocked.Format, dev, req.Mount, req.FSType, ro); err != nil {
+	if mp := req.MountDir; mp != nil {
+		var id uint64
+		if st.FSType, id, err = mountFilesystem(req.Path, req.Unlocked.Format, dev, mp, req.FSType, ro); err != nil {
 			return nil, err
 		}
-		undo = append(undo, func() { mount.Unmount(req.Mount) })
+		undo = append(undo, func() { mount.UnmountID(mp.Path, id) })
+		st.MountDev, st.MountIno = mp.dev, mp.ino
 	}
 	st.PID, st.PIDStart, st.Opened = 0, 0, time.Now().UTC()
 	if err := writeState(st); err != nil {
@@ -299,7 +301,11 @@ func (dmBackend) close(a *run, st *State) error {
 		return withKind(KindDevice, fmt.Errorf("device-mapper device %s was not made by xtsctl", st.Name))
 	}
 	dev := devmapper.DevPath(st.Name)
-	mounted := st.Mountpoint != "" && mount.Source(st.Mountpoint) == dev
+	mounted := false
+	if st.Mountpoint != "" {
+		m, _ := mount.At(st.Mountpoint)
+		mounted = m != nil && m.Source == dev
+	}
 	if info != nil {
 		// Refuse before unmounting anything: a device in use elsewhere
 		// would fail the removal, and the filesystem is better left
@@ -313,17 +319,21 @@ func (dmBackend) close(a *run, st *State) error {
 				"find its users with: fuser -v "+dev)
 		}
 	}
-	if mounted {
-		if err := unmountFilesystem(st.Mountpoint, dev); err != nil {
-			return err
-		}
+	// Unmount first (a busy filesystem refuses), then remove the device:
+	// one still held after the unmount (the filesystem mounted in another
+	// mount namespace keeps it open) gets its mount back.
+	m, err := unmountForClose(st.Mountpoint, dev)
+	if err != nil {
+		return err
 	}
 	if info != nil {
 		if err := devmapper.Remove(st.Name); err != nil && !errors.Is(err, devmapper.ErrNotFound) {
 			if errors.Is(err, devmapper.ErrBusy) {
-				return withKind(KindDevice, fmt.Errorf("%s is in use", dev), "find its users with: fuser -v "+dev)
+				err = deviceBusy(dev)
+			} else {
+				err = withKind(KindDevice, err)
 			}
-			return withKind(KindDevice, err)
+			return remountAfter(st, dev, m, err)
 		}
 	}
 	if st.ReadOnly {

@@ -76,11 +76,15 @@ func (fuseBackend) open(a *run, req *Request) (*State, error) {
 		Stderr: logf,
 		// fd 3: configuration and secret; fd 4: readiness; fd 5: the
 		// image open checked, which the server serves (never reopening
-		// it by path).
+		// it by path); fd 6, with --mount: the mountpoint checked, which
+		// the server mounts on (never looking it up by path again).
 		ExtraFiles: []*os.File{cfgR, readyW, req.Image},
 		// Its own session: the server outlives this command and
 		// its terminal, and gets no SIGINT/SIGHUP from them.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if req.MountDir != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, req.MountDir.dir)
 	}
 	if err := startIOFlusher(cmd); err != nil {
 		return nil, withKind(KindDevice, fmt.Errorf("cannot start the server: %w", err))
@@ -97,6 +101,9 @@ func (fuseBackend) open(a *run, req *Request) (*State, error) {
 		Format: req.Unlocked.Format, Layout: req.Unlocked.Layout, Session: req.Unlocked.Session,
 		Cipher: cipherOf(req.Unlocked), ReadOnly: req.ReadOnly,
 		Mount: req.Mount, FSType: req.FSType, Recover: req.Recover,
+	}
+	if req.MountDir != nil {
+		cfg.MountDev, cfg.MountIno = req.MountDir.dev, req.MountDir.ino
 	}
 	werr := writeConfig(cfgW, cfg, req.Unlocked.Key)
 	cfgW.Close()
@@ -258,9 +265,9 @@ func (fuseBackend) cleanup(a *run, e *entry) error {
 			return withKind(KindDevice, err)
 		}
 	}
-	if mount.Source(fuseDir) != "" {
-		if err := unix.Unmount(fuseDir, unix.MNT_DETACH); err != nil {
-			return withKind(KindDevice, fmt.Errorf("unmount %s: %w", fuseDir, err))
+	if m, _ := mount.At(fuseDir); m != nil {
+		if err := mount.DetachID(fuseDir, m.ID); err != nil {
+			return withKind(KindDevice, err)
 		}
 	}
 	return nil

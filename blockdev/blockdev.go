@@ -35,6 +35,10 @@ type Request struct {
 	Unlocked *disk.Unlocked
 	ReadOnly bool
 	Mount    string // the real path of the directory to mount on, or ""
+	// MountDir is that directory as CheckMountpoint checked it, held
+	// open by the caller: the filesystem is mounted on it and nowhere
+	// else. nil: Open checks Mount itself.
+	MountDir *Mountpoint
 	FSType   string // filesystem type for Mount; "" detects it
 	// Recover re-tags, after an unclean shutdown, the sectors whose tags
 	// do not match (accepting what they hold); otherwise they are only

@@ -41,6 +41,8 @@ type serverConfig struct {
 	Cipher   Cipher      `json:"cipher"`
 	ReadOnly bool        `json:"read_only"`
 	Mount    string      `json:"mount,omitempty"`
+	MountDev uint64      `json:"mount_dev,omitempty"` // the directory Mount names, handed over as fd 6
+	MountIno uint64      `json:"mount_ino,omitempty"`
 	FSType   string      `json:"fstype,omitempty"`
 	Recover  bool        `json:"recover,omitempty"` // open --recover: accept mismatched sectors after a crash
 }

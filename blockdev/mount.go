@@ -3,10 +3,26 @@ package blockdev
 // Mounting and unmounting the filesystem on an open volume's device, for
 // every backend: the FUSE server mounts on its loop device, the dm backend
 // on /dev/mapper/NAME.
+//
+// Directories are never named twice by path: open mounts on the directory
+// CheckMountpoint held open (internal/mount.MountAt), and close finds and
+// unmounts the mount by its ID through the directory's parent
+// (mount.UnmountID), so that swapping a directory on the path for a symlink
+// redirects neither.
+//
+// close releases in the order that lets it refuse without changing
+// anything: look for other users of the device (devicesInUse), unmount (a
+// busy filesystem stays mounted), then let go of the device (one that is
+// still held all the same gets its filesystem mounted back where it was),
+// and only then flush, mark clean and stop serving.
 
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/mount"
@@ -14,14 +30,14 @@ import (
 )
 
 // mountFilesystem mounts the filesystem on device (serving image, of
-// format typ) at dir and returns its type: fstype, or the type found on
-// the device.
-func mountFilesystem(image, typ, device, dir, fstype string, readOnly bool) (string, error) {
+// format typ) on mp and returns its type (fstype, or the type found on the device)
+// and the ID of the new mount.
+func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, readOnly bool) (string, uint64, error) {
 	if fstype == "" {
 		var err error
 		fstype, err = mount.Detect(device)
 		if err != nil {
-			return "", withKind(KindDevice, err)
+			return "", 0, withKind(KindDevice, err)
 		}
 		if fstype == "" {
 			// A format that cannot tell a wrong key (plain mode)
@@ -32,38 +48,224 @@ func mountFilesystem(image, typ, device, dir, fstype string, readOnly bool) (str
 				hints = append([]string{f.Info().WrongKeyHint}, hints...)
 			}
 			hints = append(hints, "only for a new, empty image: open it without --mount and make a filesystem on the device (mkfs erases what the device holds)")
-			return "", withKind(KindDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device), hints...)
+			return "", 0, withKind(KindDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device), hints...)
 		}
 	}
-	if err := mount.Mount(device, dir, fstype, readOnly); err != nil {
-		return "", withKind(KindDevice, err, "the kernel log (dmesg) may say more")
+	var flags mount.Flags
+	if readOnly {
+		flags = mount.ReadOnly
 	}
-	return fstype, nil
+	id, err := mountOn(device, mp.dir, mp.Path, fstype, flags)
+	return fstype, id, err
 }
 
-// unmountFilesystem unmounts what open mounted at dir (the real path it
-// recorded) from device, and nothing else: if the topmost mount there is
-// not device's, it refuses, so that close never unmounts a filesystem
-// someone mounted over ours, or one a symlink now leads to. A busy
-// filesystem is left mounted and reported with a hint; one that is no
-// longer mounted (someone unmounted it already) is not an error.
-func unmountFilesystem(dir, device string) error {
-	switch src := mount.Source(dir); {
-	case src == "":
-		return nil
-	case src != device:
-		return withKind(KindDevice, fmt.Errorf("%s has %s mounted on it, not %s", dir, src, device),
+// mountOn mounts device's filesystem on dir, the directory checked at
+// path (mount.MountAt), with an error for the user.
+func mountOn(device string, dir *os.File, path, fstype string, flags mount.Flags) (uint64, error) {
+	id, err := mount.MountAt(device, dir, path, fstype, flags)
+	switch {
+	case errors.Is(err, mount.ErrPathChanged):
+		return 0, withKind(KindDevice, err,
+			"a directory on the way to "+path+" was moved or replaced (by a symlink?) after it was checked; nothing was mounted: check the path, then open again")
+	case err != nil:
+		return 0, withKind(KindDevice, err, "the kernel log (dmesg) may say more")
+	}
+	return id, nil
+}
+
+// unmountForClose unmounts, for close, the filesystem that open mounted
+// from device at dir (the real path it recorded), and returns that mount
+// (nil if nothing of ours is mounted there, which is not an error: someone
+// unmounted it already). It refuses, changing nothing, when the device is
+// in use by more than that one mount: mounted elsewhere too, or under
+// another block device (devicesInUse); when something else is mounted over
+// ours at dir; and when the filesystem is busy, which it finds out from
+// umount2 itself (no MNT_DETACH, no MNT_FORCE), so that nothing in use ever
+// loses its filesystem. What it unmounted, remountAfter puts back.
+func unmountForClose(dir, device string) (*mount.Info, error) {
+	var m *mount.Info
+	if dir != "" {
+		// A path that cannot be looked up any more (a directory on
+		// it moved or swapped for a symlink) has nothing of ours at
+		// it; devicesInUse finds the filesystem where it went.
+		m, _ = mount.At(dir)
+	}
+	if m != nil && m.Source != device {
+		return nil, withKind(KindDevice, fmt.Errorf("%s has %s mounted on it, not %s", dir, m.Source, device),
 			"unmount that first (umount "+dir+"), then close again")
 	}
-	if err := mount.Unmount(dir); err != nil {
-		if errors.Is(err, unix.EBUSY) {
-			return withKind(KindDevice, fmt.Errorf("%s is busy", dir), "find its users with: fuser -vm "+dir)
+	if err := devicesInUse(device, m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	err := mount.UnmountID(dir, m.ID)
+	switch {
+	case err == nil:
+		return m, nil
+	case errors.Is(err, unix.EBUSY):
+		return nil, withKind(KindDevice, fmt.Errorf("%s is busy", dir),
+			"find its users with: fuser -vm "+dir+" (programs in other mount namespaces that use their copy of the mount keep it busy too)")
+	case errors.Is(err, mount.ErrNotMounted):
+		// Gone meanwhile, or covered by another mount since.
+		if now, _ := mount.At(dir); now != nil {
+			return nil, withKind(KindDevice, fmt.Errorf("%s has %s mounted on it, not %s", dir, now.Source, device),
+				"unmount that first (umount "+dir+"), then close again")
 		}
-		if mount.Source(dir) != "" {
-			return withKind(KindDevice, err)
+		return nil, nil
+	}
+	return nil, withKind(KindDevice, err)
+}
+
+// devicesInUse refuses a device that is in use besides by ours, the mount
+// close is about to take down (nil: none): mounted elsewhere in this mount
+// namespace (a bind mount, a second mount, ours moved), held by another
+// block device on top of it (device-mapper, md), mounted in another mount
+// namespace or open in another process (otherHolder). What it cannot see
+// (a mount namespace no process is in, a holder that comes meanwhile) the
+// kernel finds when close lets go of the device, and close then puts its
+// mount back (remountAfter).
+func devicesInUse(device string, ours *mount.Info) error {
+	var st unix.Stat_t
+	if err := unix.Stat(device, &st); err != nil && !errors.Is(err, unix.ENOENT) {
+		return withKind(KindDevice, err)
+	}
+	mounts, err := mount.List()
+	if err != nil {
+		return withKind(KindDevice, err)
+	}
+	for _, m := range mounts {
+		if ours != nil && m.ID == ours.ID {
+			continue
+		}
+		if m.Source == device || st.Rdev != 0 && m.Dev == st.Rdev {
+			return withKind(KindDevice, fmt.Errorf("%s is also mounted on %s", device, m.Point),
+				"unmount it there first (umount "+m.Point+"), then close again")
+		}
+	}
+	if st.Rdev == 0 { // the device is gone: nothing can be on top of it
+		return nil
+	}
+	holders, _ := os.ReadDir(fmt.Sprintf("/sys/dev/block/%d:%d/holders", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	if len(holders) > 0 {
+		names := make([]string, len(holders))
+		for i, h := range holders {
+			names[i] = "/dev/" + h.Name()
+		}
+		return withKind(KindDevice, fmt.Errorf("%s is in use by %s, a device on top of it", device, strings.Join(names, ", ")),
+			"remove that device first (dmsetup remove, mdadm --stop), then close again")
+	}
+	if scanProcesses {
+		if err := otherHolder(device, st.Rdev); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// scanProcesses lets devicesInUse look through /proc; the tests of the
+// remount after a refused close turn it off, so that the kernel is what
+// finds the holder.
+var scanProcesses = true
+
+// otherHolder looks through /proc, as fuser does, for a process other than
+// this one that has the device rdev open, or whose mount namespace (other
+// than ours) has it mounted privately, and names the first it finds.
+func otherHolder(device string, rdev uint64) error {
+	self := os.Getpid()
+	ourNS, _ := os.Readlink("/proc/self/ns/mnt")
+	seen := map[string]bool{ourNS: true}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil // no /proc: the kernel tells at release
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && !seen[ns] {
+			seen[ns] = true
+			mounts, _ := mount.ListPID(pid)
+			for _, m := range mounts {
+				// A copy that receives mount events (a systemd
+				// service's namespace, a slave of ours) may go with
+				// our unmount; a private one stays and holds the
+				// device. The first kind the kernel judges, at release.
+				if m.Shared != 0 || m.Master != 0 {
+					continue
+				}
+				if m.Source == device || m.Dev == rdev {
+					return withKind(KindDevice, fmt.Errorf("%s is mounted in another mount namespace: on %s there, where process %d (%s) runs", device, m.Point, pid, processName(pid)),
+						fmt.Sprintf("unmount it there (nsenter -t %d -m umount %s) or end what runs there, then close again", pid, m.Point))
+				}
+			}
+		}
+		fds := fmt.Sprintf("/proc/%d/fd", pid)
+		entries, _ := os.ReadDir(fds)
+		for _, e := range entries {
+			// Only device nodes are statted: a descriptor of a file
+			// on a hung network filesystem would block stat.
+			fd := filepath.Join(fds, e.Name())
+			if link, err := os.Readlink(fd); err != nil || !strings.HasPrefix(link, "/dev/") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev {
+				return withKind(KindDevice, fmt.Errorf("%s is open in process %d (%s)", device, pid, processName(pid)),
+					"close it there, then close again")
+			}
+		}
+	}
+	return nil
+}
+
+// processName is the command name of process pid, for messages.
+func processName(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// deviceBusy is close's error for a device still held after the unmount.
+func deviceBusy(device string) error {
+	return withKind(KindDevice, fmt.Errorf("%s is in use (open in a program, or mounted in another mount namespace)", device),
+		"find its users with: fuser -v "+device+"; mounts in other namespaces with: grep -l "+filepath.Base(device)+" /proc/*/mountinfo")
+}
+
+// remountAfter puts back the filesystem that close unmounted (m; nil:
+// none) before finding the device busy (cause), at the same place with the
+// same flags, so that the refused close changes nothing; it returns cause,
+// or, if the filesystem could not be put back, cause with why.
+func remountAfter(st *State, device string, m *mount.Info, cause error) error {
+	if m == nil || st.Mountpoint == "" {
+		return cause
+	}
+	err := remount(st, device, m)
+	if err == nil {
+		return cause
+	}
+	hints := append(hintsOf(cause), fmt.Sprintf("%s is still served: mount it again by hand (mount %s %s)", device, device, st.Mountpoint))
+	return withKind(KindDevice, fmt.Errorf("%w; it was unmounted from %s first, and mounting it there again failed: %v", cause, st.Mountpoint, err), hints...)
+}
+
+// remount mounts device again as m was, on the directory that open
+// mounted it on: the recorded path must lead to the recorded directory.
+func remount(st *State, device string, m *mount.Info) error {
+	dir, err := mount.OpenDir(st.Mountpoint)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	var fst unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &fst); err != nil {
+		return err
+	}
+	if st.MountIno != 0 && (fst.Dev != st.MountDev || fst.Ino != st.MountIno) {
+		return fmt.Errorf("%s is not the directory it was mounted on any more", st.Mountpoint)
+	}
+	_, err = mountOn(device, dir, st.Mountpoint, m.FSType, m.Flags)
+	return err
 }
 
 // unmountLeftover unmounts dir for the cleanup after a dead instance, if
@@ -71,11 +273,15 @@ func unmountFilesystem(dir, device string) error {
 // whose device is gone is detached lazily, with a warning: it lets go of
 // the device once its last user does.
 func unmountLeftover(a *run, dir string, ours func(source string) bool) error {
-	if dir == "" || !ours(mount.Source(dir)) {
+	if dir == "" {
 		return nil
 	}
-	if err := mount.Unmount(dir); err != nil {
-		if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
+	m, err := mount.At(dir)
+	if err != nil || m == nil || !ours(m.Source) {
+		return nil
+	}
+	if err := mount.UnmountID(dir, m.ID); err != nil {
+		if derr := mount.DetachID(dir, m.ID); derr != nil {
 			return withKind(KindDevice, err)
 		}
 		a.warningf("%s was busy: detached it lazily", dir)

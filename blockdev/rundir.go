@@ -60,6 +60,11 @@ type State struct {
 	// made with the key at open, that close writes to record the clean
 	// close without the passphrase (volume.Release).
 	CloseRecord []byte `json:"close_record,omitempty"`
+	// MountDev and MountIno identify the directory mounted on: a close
+	// that unmounted it and then found the device busy mounts it again
+	// there, and on no other directory the path may lead to by then.
+	MountDev uint64 `json:"mount_dev,omitempty"`
+	MountIno uint64 `json:"mount_ino,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

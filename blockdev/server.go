@@ -16,6 +16,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,7 @@ type server struct {
 	srv     *fusefile.Server
 	mounted string // the filesystem mountpoint we mounted, if any
 	fstype  string
+	state   *State // the record start wrote
 	ln      net.Listener
 	log     *log.Logger
 	wipe    func() // wipes the key schedule
@@ -83,11 +85,16 @@ func Serve() error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 
 	s := &server{cfg: cfg, log: logger}
+	var mp *Mountpoint
 	err = s.checkImage(imageFile)
+	if err == nil && cfg.Mount != "" {
+		mp, err = s.checkMountpoint(os.NewFile(6, cfg.Mount))
+	}
 	if err == nil {
-		err = s.start(key)
+		err = s.start(key, mp)
 	}
 	imageFile.Close()
+	mp.Close()
 	secret.Wipe(key)
 	if err != nil {
 		logger.Printf("open failed: %v", err)
@@ -120,9 +127,9 @@ func (s *server) readyMsg() *readyMsg {
 	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Upgraded: s.upgraded != "", Warnings: s.warnings}
 }
 
-// start unlocks the image, serves it, mounts it and records the state. On
-// error everything it did is undone.
-func (s *server) start(key []byte) (err error) {
+// start unlocks the image, serves it, mounts it on mp (with --mount) and
+// records the state. On error everything it did is undone.
+func (s *server) start(key []byte, mp *Mountpoint) (err error) {
 	cfg := s.cfg
 	var undo []func()
 	defer func() {
@@ -155,13 +162,14 @@ func (s *server) start(key []byte) (err error) {
 	undo = append(undo, func() { s.srv.Stop() })
 	loop := s.srv.LoopDevice().Path
 
-	if cfg.Mount != "" {
-		s.fstype, err = mountFilesystem(cfg.Image, cfg.Format, loop, cfg.Mount, cfg.FSType, cfg.ReadOnly)
+	if mp != nil {
+		var id uint64
+		s.fstype, id, err = mountFilesystem(cfg.Image, cfg.Format, loop, mp, cfg.FSType, cfg.ReadOnly)
 		if err != nil {
 			return err
 		}
-		s.mounted = cfg.Mount
-		undo = append(undo, func() { mount.Unmount(cfg.Mount) })
+		s.mounted = mp.Path
+		undo = append(undo, func() { mount.UnmountID(mp.Path, id) })
 	}
 
 	ln, err := net.Listen("unix", ctlPath(cfg.Name))
@@ -178,9 +186,13 @@ func (s *server) start(key []byte) (err error) {
 		ReadOnly: cfg.ReadOnly, PID: pid, PIDStart: processStart(pid), Opened: time.Now().UTC(),
 		Recovered: s.recovered, Upgraded: s.upgraded != "",
 	}
+	if mp != nil {
+		st.MountDev, st.MountIno = mp.dev, mp.ino
+	}
 	if err := writeState(st); err != nil {
 		return withKind(KindDevice, fmt.Errorf("write state: %w", err))
 	}
+	s.state = st
 	return nil
 }
 
@@ -195,6 +207,17 @@ func (s *server) checkImage(f *os.File) error {
 		return withKind(KindInput, fmt.Errorf("image %s: the file handed to the server is not the one open checked", s.cfg.Image))
 	}
 	return nil
+}
+
+// checkMountpoint makes sure fd 6 is the directory open checked for the
+// mount, and holds it as that.
+func (s *server) checkMountpoint(f *os.File) (*Mountpoint, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Dev != s.cfg.MountDev || st.Ino != s.cfg.MountIno || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		f.Close()
+		return nil, withKind(KindDevice, fmt.Errorf("mountpoint %s: the directory handed to the server is not the one open checked", s.cfg.Mount))
+	}
+	return &Mountpoint{Path: s.cfg.Mount, dir: f, dev: st.Dev, ino: st.Ino}, nil
 }
 
 // openStore serves what open unlocked: the layout and key of the
@@ -316,19 +339,16 @@ func (s *server) isClosed() bool {
 }
 
 // shutdown unmounts, detaches, flushes, marks clean and removes the state.
-// If the filesystem cannot be unmounted (busy), it stops there and keeps
-// serving, so that nothing in use loses its device.
+// If the filesystem or the loop device is still in use, it stops before
+// anything is lost (release) and keeps serving, mounted as before.
 func (s *server) shutdown() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
-	if s.mounted != "" {
-		if err := unmountFilesystem(s.mounted, s.srv.LoopDevice().Path); err != nil {
-			return err
-		}
-		s.mounted = ""
+	if err := s.release(); err != nil {
+		return err
 	}
 	var errs []error
 	if err := s.srv.Stop(); err != nil {
@@ -352,6 +372,35 @@ func (s *server) shutdown() error {
 	st := s.dev.Counters.Snapshot()
 	s.log.Printf("closed: %d reads (%d bytes), %d writes (%d bytes), %d syncs, %d integrity errors",
 		st.Reads, st.ReadBytes, st.Writes, st.WriteBytes, st.Syncs, st.IntegrityErrors)
+	return nil
+}
+
+// loopReleaseWait bounds how long close waits for a loop device that is
+// still held after the unmount (a blkid probe lets go at once; a mount in
+// another namespace never does) before it refuses.
+const loopReleaseWait = time.Second
+
+// release unmounts the filesystem and lets go of the loop device, the
+// first two steps of close: the filesystem must not be busy, and nothing
+// but that one mount may hold the device (unmountForClose). A device still
+// held after the unmount (open in a program, mounted in another mount
+// namespace) is kept, and the filesystem mounted again where it was: the
+// volume stays served and mounted, as it was, and release fails.
+func (s *server) release() error {
+	loop := s.srv.LoopDevice()
+	m, err := unmountForClose(s.mounted, loop.Path)
+	if err != nil {
+		return err
+	}
+	if err := loop.Release(loopReleaseWait); err != nil {
+		if errors.Is(err, loopdev.ErrBusy) {
+			err = deviceBusy(loop.Path)
+		} else {
+			err = withKind(KindDevice, err)
+		}
+		return remountAfter(s.state, loop.Path, m, err)
+	}
+	s.mounted = ""
 	return nil
 }
 

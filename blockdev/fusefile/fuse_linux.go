@@ -206,15 +206,16 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) unmountFUSE() error {
-	unmount := s.fuse.Unmount
-	if s.ownMount {
-		unmount = func() error { return unix.Unmount(s.dir, 0) }
-	}
-	// The loop driver drops its file reference asynchronously after
-	// LOOP_CLR_FD, so the FUSE mount can be briefly busy.
+	// MNT_FORCE makes FUSE abort the connection before the unmount:
+	// copies of this mount that mount namespaces made meanwhile took
+	// (private ones, which an unmount here does not reach) would keep it
+	// up, and this server waiting for its end, for as long as they live.
+	// Nothing of ours uses it by now: the loop device is detached and
+	// the disk synced. The loop driver drops its file reference
+	// asynchronously after LOOP_CLR_FD, so the mount can be briefly busy.
 	var err error
 	for range 100 {
-		if err = unmount(); err == nil || !errors.Is(err, syscall.EBUSY) {
+		if err = unix.Unmount(s.dir, unix.MNT_FORCE); err == nil || !errors.Is(err, syscall.EBUSY) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -222,9 +223,7 @@ func (s *Server) unmountFUSE() error {
 	if err != nil {
 		return fmt.Errorf("unmount FUSE at %s: %w", s.dir, err)
 	}
-	if s.ownMount {
-		s.fuse.Wait()
-	}
+	s.fuse.Wait()
 	if s.ring != nil {
 		if err := s.ring.wait(); err != nil {
 			return fmt.Errorf("FUSE over io_uring: %w", err)

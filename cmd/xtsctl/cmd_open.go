@@ -119,14 +119,17 @@ func openImage(a *app, f *openFlags, image, name string) error {
 		return usageError(errors.New("--fstype needs --mount"))
 	}
 	if req.Mount != "" {
-		real, occupied, err := blockdev.CheckMountpoint(req.Mount)
+		// Held from the check to the mount, which goes on this very
+		// directory whatever happens to its path meanwhile.
+		mp, err := blockdev.CheckMountpoint(req.Mount)
 		if err != nil {
 			return err
 		}
-		if occupied {
+		defer mp.Close()
+		if mp.Occupied {
 			a.warningf("mountpoint %s is not empty: what it holds is hidden while %s is mounted on it (until close)", req.Mount, name)
 		}
-		req.Mount = real
+		req.Mount, req.MountDir = mp.Path, mp
 	}
 	if err := f.img.checkType(); err != nil {
 		return err

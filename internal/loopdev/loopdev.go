@@ -56,7 +56,8 @@ type Device struct {
 	// the device in a device-mapper table.
 	Major, Minor uint32
 
-	f *os.File
+	f    *os.File
+	mode int // how f was opened: O_RDONLY or O_RDWR
 }
 
 func (o *Options) check() error {

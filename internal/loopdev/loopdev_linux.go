@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,7 +98,7 @@ func AttachFile(backing *os.File, opts Options) (*Device, error) {
 		}
 		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
 		if err == nil {
-			d := &Device{Path: path, Number: n, f: dev}
+			d := &Device{Path: path, Number: n, f: dev, mode: mode}
 			var st unix.Stat_t
 			if err := unix.Fstat(int(dev.Fd()), &st); err != nil {
 				d.Detach()
@@ -147,6 +148,57 @@ func (d *Device) Detach() error {
 		return fmt.Errorf("loopdev: detach %s: %w", d.Path, err)
 	}
 	return nil
+}
+
+// ErrBusy means that something besides us holds the loop device: a mount
+// (perhaps in another mount namespace), a device-mapper table or another
+// block device on it, or a program that has it open.
+var ErrBusy = errors.New("the loop device is in use")
+
+// Release lets go of the device as Close does and waits, up to wait, for
+// the kernel to detach it, which it does (the device being auto-clearing)
+// when its last user lets go: at once if that was us. If something else
+// still holds it then, Release opens it again, so that it stays as it was,
+// attached and ours, and returns ErrBusy: the caller can go on serving it.
+// Short-lived holders (a blkid probe) are what the wait is for.
+func (d *Device) Release(wait time.Duration) error {
+	if d.f == nil {
+		return nil
+	}
+	before, err := unix.IoctlLoopGetStatus64(int(d.f.Fd()))
+	if err != nil {
+		return fmt.Errorf("loopdev: status of %s: %w", d.Path, err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("loopdev: %w", err)
+	}
+	attached := fmt.Sprintf("/sys/block/loop%d/loop", d.Number)
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(attached); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	f, err := os.OpenFile(d.Path, d.mode|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// Detached meanwhile (ENXIO while it is torn down), or
+		// beyond our reach: either way no longer ours to keep.
+		if _, serr := os.Stat(attached); errors.Is(serr, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("loopdev: %s: %w, and it cannot be opened again: %v", d.Path, ErrBusy, err)
+	}
+	now, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+	if err != nil || now.Device != before.Device || now.Inode != before.Inode {
+		// Detached at the last moment (ENXIO), or already serving
+		// another file: what we attached is gone.
+		f.Close()
+		return nil
+	}
+	d.f = f
+	return fmt.Errorf("loopdev: %s: %w", d.Path, ErrBusy)
 }
 
 // BackedBy lists the loop devices (as /dev/loopN) whose backing file is

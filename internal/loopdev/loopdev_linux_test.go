@@ -331,3 +331,50 @@ func TestAttachErrors(t *testing.T) {
 		t.Errorf("bad block size: %v", err)
 	}
 }
+
+// TestReleaseBusyKeepsDevice: Release leaves a device that another opener
+// holds attached and takes it back (ErrBusy), readable and writable as
+// before; once nobody else holds it, Release detaches it at once.
+func TestReleaseBusyKeepsDevice(t *testing.T) {
+	skipUnlessLoop(t)
+	path, data := backingFile(t, 64<<10)
+	d, err := Attach(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := d.Number
+	holder, err := os.Open(d.Path)
+	if err != nil {
+		d.Detach()
+		t.Fatal(err)
+	}
+	if err := d.Release(50 * time.Millisecond); !errors.Is(err, ErrBusy) {
+		holder.Close()
+		d.Detach()
+		t.Fatalf("Release while another opener holds it: %v, want ErrBusy", err)
+	}
+	holder.Close()
+	// Ours again: the holder's close did not detach it, and it reads
+	// and writes the file.
+	if attached(n) != path {
+		t.Fatalf("loop%d is attached to %q after a refused Release, want %s", n, attached(n), path)
+	}
+	if got := readDevice(t, d.Path); !bytes.Equal(got, data) {
+		t.Error("the device reads other data after a refused Release")
+	}
+	if _, err := d.f.WriteAt([]byte("still ours"), 0); err != nil {
+		t.Errorf("write through our handle after a refused Release: %v", err)
+	}
+	if err := d.Release(time.Second); err != nil {
+		t.Fatalf("Release once free: %v", err)
+	}
+	if attached(n) != "" {
+		t.Errorf("loop%d still attached after Release returned", n)
+	}
+	if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("still ours")) {
+		t.Error("the write through the device is not in the file")
+	}
+	if err := d.Release(time.Second); err != nil {
+		t.Errorf("a second Release: %v", err)
+	}
+}

@@ -10,3 +10,9 @@ package testhooks
 // that run xtsctl as a process test the FUSE backend, and --backend auto
 // must pick it on hosts with device-mapper too.
 var DMUnavailable error
+
+// BeforeMount, when not nil, is called by package mount right before it
+// mounts a filesystem on a directory it has checked, with the path it
+// checked: the tests of a mountpoint swapped for a symlink at the worst
+// moment make the swap there.
+var BeforeMount func(path string)
