@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/internal/imagelock"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,10 +46,8 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		r.Mount = r.MountDir.Path
 		req = &r
 	}
-	if req.Type == TypeLUKS {
-		if err := checkLUKS(req); err != nil {
-			return nil, err
-		}
+	if err := checkUnlocked(req); err != nil {
+		return nil, err
 	}
 	bname, b, err := pickBackend(req.Backend, req)
 	if err != nil {
@@ -144,11 +142,11 @@ func WaitForDeadServer(image *os.File) {
 			continue
 		}
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			f, err := volume.LockImage(path, true, 0)
+			f, err := imagelock.Open(path, true, 0)
 			if f != nil {
 				f.Close()
 			}
-			if !errors.Is(err, volume.ErrInUse) {
+			if !errors.Is(err, imagelock.ErrInUse) {
 				return
 			}
 		}
@@ -194,12 +192,15 @@ func Close(ctx context.Context, name string, opt Options) (*State, error) {
 	return e.state, nil
 }
 
+// Stats are the I/O counters of an image the fuse backend serves.
+type Stats = fusefile.Stats
+
 // Status is one open NAME as Status and List report it.
 type Status struct {
-	State                     // zero but for Name while an image is being opened or its record was lost
-	Condition string          `json:"state"` // "open", "opening", "dead", or "unreachable"
-	Stats     *fusefile.Stats `json:"stats,omitempty"`
-	DM        *DMStatus       `json:"dm,omitempty"` // the dm backend's table, from the kernel
+	State               // zero but for Name while an image is being opened or its record was lost
+	Condition string    `json:"state"` // "open", "opening", "dead", or "unreachable"
+	Stats     *Stats    `json:"stats,omitempty"`
+	DM        *DMStatus `json:"dm,omitempty"` // the dm backend's table, from the kernel
 }
 
 // A kernelStatuser is a backend whose device the kernel describes (dm).

@@ -7,8 +7,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"syscall"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -58,39 +62,37 @@ func TestOpenCloseLifecycle(t *testing.T) {
 
 	key := make([]byte, 64)
 	rand.Read(key)
-	plain := filepath.Join(dir, "p.img")
-	os.WriteFile(plain, make([]byte, 4<<20), 0o600)
-	p := volume.Plain{Sector: sector.Params{Size: 4096}}
+	plainImg := filepath.Join(dir, "p.img")
+	os.WriteFile(plainImg, make([]byte, 4<<20), 0o600)
+	ps := sector.Params{Size: 4096}
 
 	vol := filepath.Join(dir, "v.vol")
 	vf, _ := os.OpenFile(vol, os.O_RDWR|os.O_CREATE, 0o600)
 	const size = 4 << 20
-	h, _, err := volume.Create(ctx, vf, bytes.NewReader(make([]byte, size)), size,
+	_, _, err := volume.Create(ctx, vf, bytes.NewReader(make([]byte, size)), size,
 		volume.CreateOptions{TagSize: 32, KDF: volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, Passphrase: tagPass}, nil)
 	vf.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := volume.Open(vol, tagPass, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	master := v.MasterKey()
-	v.Close()
 
 	lk := filepath.Join(dir, "l.luks")
 	lh, lkey, _ := luksImage(t, lk, 4<<20, luks.FormatOptions{})
+	lu := unlocked(t, lk, "luks", nil, passphrase(luksPass))
+	if !bytes.Equal(lu.Key, lkey) {
+		t.Fatal("the LUKS format unlocks another key than package luks made")
+	}
 
 	for _, req := range []*Request{
-		{Name: "p", Image: openFile(t, plain), Path: plain, Type: TypePlain, Plain: p, Key: key, Backend: "fuse"},
-		{Name: "v", Image: openFile(t, vol), Path: vol, Type: TypeVolume, Header: h, Key: master, Backend: "auto"},
-		{Name: "l", Image: openFile(t, lk), Path: lk, Type: TypeLUKS, LUKS: lh, Key: lkey, Backend: "fuse"},
+		{Name: "p", Image: openFile(t, plainImg), Path: plainImg, Unlocked: unlocked(t, plainImg, "plain", plainOptions(4096, 0, 0, false), keyFile(key)), Backend: "fuse"},
+		{Name: "v", Image: openFile(t, vol), Path: vol, Unlocked: unlocked(t, vol, "volume", nil, passphrase(tagPass)), Backend: "auto"},
+		{Name: "l", Image: openFile(t, lk), Path: lk, Unlocked: lu, Backend: "fuse"},
 	} {
 		st, err := Open(ctx, req, Options{Warn: t.Logf})
 		if err != nil {
 			t.Fatalf("%s: open: %v", req.Name, err)
 		}
-		if st.Backend != "fuse" || st.Device == "" {
+		if st.Backend != "fuse" || st.Device == "" || st.Type != req.Unlocked.Format {
 			t.Fatalf("%s: opened %+v", req.Name, st)
 		}
 		if _, err := Open(ctx, req, Options{}); kindOf(err) != KindDevice {
@@ -136,17 +138,17 @@ func TestOpenCloseLifecycle(t *testing.T) {
 		}
 
 		// What was written is in the image, encrypted as the format says.
-		switch req.Type {
-		case TypePlain:
+		switch req.Unlocked.Format {
+		case "plain":
 			c, _ := xts.NewCipher(key)
-			img, _ := os.ReadFile(plain)
+			img, _ := os.ReadFile(plainImg)
 			want := make([]byte, len(data))
-			codec, _ := sector.NewCodec(c, p.Sector)
+			codec, _ := sector.NewCodec(c, ps)
 			codec.Encrypt(want, data, (1<<20)/4096)
 			if !bytes.Equal(img[1<<20:1<<20+len(data)], want) {
 				t.Error("the plain image does not hold the ciphertext of what was written")
 			}
-		case TypeLUKS:
+		case "luks":
 			img, _ := os.ReadFile(lk)
 			var out bytes.Buffer
 			if _, err := lh.Decrypt(ctx, lkey, bytes.NewReader(img), int64(len(img)), &out, nil); err != nil {
@@ -155,7 +157,7 @@ func TestOpenCloseLifecycle(t *testing.T) {
 			if !bytes.Equal(out.Bytes()[1<<20:1<<20+len(data)], data) {
 				t.Error("package luks does not decrypt what was written to the LUKS image")
 			}
-		case TypeVolume:
+		case "volume":
 			w, err := volume.Open(vol, tagPass, true)
 			if err != nil {
 				t.Fatal(err)
@@ -168,9 +170,113 @@ func TestOpenCloseLifecycle(t *testing.T) {
 				t.Errorf("the volume does not read back what was written: %v", err)
 			}
 			w.Close()
+		default:
+			t.Fatalf("%s: format %q has no check of what was written", req.Name, req.Unlocked.Format)
 		}
 	}
 	if _, err := Close(ctx, "nope", Options{}); kindOf(err) != KindUsage {
 		t.Errorf("close of a NAME not open: %v", err)
+	}
+}
+
+// TestOpenRecoversAndUpgrades: Open reports what serving a volume did to
+// it first. A volume that a crash left dirty, with one write torn, is
+// checked when it is opened read-write: the torn sector is named and
+// reads as an I/O error, and stays named at the next open, until open
+// --recover accepts what it holds; afterwards the volume is clean and
+// every tag verifies. A version-1 volume is upgraded by a read-write
+// open, never by a read-only one.
+func TestOpenRecoversAndUpgrades(t *testing.T) {
+	dir := servingDirs(t)
+	ctx := context.Background()
+
+	mem := newTestVolume(t, 64) // 16 sectors a region
+	v := openTestVolume(t, mem, false)
+	data := make([]byte, 8*4096)
+	rand.Read(data)
+	if err := v.WriteSectors(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.snapshot() // the server dies here: region 0 is being written
+	torn := v.Layout().SectorOffset(5) + 10
+	v.Close()
+	crashed.b[torn] ^= 1
+	path := filepath.Join(dir, "crashed.vol")
+	if err := os.WriteFile(path, crashed.b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, recover := range []bool{false, false, true} {
+		req := &Request{Name: "c", Image: openFile(t, path), Path: path, Recover: recover, Backend: "fuse",
+			Unlocked: unlocked(t, path, "volume", nil, passphrase(testPass))}
+		st, err := Open(ctx, req, Options{Warn: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := st.Recovered
+		if r == nil || r.DirtyRegions != 1 || r.Sectors != 16 || r.Mismatched != 1 || !slices.Equal(r.BadSectors, []uint64{5}) ||
+			r.Repaired != recover || r.Untagged || r.AllRegions {
+			t.Errorf("--recover %v: recovered %+v", recover, r)
+		}
+		if rec, err := StatusOf("c", Options{}); err != nil || !reflect.DeepEqual(rec.Recovered, r) {
+			t.Errorf("--recover %v: the record says %+v (%v), open said %+v", recover, rec.Recovered, err, r)
+		}
+		dev, err := os.OpenFile(st.Device, os.O_RDONLY|syscall.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := fusefile.AlignedBuffer(4096)
+		if _, err := dev.ReadAt(buf, 3*4096); err != nil || !bytes.Equal(buf, data[3*4096:4*4096]) {
+			t.Errorf("--recover %v: sector 3: %v", recover, err)
+		}
+		_, err = dev.ReadAt(buf, 5*4096)
+		if recover && err != nil || !recover && !errors.Is(err, syscall.EIO) {
+			t.Errorf("--recover %v: the torn sector reads: %v", recover, err)
+		}
+		dev.Close()
+		if _, err := Close(ctx, "c", Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openLibrary(t, path)
+
+	// A version-1 volume: read-only it stays as it is, read-write it is
+	// upgraded, once.
+	v1 := filepath.Join(dir, "v1.vol")
+	img, err := os.ReadFile("../testimages/v1/disk-4096.vol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v1, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		readOnly, upgraded bool
+		version            uint32
+	}{{true, false, 1}, {false, true, 2}, {false, false, 2}} {
+		req := &Request{Name: "u", Image: openFile(t, v1), Path: v1, ReadOnly: c.readOnly, Backend: "fuse",
+			Unlocked: unlocked(t, v1, "volume", nil, goldenPassphrase(t, "v1"))}
+		st, err := Open(ctx, req, Options{Warn: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Close(ctx, "u", Options{}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(v1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := volume.ReadHeaders(f, int64(len(img)))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Upgraded != c.upgraded || st.Recovered != nil || hs.Header.Version != c.version {
+			t.Errorf("read-only %v: upgraded %v, recovered %+v, now version %d; want upgraded %v, version %d",
+				c.readOnly, st.Upgraded, st.Recovered, hs.Header.Version, c.upgraded, c.version)
+		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
+	"github.com/xtsctl/xtsctl/internal/imagelock"
 	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"github.com/xtsctl/xtsctl/internal/testhooks"
-	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,24 +52,18 @@ func (dmBackend) available() error {
 	return checkLoopSupport()
 }
 
-// suits: --backend auto leaves volumes with integrity tags to FUSE, which
+// suits: --backend auto leaves images with integrity tags to FUSE, which
 // checks every read against its tag (dm-crypt knows nothing of tags), and
-// images whose parameters dm-crypt cannot express.
+// images whose layout dm-crypt cannot express.
 func (dmBackend) suits(req *Request) error {
 	if hasTags(req) {
-		return errors.New("the volume has integrity tags, which dm-crypt does not check")
+		return errors.New("the image has integrity tags, which dm-crypt does not check")
 	}
-	size, err := imageSize(req.Path)
-	if err != nil {
-		return err
-	}
-	_, err = dmTarget(req, size)
+	_, err := dmTarget(req)
 	return err
 }
 
-func hasTags(req *Request) bool {
-	return req.Type == TypeVolume && req.Header.Integrity != volume.IntegrityNone
-}
+func hasTags(req *Request) bool { return req.Unlocked.Layout.Integrity != "" }
 
 func imageSize(path string) (int64, error) {
 	f, err := os.Open(path)
@@ -78,39 +74,28 @@ func imageSize(path string) (int64, error) {
 	return f.Seek(0, io.SeekEnd) // block devices report 0 in Stat
 }
 
-// dmTarget is the dm-crypt mapping of req's encrypted data: the volume's
-// data area where its header puts it (the table info --dm-table prints),
-// a LUKS image's data segment as cryptsetup maps it (luks.Header.DMTable),
-// or a plain image's data after --offset, with --skip, --sector-size and
-// --iv-large-sectors. It fails when dm-crypt cannot express it (with
-// sectors above 512 bytes, --offset and --skip must be multiples of the
-// sector size).
-func dmTarget(req *Request, size int64) (devmapper.CryptTable, error) {
-	var t devmapper.CryptTable
-	var err error
-	switch req.Type {
-	case TypeVolume:
-		t = req.Header.CryptTable()
-	case TypeLUKS:
-		t, err = req.LUKS.DMTable(size)
-	default:
-		t, err = req.Plain.CryptTable(size)
-	}
+// dmTarget is the dm-crypt mapping of what req serves (the layout the
+// format unlocked: the table info --dm-table prints). It fails when
+// dm-crypt cannot express it (several extents, a cipher it names
+// otherwise; with sectors above 512 bytes, offsets and IV offsets that
+// are not multiples of the sector size).
+func dmTarget(req *Request) (dmtable.CryptTable, error) {
+	t, err := req.Unlocked.Layout.CryptTable()
 	if err != nil {
 		return t, err
 	}
-	probe := cryptTable(t, make([]byte, len(req.Key)), "7:0", false)
+	probe := cryptTable(t, make([]byte, len(req.Unlocked.Key)), "7:0", false)
 	return t, probe.Validate()
 }
 
 // cryptTable is t with its key and device, to load.
-func cryptTable(t devmapper.CryptTable, key []byte, device string, readOnly bool) *devmapper.CryptTable {
+func cryptTable(t dmtable.CryptTable, key []byte, device string, readOnly bool) *dmtable.CryptTable {
 	t.Key, t.Device, t.ReadOnly = key, device, readOnly
 	return &t
 }
 
 // dmReadOnly decides whether req opens read-only, and says why when it
-// is not what was asked: a volume with integrity tags is only ever read
+// is not what was asked: an image with integrity tags is only ever read
 // through dm-crypt, which would leave the tags of what it writes stale.
 func dmReadOnly(a *run, req *Request) bool {
 	if !hasTags(req) {
@@ -124,12 +109,19 @@ func dmReadOnly(a *run, req *Request) bool {
 	return true
 }
 
+// handover is the format's KernelHandover, if it has one.
+func handover(format string) disk.KernelHandover {
+	f, _ := disk.Lookup(format)
+	h, _ := f.(disk.KernelHandover)
+	return h
+}
+
 func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	ro := dmReadOnly(a, req)
 	pid := os.Getpid()
 	st := &State{
 		Name: req.Name, Backend: "dm", Image: req.Path, ImageDev: req.dev, ImageIno: req.ino,
-		Type: req.Type, Cipher: req.Cipher, Mountpoint: req.Mount, ReadOnly: ro,
+		Type: req.Unlocked.Format, Cipher: cipherOf(req.Unlocked), Mountpoint: req.Mount, ReadOnly: ro,
 		PID: pid, PIDStart: processStart(pid),
 	}
 	// Recorded before anything is set up, with this process as the one
@@ -139,7 +131,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 		return nil, withKind(KindDevice, fmt.Errorf("write state: %w", err))
 	}
 
-	f, err := volume.LockImage(req.path(), ro, 0)
+	f, err := imagelock.Open(req.path(), ro, 0)
 	if err != nil {
 		return nil, imageError(req.Path, err)
 	}
@@ -153,11 +145,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 		}
 	}()
 
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return nil, withKind(KindInput, fmt.Errorf("cannot size image %s: %w", req.Path, err))
-	}
-	target, err := dmTarget(req, size)
+	target, err := dmTarget(req)
 	if err != nil {
 		return nil, usageError(fmt.Errorf("dm-crypt cannot map %s: %w", req.Path, err), "the fuse backend serves it: --backend fuse")
 	}
@@ -184,10 +172,12 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	// The volume is recorded as being written only now, right before the
 	// device appears: an open that fails earlier leaves it untouched. One
 	// that fails later marks it clean again, its digest stale.
-	if req.Type == TypeVolume && !ro {
-		if err := handOver(a, f, size, req, st); err != nil {
-			return nil, err
+	if h := handover(req.Unlocked.Format); h != nil && !ro {
+		rep, token, err := h.BeginKernelWrites(f, req.Unlocked)
+		if err != nil {
+			return nil, imageError(req.Path, err)
 		}
+		st.CloseRecord, st.Recovered, st.Upgraded = token, rep.Recovered, rep.Upgraded != ""
 		undo = append(undo, func() {
 			// The device is gone again (undone before this):
 			// sync what reached the image and close cleanly.
@@ -202,7 +192,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 	if a.ctx.Err() != nil {
 		return nil, withKind(KindInterrupted, fmt.Errorf("interrupted; %s was not opened", req.Name))
 	}
-	table := cryptTable(target, req.Key, fmt.Sprintf("%d:%d", loop.Major, loop.Minor), ro)
+	table := cryptTable(target, req.Unlocked.Key, fmt.Sprintf("%d:%d", loop.Major, loop.Minor), ro)
 	dev, err := devmapper.CreateCrypt(req.Name, table)
 	if err != nil {
 		return nil, createError(req.Name, err)
@@ -212,7 +202,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 
 	if mp := req.MountDir; mp != nil {
 		var id uint64
-		if st.FSType, id, err = mountFilesystem(req.Path, req.Type, dev, mp, req.FSType, ro); err != nil {
+		if st.FSType, id, err = mountFilesystem(req.Path, req.Unlocked.Format, dev, mp, req.FSType, ro); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { mount.UnmountID(mp.Path, id) })
@@ -240,27 +230,6 @@ func createError(name string, err error) error {
 	return withKind(KindDevice, fmt.Errorf("a device-mapper device named %s exists already, not made by xtsctl", name), "choose another NAME")
 }
 
-// handOver prepares a volume without tags for dm-crypt to write, following
-// docs/FORMAT.md's writer protocol for a writer we do not see: recover it
-// if it was not closed cleanly, upgrade a version-1 volume, then record it
-// dirty with its digest stale (volume.Release). close records the clean
-// close (finishImage) with the record Release returns, kept in st.
-func handOver(a *run, f *os.File, size int64, req *Request, st *State) error {
-	v, err := volume.OpenDevice(f, size, false, volume.WithKey(req.Key))
-	if err != nil {
-		return imageError(req.Path, err)
-	}
-	// No tags: recovery has nothing to check, only the state to repair.
-	if st.Recovered, st.Upgraded, err = settleVolume(a.ctx, v, req.Path, false); err != nil {
-		v.Close()
-		return err
-	}
-	if st.CloseRecord, err = v.Release(); err != nil {
-		return withKind(KindDevice, fmt.Errorf("%s: cannot mark it as being written: %w", req.Path, err))
-	}
-	return nil
-}
-
 // finishImage completes a read-write session on f, the image locked: it
 // syncs what dm-crypt wrote through the loop device and, for a volume,
 // records the clean close (volume.MarkClean).
@@ -268,15 +237,15 @@ func finishImage(f *os.File, st *State) error {
 	if err := f.Sync(); err != nil {
 		return withKind(KindDevice, fmt.Errorf("sync %s: %w", st.Image, err))
 	}
-	if st.Type != TypeVolume {
+	if st.CloseRecord == nil {
 		return nil
 	}
-	size, err := f.Seek(0, io.SeekEnd)
-	if err == nil {
-		err = volume.MarkClean(f, size, st.CloseRecord)
+	h := handover(st.Type)
+	if h == nil {
+		return withKind(KindDevice, fmt.Errorf("%s: this xtsctl does not know the format %q its open recorded, to record the clean close", st.Image, st.Type))
 	}
-	if err != nil {
-		return withKind(KindDevice, fmt.Errorf("%s: cannot record the clean close: %w", st.Image, err))
+	if err := h.EndKernelWrites(f, st.CloseRecord); err != nil {
+		return withKind(KindDevice, fmt.Errorf("%s: %w", st.Image, err))
 	}
 	return nil
 }
@@ -292,7 +261,7 @@ const releaseWait = 10 * time.Second
 func reopenImage(st *State, wait time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		f, err := volume.LockImage(st.Image, false, 0)
+		f, err := imagelock.Open(st.Image, false, 0)
 		switch {
 		case err == nil:
 			var fst unix.Stat_t
@@ -301,7 +270,7 @@ func reopenImage(st *State, wait time.Duration) (*os.File, error) {
 				return nil, withKind(KindDevice, fmt.Errorf("%s is not the image that was opened any more", st.Image))
 			}
 			return f, nil
-		case !errors.Is(err, volume.ErrInUse):
+		case !errors.Is(err, imagelock.ErrInUse):
 			return nil, withKind(KindDevice, fmt.Errorf("cannot reopen %s to finish it: %w", st.Image, err))
 		case time.Now().After(deadline):
 			return nil, withKind(KindDevice, fmt.Errorf("%s is still in use (by its loop device %s?): %w", st.Image, st.Loop, err),

@@ -20,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/luks"
+	plainpkg "github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
@@ -36,38 +39,15 @@ func fakeDM(t *testing.T, err error) {
 	t.Cleanup(func() { dmAvailable = saved })
 }
 
-// seqKey is the key 00 01 02 ... of n bytes.
-func seqKey(n int) []byte {
-	k := make([]byte, n)
-	for i := range k {
-		k[i] = byte(i)
-	}
-	return k
-}
-
-func goldenHeader(t *testing.T, name string) *volume.Header {
-	t.Helper()
-	f, err := os.Open(filepath.Join("../testimages/v1", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	hs, err := volume.ReadHeaders(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hs.Header
-}
-
 // TestDMTable: the table the dm backend loads, byte for byte, for volumes
-// (from their headers) and plain images (from the open flags). The
-// expected lines are worked out by hand from docs/FORMAT.md's layout and
-// docs/DM.md's units: a 2 MiB data area at 1 MiB is 4096 sectors at
-// sector 2048; tweaks count 512-byte units unless iv_large_sectors.
+// and LUKS images (from their headers) and plain images (from the open
+// flags), each unlocked by its format. The expected lines are worked out
+// by hand from docs/FORMAT.md's layout and docs/DM.md's units: a 2 MiB
+// data area at 1 MiB is 4096 sectors at sector 2048; tweaks count
+// 512-byte units unless iv_large_sectors. KEY stands for the key the
+// format unlocked, of keyBytes bytes.
 func TestDMTable(t *testing.T) {
 	key64, key32 := seqKey(64), seqKey(32)
-	hex64, hex32 := hex.EncodeToString(key64), hex.EncodeToString(key32)
 	dir := t.TempDir()
 	sized := func(n int64) string {
 		p := filepath.Join(dir, fmt.Sprint(n))
@@ -76,99 +56,140 @@ func TestDMTable(t *testing.T) {
 		}
 		return p
 	}
+	plainImage := func(size int64, opts disk.Options, key []byte) *disk.Unlocked {
+		return unlocked(t, sized(size), "plain", opts, keyFile(key))
+	}
 	// LUKS2 images as package luks formats them, the first with
 	// cryptsetup's default layout (data at 16 MiB = sector 32768), the
 	// second with persistent flags, which become options in the order
 	// the kernel prints them.
 	luksDefault := filepath.Join(dir, "default.luks")
-	hDefault, _, _ := luksImage(t, luksDefault, 1<<20, luks.FormatOptions{})
+	luksImage(t, luksDefault, 1<<20, luks.FormatOptions{})
 	luksFlags := filepath.Join(dir, "flags.luks")
-	hFlags, _, _ := luksImage(t, luksFlags, 64<<10, luks.FormatOptions{SectorSize: 512, KeySize: 32, DataOffset: 1 << 20})
-	hFlags.Flags = []string{"no-read-workqueue", "allow-discards", "same-cpu-crypt"}
+	luksImage(t, luksFlags, 64<<10, luks.FormatOptions{SectorSize: 512, KeySize: 32, DataOffset: 1 << 20})
+	setLUKS2Flags(t, luksFlags, "no-read-workqueue", "allow-discards", "same-cpu-crypt")
 	for _, c := range []struct {
-		name string
-		req  Request
-		want string
+		name     string
+		u        *disk.Unlocked
+		keyBytes int
+		want     string
 	}{
 		{"luks2, cryptsetup's default layout",
-			Request{Type: TypeLUKS, Path: luksDefault, LUKS: hDefault, Key: key64},
-			"0 2048 crypt aes-xts-plain64 " + hex64 + " 0 7:5 32768 1 sector_size:4096"},
+			unlocked(t, luksDefault, "luks", nil, passphrase(luksPass)), 64,
+			"0 2048 crypt aes-xts-plain64 KEY 0 7:5 32768 1 sector_size:4096"},
 		{"luks2, 512-byte sectors, AES-128, persistent flags",
-			Request{Type: TypeLUKS, Path: luksFlags, LUKS: hFlags, Key: key32},
-			"0 128 crypt aes-xts-plain64 " + hex32 + " 0 7:5 2048 3 allow_discards same_cpu_crypt no_read_workqueue"},
+			unlocked(t, luksFlags, "luks", nil, passphrase(luksPass)), 32,
+			"0 128 crypt aes-xts-plain64 KEY 0 7:5 2048 3 allow_discards same_cpu_crypt no_read_workqueue"},
 		{"volume, no tags, 1024-byte sectors",
-			Request{Type: TypeVolume, Header: goldenHeader(t, "disk-xtsctl-nointegrity.vol"), Key: key64},
-			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 2048 1 sector_size:1024"},
+			goldenVolume(t, "v1", "disk-xtsctl-nointegrity.vol"), 64,
+			"0 4096 crypt aes-xts-plain64 KEY 0 7:5 2048 1 sector_size:1024"},
 		{"volume, tags, 4096-byte sectors",
-			Request{Type: TypeVolume, Header: goldenHeader(t, "disk-4096.vol"), Key: key64},
-			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 2048 1 sector_size:4096"},
+			goldenVolume(t, "v1", "disk-4096.vol"), 64,
+			"0 4096 crypt aes-xts-plain64 KEY 0 7:5 2048 1 sector_size:4096"},
 		{"volume, AES-128, 512-byte sectors",
-			Request{Type: TypeVolume, Header: goldenHeader(t, "disk-512-aes128-tag16.vol"), Key: key32},
-			"0 4096 crypt aes-xts-plain64 " + hex32 + " 0 7:5 2048"},
+			goldenVolume(t, "v1", "disk-512-aes128-tag16.vol"), 32,
+			"0 4096 crypt aes-xts-plain64 KEY 0 7:5 2048"},
 		{"plain, defaults",
-			Request{Type: TypePlain, Path: sized(1 << 20), Plain: volume.Plain{Sector: sector.Params{Size: 512}}, Key: key64},
-			"0 2048 crypt aes-xts-plain64 " + hex64 + " 0 7:5 0"},
+			plainImage(1<<20, plainOptions(512, 0, 0, false), key64), 64,
+			"0 2048 crypt aes-xts-plain64 KEY 0 7:5 0"},
 		{"plain, --offset 8 --skip 16, AES-128",
-			Request{Type: TypePlain, Path: sized(8*512 + 1<<20), Plain: volume.Plain{Sector: sector.Params{Size: 512, IVOffset: 16}, Offset: 8}, Key: key32},
-			"0 2048 crypt aes-xts-plain64 " + hex32 + " 16 7:5 8"},
+			plainImage(8*512+1<<20, plainOptions(512, 8, 16, false), key32), 32,
+			"0 2048 crypt aes-xts-plain64 KEY 16 7:5 8"},
 		{"plain, --sector-size 4096",
-			Request{Type: TypePlain, Path: sized(2 << 20), Plain: volume.Plain{Sector: sector.Params{Size: 4096}}, Key: key64},
-			"0 4096 crypt aes-xts-plain64 " + hex64 + " 0 7:5 0 1 sector_size:4096"},
+			plainImage(2<<20, plainOptions(4096, 0, 0, false), key64), 64,
+			"0 4096 crypt aes-xts-plain64 KEY 0 7:5 0 1 sector_size:4096"},
 		{"plain, --sector-size 4096 --iv-large-sectors --offset 8 --skip 24",
-			Request{Type: TypePlain, Path: sized(8*512 + 64<<10), Plain: volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 24}, Offset: 8}, Key: key64},
-			"0 128 crypt aes-xts-plain64 " + hex64 + " 24 7:5 8 2 sector_size:4096 iv_large_sectors"},
+			plainImage(8*512+64<<10, plainOptions(4096, 8, 24, true), key64), 64,
+			"0 128 crypt aes-xts-plain64 KEY 24 7:5 8 2 sector_size:4096 iv_large_sectors"},
 	} {
-		size, err := imageSize(c.req.Path)
-		if c.req.Type == TypeVolume {
-			size, err = c.req.Header.Size, nil
+		if len(c.u.Key) != c.keyBytes {
+			t.Errorf("%s: a %d-byte key, want %d", c.name, len(c.u.Key), c.keyBytes)
+			continue
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, err := dmTarget(&c.req, size)
+		target, err := dmTarget(&Request{Unlocked: c.u})
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		table := cryptTable(target, c.req.Key, "7:5", false)
+		table := cryptTable(target, c.u.Key, "7:5", false)
 		line, err := table.AppendLine(nil)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		if string(line) != c.want {
-			t.Errorf("%s:\ngot  %s\nwant %s", c.name, line, c.want)
+		hexKey := hex.EncodeToString(c.u.Key)
+		want := strings.Replace(c.want, "KEY", hexKey, 1)
+		if string(line) != want {
+			t.Errorf("%s:\ngot  %s\nwant %s", c.name, line, want)
 		}
 		// What info --dm-table prints is this line, without the key;
 		// printed tables never show the key.
-		hexKey := hex.EncodeToString(c.req.Key)
-		if tmpl := table.Template(); tmpl != strings.Replace(c.want, hexKey, devmapper.KeyPlaceholder, 1) {
+		if tmpl := table.Template(); tmpl != strings.Replace(c.want, "KEY", dmtable.KeyPlaceholder, 1) {
 			t.Errorf("%s: the template is\n%s", c.name, tmpl)
 		}
 		masked := table.String()
-		if strings.Contains(masked, hex64[2:34]) || strings.Contains(masked, hex32[2:34]) || len(masked) != len(c.want) {
+		if strings.Contains(masked, hexKey[2:34]) || len(masked) != len(want) {
 			t.Errorf("%s: String() = %s shows the key or is not the line masked", c.name, masked)
 		}
 	}
 }
 
-// TestDMTableRefused: parameters dm-crypt cannot express are reported (and
-// leave auto to choose fuse, below).
+// TestDMTableRefused: layouts dm-crypt cannot express are reported (and
+// leave auto to choose fuse, below); a plain image with nothing after
+// its offset is refused before, by its format.
 func TestDMTableRefused(t *testing.T) {
-	img := filepath.Join(t.TempDir(), "img")
+	dir := t.TempDir()
+	img, odd := filepath.Join(dir, "img"), filepath.Join(dir, "odd")
 	os.Truncate(createEmpty(t, img), 1<<20)
+	os.Truncate(createEmpty(t, odd), 512+1<<20)
 	for _, c := range []struct {
-		p    volume.Plain
-		size int64
+		path string
+		opts disk.Options
 		want string
 	}{
-		{volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 1}, 512 + 1<<20, "offset 1 is not a multiple"},
-		{volume.Plain{Sector: sector.Params{Size: 4096, IVOffset: 3}}, 1 << 20, "iv offset 3 is not a multiple"},
-		{volume.Plain{Sector: sector.Params{Size: 512}, Offset: 4096}, 1 << 20, "nothing after the offset"},
+		{odd, plainOptions(4096, 1, 0, false), "offset 1 is not a multiple"},
+		{img, plainOptions(4096, 0, 3, false), "iv offset 3 is not a multiple"},
 	} {
-		req := &Request{Type: TypePlain, Path: img, Plain: c.p, Key: seqKey(64)}
-		if _, err := dmTarget(req, c.size); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want %q", c.p, err, c.want)
+		u := unlocked(t, c.path, "plain", c.opts, keyFile(seqKey(64)))
+		if _, err := dmTarget(&Request{Unlocked: u}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
+		}
+	}
+	if _, err := tryUnlock(t, img, "plain", &disk.Request{Slot: -1, Options: plainOptions(512, 4096, 0, false)}, keyFile(seqKey(64))); kindOf(err) != KindInput || !strings.Contains(err.Error(), "nothing after the offset") {
+		t.Errorf("plain, --offset past the image: %v", err)
+	}
+
+	// Layouts no format here unlocks, but that the layer allows: several
+	// extents, data not in 512-byte units, metadata only, and a
+	// dm-crypt option the kernel does not take.
+	ss := sector.Params{Size: 512}
+	split := disk.Layout{Size: 2048, SectorSize: 512, Cipher: disk.XTSPlain64, KeyBits: 512, Extents: []disk.Extent{
+		{Offset: 0, Length: 1024, Kind: disk.Crypt, Source: 0, Sector: ss},
+		{Offset: 1024, Length: 1024, Kind: disk.Crypt, Source: 4096, Sector: ss},
+	}}
+	unaligned := disk.SingleExtent(100, 4096, ss, disk.XTSPlain64, 512)
+	zero := disk.Layout{Size: 4096, SectorSize: 512, Cipher: disk.XTSPlain64, KeyBits: 512, Extents: []disk.Extent{{Length: 4096, Kind: disk.Zero}}}
+	option := disk.SingleExtent(0, 4096, ss, disk.XTSPlain64, 512)
+	option.DMOptions = []string{"no_such_option"}
+	for _, c := range []struct {
+		l    disk.Layout
+		want string
+	}{
+		{split, "a layout of 2 extents is not one dm-crypt target"},
+		{unaligned, "not in 512-byte units"},
+		{zero, "is not one dm-crypt target"},
+		{option, `dm-crypt option "no_such_option"`},
+	} {
+		if err := c.l.Check(1 << 20); err != nil {
+			t.Fatalf("%+v: %v", c.l, err)
+		}
+		u := &disk.Unlocked{Format: "test", Layout: c.l, Key: seqKey(64)}
+		_, err := dmTarget(&Request{Unlocked: u})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, disk.ErrUnsupported) {
+			t.Errorf("%+v: %v, want %q", c.l, err, c.want)
+		}
+		if err := (dmBackend{}).suits(&Request{Unlocked: u}); err == nil {
+			t.Errorf("%+v: dm suits it", c.l)
 		}
 	}
 }
@@ -189,14 +210,15 @@ func TestPickBackend(t *testing.T) {
 	// One 512-byte unit more: whole 4096-byte sectors after an --offset
 	// of 1, which dm-crypt cannot take with them.
 	os.Truncate(createEmpty(t, odd), 512+1<<20)
-	plain := func(p volume.Plain) *Request {
-		if p.Offset == 1 {
-			return &Request{Type: TypePlain, Path: odd, Plain: p, Key: seqKey(64)}
+	plain := func(opts disk.Options) *Request {
+		path := img
+		if opts[plainpkg.OptOffset] == "1" {
+			path = odd
 		}
-		return &Request{Type: TypePlain, Path: img, Plain: p, Key: seqKey(64)}
+		return &Request{Path: path, Unlocked: unlocked(t, path, "plain", opts, keyFile(seqKey(64)))}
 	}
 	vol := func(name string) *Request {
-		return &Request{Type: TypeVolume, Path: img, Header: goldenHeader(t, name), Key: seqKey(64)}
+		return &Request{Path: filepath.Join("../testimages/v1", name), Unlocked: goldenVolume(t, "v1", name)}
 	}
 	cases := []struct {
 		what string
@@ -204,9 +226,9 @@ func TestPickBackend(t *testing.T) {
 		want string
 		why  string // why dm does not suit
 	}{
-		{"plain image", plain(volume.Plain{Sector: sector.Params{Size: 512}}), "dm", ""},
-		{"plain image, 4096-byte sectors", plain(volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors}}), "dm", ""},
-		{"plain image, offset dm-crypt cannot take", plain(volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 1}), "fuse", "offset 1 is not a multiple of the 4096-byte sector size"},
+		{"plain image", plain(plainOptions(512, 0, 0, false)), "dm", ""},
+		{"plain image, 4096-byte sectors", plain(plainOptions(4096, 0, 0, true)), "dm", ""},
+		{"plain image, offset dm-crypt cannot take", plain(plainOptions(4096, 1, 0, false)), "fuse", "offset 1 is not a multiple of the 4096-byte sector size"},
 		{"volume without tags", vol("disk-xtsctl-nointegrity.vol"), "dm", ""},
 		{"volume with tags", vol("disk-4096.vol"), "fuse", "integrity tags"},
 		{"volume with tags, read-only", func() *Request { r := vol("disk-512-aes128-tag16.vol"); r.ReadOnly = true; return r }(), "fuse", "integrity tags"},
@@ -243,20 +265,23 @@ func TestPickBackend(t *testing.T) {
 // TestDMReadOnly: a volume with tags opens read-only through dm, with a
 // warning, whatever was asked; other images open as asked, silently.
 func TestDMReadOnly(t *testing.T) {
-	tagged, untagged := goldenHeader(t, "disk-4096.vol"), goldenHeader(t, "disk-xtsctl-nointegrity.vol")
+	tagged, untagged := goldenVolume(t, "v1", "disk-4096.vol"), goldenVolume(t, "v1", "disk-xtsctl-nointegrity.vol")
+	img := filepath.Join(t.TempDir(), "p.img")
+	os.Truncate(createEmpty(t, img), 1<<20)
+	plain := unlocked(t, img, "plain", plainOptions(512, 0, 0, false), keyFile(seqKey(64)))
 	for _, c := range []struct {
 		req    Request
 		ro     bool
 		stderr string
 	}{
-		{Request{Path: "t.vol", Type: TypeVolume, Header: tagged}, true,
+		{Request{Path: "t.vol", Unlocked: tagged}, true,
 			"t.vol has integrity tags, which dm-crypt neither checks nor updates: opening it read-only (--backend fuse verifies every read and can write)\n"},
-		{Request{Path: "t.vol", Type: TypeVolume, Header: tagged, ReadOnly: true}, true,
+		{Request{Path: "t.vol", Unlocked: tagged, ReadOnly: true}, true,
 			"t.vol has integrity tags, which dm-crypt does not check: its reads are not verified (--backend fuse verifies every read)\n"},
-		{Request{Path: "u.vol", Type: TypeVolume, Header: untagged}, false, ""},
-		{Request{Path: "u.vol", Type: TypeVolume, Header: untagged, ReadOnly: true}, true, ""},
-		{Request{Path: "p.img", Type: TypePlain}, false, ""},
-		{Request{Path: "p.img", Type: TypePlain, ReadOnly: true}, true, ""},
+		{Request{Path: "u.vol", Unlocked: untagged}, false, ""},
+		{Request{Path: "u.vol", Unlocked: untagged, ReadOnly: true}, true, ""},
+		{Request{Path: "p.img", Unlocked: plain}, false, ""},
+		{Request{Path: "p.img", Unlocked: plain, ReadOnly: true}, true, ""},
 	} {
 		a, warnings := recording()
 		if ro := dmReadOnly(a, &c.req); ro != c.ro || warnings.String() != c.stderr {
@@ -284,7 +309,7 @@ func TestDMStateRecord(t *testing.T) {
 	unlock()
 	st := &State{
 		Name: "rec", Backend: "dm", Image: "/srv/disk.vol", ImageDev: 2049, ImageIno: 77,
-		Type: TypeVolume, Cipher: Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096, DataOffset: 1 << 20, Integrity: "none"},
+		Type: "volume", Cipher: Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096, DataOffset: 1 << 20, Integrity: "none"},
 		Device: "/dev/mapper/rec", Loop: "/dev/loop4", Mountpoint: "/mnt/rec", FSType: "ext4",
 		Opened: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Recovered: &Recovery{DirtyRegions: 2},
 	}
@@ -362,31 +387,27 @@ func stateOf(t *testing.T, path string) volume.State {
 }
 
 // TestDMHandOverAndClose: a read-write dm session of a volume without tags
-// marks it dirty, its digest stale, before the device appears; once the
-// device is gone (here it never existed: the record is all there is),
-// close finishes the session and the volume reads as closed cleanly.
+// (the volume format's KernelHandover, which the dm backend calls before
+// the device appears) marks it dirty, its digest stale; once the device
+// is gone (here it never existed: the record is all there is), close
+// finishes the session and the volume reads as closed cleanly.
 func TestDMHandOverAndClose(t *testing.T) {
 	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
 	dir := t.TempDir()
 	vol := tagless(t, dir)
-	v, err := volume.Open(vol, tagPass, true)
-	if err != nil {
-		t.Fatal(err)
+	u := unlocked(t, vol, "volume", nil, passphrase(tagPass))
+	h := handover(u.Format)
+	if h == nil {
+		t.Fatal("the volume format has no KernelHandover")
 	}
-	key := v.MasterKey()
-	h := v.Header()
-	v.Close()
 
 	f, err := volume.LockImage(vol, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, _ := f.Seek(0, 2)
-	a, _ := recording()
-	req := &Request{Path: vol, Type: TypeVolume, Header: &h, Key: key}
-	session := &State{}
-	if err := handOver(a, f, size, req, session); err != nil || session.Recovered != nil || len(session.CloseRecord) == 0 {
-		t.Fatalf("handOver: %+v, %v", session, err)
+	rep, token, err := h.BeginKernelWrites(f, u)
+	if err != nil || rep.Recovered != nil || rep.Upgraded != "" || len(token) == 0 {
+		t.Fatalf("BeginKernelWrites: %+v, %d-byte record, %v", rep, len(token), err)
 	}
 	// A second writer is refused while the session is on: the lock.
 	if _, err := volume.Open(vol, tagPass, true); !errors.Is(err, volume.ErrInUse) {
@@ -404,7 +425,7 @@ func TestDMHandOverAndClose(t *testing.T) {
 	unlock()
 	os.Mkdir(stateDir("hv"), 0o700)
 	writeState(&State{Name: "hv", Backend: "dm", Image: vol, ImageDev: fst.Dev, ImageIno: fst.Ino,
-		Type: TypeVolume, Device: "/dev/mapper/hv", Loop: "/dev/loop9", CloseRecord: session.CloseRecord})
+		Type: u.Format, Device: "/dev/mapper/hv", Loop: "/dev/loop9", CloseRecord: token})
 	var warned []string
 	if _, err := Close(context.Background(), "hv", Options{Warn: func(f string, args ...any) { warned = append(warned, fmt.Sprintf(f, args...)) }}); err != nil ||
 		len(warned) != 1 || !strings.Contains(warned[0], "hv was left open, but its device-mapper device is gone") {
@@ -423,10 +444,9 @@ func TestDMHandOverAndClose(t *testing.T) {
 	vv.Release()
 	f, _ = volume.LockImage(vol, false, 0)
 	defer f.Close()
-	session = &State{}
-	err = handOver(a, f, size, req, session)
-	if err != nil || session.Recovered == nil || !session.Recovered.Untagged {
-		t.Errorf("handOver of a dirty volume: %+v, %v", session, err)
+	rep, token, err = h.BeginKernelWrites(f, u)
+	if err != nil || rep.Recovered == nil || !rep.Recovered.Untagged || len(token) == 0 {
+		t.Errorf("BeginKernelWrites of a dirty volume: %+v, %v", rep, err)
 	}
 }
 
@@ -442,19 +462,13 @@ func TestDMOpenRollsBack(t *testing.T) {
 	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
 	dir := t.TempDir()
 	vol := tagless(t, dir)
-	v, err := volume.Open(vol, tagPass, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, key := v.Header(), v.MasterKey()
-	v.Close()
 	img := filepath.Join(dir, "p.img")
 	os.Truncate(createEmpty(t, img), 1<<20)
-	plain := volume.Plain{Sector: sector.Params{Size: 512}}
+	plain := unlocked(t, img, "plain", plainOptions(512, 0, 0, false), keyFile(seqKey(64)))
 	for _, c := range []Request{
-		{Path: vol, Type: TypeVolume, Header: &h, Key: key},
-		{Path: img, Type: TypePlain, Plain: plain, Key: seqKey(64)},
-		{Path: img, Type: TypePlain, Plain: plain, Key: seqKey(64), ReadOnly: true},
+		{Path: vol, Unlocked: unlocked(t, vol, "volume", nil, passphrase(tagPass))},
+		{Path: img, Unlocked: plain},
+		{Path: img, Unlocked: plain, ReadOnly: true},
 	} {
 		f, err := os.Open(c.Path)
 		if err != nil {
@@ -499,7 +513,7 @@ func TestDMOpenRollsBack(t *testing.T) {
 	os.Truncate(createEmpty(t, odd), 512+1<<20)
 	f, _ := os.Open(odd)
 	defer f.Close()
-	req := &Request{Name: "rb", Image: f, Path: odd, Type: TypePlain, Plain: volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 1}, Key: seqKey(64), Backend: "dm"}
+	req := &Request{Name: "rb", Image: f, Path: odd, Unlocked: unlocked(t, odd, "plain", plainOptions(4096, 1, 0, false), keyFile(seqKey(64))), Backend: "dm"}
 	if _, err := Open(context.Background(), req, Options{}); kindOf(err) != KindUsage || !strings.Contains(err.Error(), "dm-crypt cannot map "+odd) || !strings.Contains(strings.Join(hintsOf(err), " "), "--backend fuse") {
 		t.Errorf("open --offset 1 with 4096-byte sectors: %v", err)
 	}

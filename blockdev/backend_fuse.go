@@ -98,13 +98,14 @@ func (fuseBackend) open(a *run, req *Request) (*State, error) {
 
 	cfg := &serverConfig{
 		Name: req.Name, RunDir: runDir(), Image: req.Path, ImageDev: req.dev, ImageIno: req.ino,
-		Type: req.Type, Plain: req.Plain, LUKS: req.segment, Cipher: req.Cipher, ReadOnly: req.ReadOnly,
+		Format: req.Unlocked.Format, Layout: req.Unlocked.Layout, Session: req.Unlocked.Session,
+		Cipher: cipherOf(req.Unlocked), ReadOnly: req.ReadOnly,
 		Mount: req.Mount, FSType: req.FSType, Recover: req.Recover,
 	}
 	if req.MountDir != nil {
 		cfg.MountDev, cfg.MountIno = req.MountDir.dev, req.MountDir.ino
 	}
-	werr := writeConfig(cfgW, cfg, req.Key)
+	werr := writeConfig(cfgW, cfg, req.Unlocked.Key)
 	cfgW.Close()
 
 	exited := make(chan error, 1)

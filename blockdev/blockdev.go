@@ -16,15 +16,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/xtsctl/xtsctl/luks"
-	"github.com/xtsctl/xtsctl/volume"
-)
-
-// Image types.
-const (
-	TypePlain  = "plain"  // cryptsetup plain mode: no header, a raw key
-	TypeVolume = "volume" // an xtsctl volume
-	TypeLUKS   = "luks"   // LUKS1 or LUKS2 (package luks): its data segment, served like a plain image
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/sector"
 )
 
 // A Request asks Open to serve an unlocked image as NAME.
@@ -34,20 +27,12 @@ type Request struct {
 	// later access goes through this file (as /proc/self/fd/N, and handed
 	// to the server), so a path swapped since cannot change what is
 	// served. Path is its absolute path, for the record and messages.
-	Image  *os.File
-	Path   string
-	Type   string         // TypePlain, TypeVolume or TypeLUKS
-	Plain  volume.Plain   // TypePlain: the mapping
-	Header *volume.Header // TypeVolume: the unlocked volume's header
-	// LUKS (TypeLUKS) is the image's LUKS header, read from the image or
-	// from a detached header file (cryptsetup --header; Image is then the
-	// data device). The data segment it describes is served.
-	LUKS *luks.Header
-	// Key is the XTS key of a plain image, the master key of a volume or
-	// the volume key of a LUKS image (the caller unlocked it). The caller
-	// wipes it.
-	Key      []byte
-	Cipher   Cipher // the encryption, for status
+	Image *os.File
+	Path  string
+	// Unlocked is what to serve: the format's description of the
+	// plaintext (its layout and key), from the one unlock the caller ran.
+	// The caller wipes it.
+	Unlocked *disk.Unlocked
 	ReadOnly bool
 	Mount    string // the real path of the directory to mount on, or ""
 	// MountDir is that directory as CheckMountpoint checked it, held
@@ -57,34 +42,54 @@ type Request struct {
 	FSType   string // filesystem type for Mount; "" detects it
 	// Recover re-tags, after an unclean shutdown, the sectors whose tags
 	// do not match (accepting what they hold); otherwise they are only
-	// reported (volume.Volume.Recover).
+	// reported (formats that check integrity).
 	Recover bool
 	Backend string // "fuse", "dm" or "auto"
 
-	dev, ino uint64   // the image file's identity, from Image
-	segment  *segment // TypeLUKS: the data segment, from LUKS (checkLUKS)
+	dev, ino uint64 // the image file's identity, from Image
 }
 
-// checkLUKS checks a TypeLUKS request against its image and finds the data
-// segment to serve: the header must be one package luks decrypts, the
-// segment must lie in the image, and the key must have the header's size.
-func checkLUKS(req *Request) error {
-	if req.LUKS == nil {
-		return usageError(errors.New("a LUKS image to open without its header"))
+// checkUnlocked checks what is to be served against the image: a layout
+// that lies inside it, data the format can serve.
+func checkUnlocked(req *Request) error {
+	u := req.Unlocked
+	if u == nil {
+		return usageError(errors.New("nothing unlocked to serve"))
+	}
+	if u.Unservable != "" {
+		return withKind(KindInput, fmt.Errorf("image %s: %s: %w", req.Path, u.Unservable, disk.ErrUnsupported))
 	}
 	size, err := imageSize(req.path())
 	if err != nil {
 		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
-	off, n, err := req.LUKS.DataRange(size)
-	if err != nil {
+	if err := u.Layout.Check(size); err != nil {
 		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
-	if k := req.LUKS.KeySize; k != 0 && len(req.Key) != k {
-		return withKind(KindKey, fmt.Errorf("image %s: a %d-byte key for a %d-byte volume key", req.Path, len(req.Key), k))
+	if len(u.Key)*8 != u.Layout.KeyBits {
+		return withKind(KindKey, fmt.Errorf("image %s: a %d-byte key for a %d-bit cipher key", req.Path, len(u.Key), u.Layout.KeyBits))
 	}
-	req.segment = &segment{Offset: off, Length: n, Sector: req.LUKS.SectorParams()}
+	if u.Layout.ReadOnly != "" && !req.ReadOnly {
+		return usageError(fmt.Errorf("image %s is served read-only: %s", req.Path, u.Layout.ReadOnly), "open it with --readonly")
+	}
 	return nil
+}
+
+// cipherOf describes what is served, for the record (status).
+func cipherOf(u *disk.Unlocked) Cipher {
+	l := u.Layout
+	c := Cipher{Name: l.Cipher, KeyBits: l.KeyBits, SectorSize: l.SectorSize, Integrity: l.Integrity, TagSize: l.TagSize}
+	for _, e := range l.Extents {
+		if e.Kind == disk.Crypt {
+			c.IVLargeSectors = e.Sector.IVMode == sector.Plain64LargeSectors
+			c.IVOffset, c.DataOffset = e.Sector.IVOffset, e.Source
+			break
+		}
+	}
+	if c.Integrity == "" && u.Format == "volume" {
+		c.Integrity = "none" // status has always said so for volumes without tags
+	}
+	return c
 }
 
 // path names the image through the file the caller checked.
@@ -109,77 +114,39 @@ func (r *run) warningf(format string, args ...any) {
 	}
 }
 
-// Kind classifies an *Error for the command line's exit codes.
-type Kind int
+// Kind classifies an *Error for the command line's exit codes: the
+// format layer's kinds, one set for every package.
+type Kind = disk.Kind
 
 const (
-	KindFailure     Kind = iota // anything else: I/O error, internal error
-	KindUsage                   // the request is wrong: a bad NAME, options that do not go together
-	KindInput                   // the image is unusable: missing, unreadable, not what it claims to be
-	KindKey                     // the key does not fit
-	KindIntegrity               // the image failed an integrity check
-	KindDevice                  // loop, FUSE, device-mapper or mount; busy; already open
-	KindInterrupted             // stopped by a signal; nothing was left behind
+	KindFailure     = disk.KindFailure
+	KindUsage       = disk.KindUsage
+	KindInput       = disk.KindInput
+	KindKey         = disk.KindKey
+	KindIntegrity   = disk.KindIntegrity
+	KindDevice      = disk.KindDevice
+	KindInterrupted = disk.KindInterrupted
 )
 
-// An Error is a failure of this package, with its kind and hints for the
-// user (what they can do about it).
-type Error struct {
-	Kind  Kind
-	Err   error
-	Hints []string
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
+// An Error is a failure with its kind and hints (disk.Error).
+type Error = disk.Error
 
 // withKind marks err with a kind and hints.
-func withKind(kind Kind, err error, hints ...string) error {
-	if err == nil {
-		return nil
-	}
-	return &Error{Kind: kind, Err: err, Hints: hints}
-}
+func withKind(kind Kind, err error, hints ...string) error { return disk.WithKind(kind, err, hints...) }
 
 func usageError(err error, hints ...string) error { return withKind(KindUsage, err, hints...) }
 
-// kindOf returns err's kind: KindInterrupted for a cancelled context,
-// KindFailure for an error without one.
-func kindOf(err error) Kind {
-	var e *Error
-	switch {
-	case errors.As(err, &e):
-		return e.Kind
-	case errors.Is(err, context.Canceled):
-		return KindInterrupted
-	}
-	return KindFailure
-}
+func kindOf(err error) Kind      { return disk.KindOf(err) }
+func hintsOf(err error) []string { return disk.HintsOf(err) }
 
-func hintsOf(err error) []string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Hints
-	}
-	return nil
-}
-
-// imageError classifies an error from opening a volume or plain image
-// with its key: the lock, the key check, the header.
+// imageError names the image in an error of serving it, keeping the
+// kind a package gave it.
 func imageError(image string, err error) error {
-	err = fmt.Errorf("image %s: %w", image, err)
-	var (
-		ve *volume.VersionError
-		fe *volume.FeatureError
-		hd *volume.HeadersDamagedError
-	)
 	switch {
-	case errors.Is(err, volume.ErrInUse):
-		return withKind(KindDevice, err, "it is open elsewhere ('xtsctl status' lists open volumes); close it first")
-	case errors.Is(err, volume.ErrHeaderMAC), errors.As(err, &hd):
-		return withKind(KindIntegrity, err)
-	case errors.As(err, &ve), errors.As(err, &fe), errors.Is(err, volume.ErrNotVolume):
-		return withKind(KindInput, err)
+	case errors.Is(err, disk.ErrInUse):
+		return withKind(KindDevice, fmt.Errorf("image %s: %w", image, err), "it is open elsewhere ('xtsctl status' lists open volumes); close it first")
+	case kindOf(err) != KindFailure:
+		return err
 	}
-	return withKind(KindInput, err)
+	return withKind(KindInput, fmt.Errorf("image %s: %w", image, err))
 }

@@ -2,7 +2,13 @@ package blockdev
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/luks"
+	"github.com/xtsctl/xtsctl/volume"
 )
 
 // TestCipherString: the one-line summary names each parameter that is set,
@@ -45,5 +51,74 @@ func TestCipherJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"cipher":7}`), &st); err == nil {
 		t.Error("a number read as a cipher")
+	}
+}
+
+// TestCipherOf: what the record of an open image (status) says of its
+// encryption, from the layout its format unlocked, is what the header or
+// the open flags say, field by field, as the command line described each
+// format before the format layer: the data offset and tweak rule of a
+// plain image, a volume's integrity ("none" without tags), a LUKS data
+// segment's offset.
+func TestCipherOf(t *testing.T) {
+	dir := t.TempDir()
+	plainImg := filepath.Join(dir, "p.img")
+	os.WriteFile(plainImg, make([]byte, 8*512+64<<10), 0o600)
+	luksImg := filepath.Join(dir, "l.luks")
+	lh, _, _ := luksImage(t, luksImg, 64<<10, luks.FormatOptions{SectorSize: 2048, DataOffset: 2 << 20})
+	volumeCipher := func(name string) Cipher {
+		f, err := os.Open(filepath.Join("../testimages/v2", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		hs, err := volume.ReadHeaders(f, st.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := hs.Header
+		c := Cipher{Name: "aes-xts-plain64", KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize, DataOffset: h.DataOffset, Integrity: h.Integrity.String()}
+		if h.Integrity != volume.IntegrityNone {
+			c.TagSize = h.TagSize
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		u    *disk.Unlocked
+		want Cipher
+		text string // "" when it depends on the test image
+	}{
+		{"plain, --sector-size 4096 --iv-large-sectors --offset 8 --skip 24",
+			unlocked(t, plainImg, "plain", plainOptions(4096, 8, 24, true), keyFile(seqKey(64))),
+			Cipher{Name: "aes-xts-plain64", KeyBits: 512, SectorSize: 4096, IVLargeSectors: true, IVOffset: 24, DataOffset: 4096},
+			"aes-xts-plain64, 512-bit key, 4096-byte sectors, iv_large_sectors, skip 24, offset 8"},
+		{"plain, AES-128",
+			unlocked(t, plainImg, "plain", plainOptions(512, 0, 0, false), keyFile(seqKey(32))),
+			Cipher{Name: "aes-xts-plain64", KeyBits: 256, SectorSize: 512},
+			"aes-xts-plain64, 256-bit key, 512-byte sectors"},
+		{"volume without tags",
+			goldenVolume(t, "v2", "disk-xtsctl-nointegrity.vol"), volumeCipher("disk-xtsctl-nointegrity.vol"), ""},
+		{"volume with tags",
+			goldenVolume(t, "v2", "disk-4096.vol"), volumeCipher("disk-4096.vol"), ""},
+		{"volume with tags, AES-128",
+			goldenVolume(t, "v2", "disk-512-aes128-tag16.vol"), volumeCipher("disk-512-aes128-tag16.vol"),
+			"aes-xts-plain64, 256-bit key, 512-byte sectors, blake2b 16-byte tags"},
+		{"luks2, 2048-byte sectors, data at 2 MiB",
+			unlocked(t, luksImg, "luks", nil, passphrase(luksPass)),
+			Cipher{Name: lh.Cipher, KeyBits: 8 * lh.KeySize, SectorSize: 2048, DataOffset: 2 << 20},
+			"aes-xts-plain64, 512-bit key, 2048-byte sectors, offset 4096"},
+	} {
+		got := cipherOf(c.u)
+		if got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+		if c.text != "" && got.String() != c.text {
+			t.Errorf("%s: %q, want %q", c.name, got, c.text)
+		}
+	}
+	if c := cipherOf(goldenVolume(t, "v2", "disk-xtsctl-nointegrity.vol")); c.Integrity != "none" || c.String() != "aes-xts-plain64, 512-bit key, 1024-byte sectors, no integrity tags" {
+		t.Errorf("a volume without tags: %+v (%s)", c, c)
 	}
 }

@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/mount"
-	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,9 +33,9 @@ func ext4Image(t *testing.T, dir string) func() *Request {
 	if err := os.WriteFile(img, make([]byte, 64<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	u := unlocked(t, img, "plain", disk.Options{"sector-size": "4096"}, &disk.Secret{KeyFiles: [][]byte{key}})
 	req := func() *Request {
-		return &Request{Name: "fs", Image: openFile(t, img), Path: img, Type: TypePlain,
-			Plain: volume.Plain{Sector: sector.Params{Size: 4096}}, Key: key, Backend: "fuse"}
+		return &Request{Name: "fs", Image: openFile(t, img), Path: img, Unlocked: u, Backend: "fuse"}
 	}
 	st, err := Open(context.Background(), req(), Options{Warn: t.Logf})
 	if err != nil {

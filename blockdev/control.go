@@ -13,7 +13,6 @@ package blockdev
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -24,26 +23,28 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/disk"
 )
 
 // serverConfig is everything the server needs except the secret.
 type serverConfig struct {
-	Name     string       `json:"name"`
-	RunDir   string       `json:"run_dir"`
-	Image    string       `json:"image"`
-	ImageDev uint64       `json:"image_dev"`
-	ImageIno uint64       `json:"image_ino"`
-	Type     string       `json:"type"`
-	Plain    volume.Plain `json:"plain"`
-	LUKS     *segment     `json:"luks,omitempty"` // TypeLUKS: the data segment
-	Cipher   Cipher       `json:"cipher"`
-	ReadOnly bool         `json:"read_only"`
-	Mount    string       `json:"mount,omitempty"`
-	MountDev uint64       `json:"mount_dev,omitempty"` // the directory Mount names, handed over as fd 6
-	MountIno uint64       `json:"mount_ino,omitempty"`
-	FSType   string       `json:"fstype,omitempty"`
-	Recover  bool         `json:"recover,omitempty"` // open --recover: accept mismatched sectors after a crash
+	Name     string `json:"name"`
+	RunDir   string `json:"run_dir"`
+	Image    string `json:"image"`
+	ImageDev uint64 `json:"image_dev"`
+	ImageIno uint64 `json:"image_ino"`
+	// Format and Layout describe what to serve (disk.Unlocked, whose key
+	// travels as the secret); Session is the format's own state for it.
+	Format   string      `json:"format"`
+	Layout   disk.Layout `json:"layout"`
+	Session  []byte      `json:"session,omitempty"`
+	Cipher   Cipher      `json:"cipher"`
+	ReadOnly bool        `json:"read_only"`
+	Mount    string      `json:"mount,omitempty"`
+	MountDev uint64      `json:"mount_dev,omitempty"` // the directory Mount names, handed over as fd 6
+	MountIno uint64      `json:"mount_ino,omitempty"`
+	FSType   string      `json:"fstype,omitempty"`
+	Recover  bool        `json:"recover,omitempty"` // open --recover: accept mismatched sectors after a crash
 }
 
 // maxConfig bounds what the server reads from fd 3.
@@ -112,48 +113,9 @@ type readyMsg struct {
 	Hints     []string        `json:"hints,omitempty"`
 }
 
-// Recovery reports what open checked after an unclean shutdown
-// (volume.Recovery), for the record and for the user.
-type Recovery struct {
-	DirtyRegions uint64   `json:"dirty_regions"`         // regions checked
-	Sectors      uint64   `json:"sectors"`               // sectors checked
-	AllRegions   bool     `json:"all_regions,omitempty"` // the state area could not be trusted: every region was checked
-	Mismatched   uint64   `json:"mismatched"`            // sectors whose tags did not match
-	BadSectors   []uint64 `json:"bad_sectors,omitempty"` // the first of them
-	Repaired     bool     `json:"repaired,omitempty"`    // open --recover re-tagged them
-	Untagged     bool     `json:"untagged,omitempty"`    // the volume has no tags: nothing to check
-}
-
-// settleVolume is what a read-write open does to a volume before anyone
-// writes it, on every backend: recover it if it was not closed cleanly
-// (volume.Volume.Recover: the sectors a crash may have torn are checked,
-// and re-tagged only when repair is asked for), then upgrade a version-1
-// volume. It returns what recovery found (nil if the volume was closed
-// cleanly) and whether it upgraded.
-func settleVolume(ctx context.Context, v *volume.Volume, image string, repair bool) (*Recovery, bool, error) {
-	var rec *Recovery
-	if st := v.State(); !st.Valid || st.Dirty {
-		r, err := v.Recover(ctx, repair, nil)
-		if err != nil {
-			return nil, false, withKind(KindDevice, fmt.Errorf("recover %s: %w", image, err))
-		}
-		rec = recoveryOf(r)
-		rec.Untagged = v.Layout().Integrity == volume.IntegrityNone
-	}
-	upgraded, err := v.Upgrade()
-	if err != nil {
-		return rec, false, withKind(KindDevice, fmt.Errorf("upgrade %s to format version %d: %w", image, volume.Version, err))
-	}
-	return rec, upgraded, nil
-}
-
-func recoveryOf(r *volume.Recovery) *Recovery {
-	out := &Recovery{DirtyRegions: uint64(r.Regions), Sectors: r.Sectors, AllRegions: r.AllRegions, Mismatched: r.Mismatched, Repaired: r.Repaired}
-	for _, b := range r.BadSectors {
-		out.BadSectors = append(out.BadSectors, b.Sector)
-	}
-	return out
-}
+// Recovery reports what open checked after an unclean shutdown, for the
+// record and for the user (disk.Recovery).
+type Recovery = disk.Recovery
 
 func errorMsg(err error) *readyMsg {
 	return &readyMsg{Error: err.Error(), Kind: kindOf(err), Hints: hintsOf(err)}

@@ -24,12 +24,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
-// mountFilesystem mounts the filesystem on device (serving image, of type
-// typ) on mp and returns its type (fstype, or the type found on the device)
+// mountFilesystem mounts the filesystem on device (serving image, of
+// format typ) on mp and returns its type (fstype, or the type found on the device)
 // and the ID of the new mount.
 func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, readOnly bool) (string, uint64, error) {
 	if fstype == "" {
@@ -39,12 +40,12 @@ func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, r
 			return "", 0, withKind(KindDevice, err)
 		}
 		if fstype == "" {
-			// A plain image decrypts with any key or options: no
-			// filesystem is first of all a sign of a wrong one. mkfs
-			// would erase what the image holds.
+			// A format that cannot tell a wrong key (plain mode)
+			// decrypts to noise: no filesystem is first of all a sign
+			// of a wrong one. mkfs would erase what the image holds.
 			hints := []string{"pass --fstype if the filesystem is there but not recognised"}
-			if typ == TypePlain {
-				hints = append([]string{"a wrong key or wrong options (--sector-size, --offset, --skip, --iv-large-sectors) decrypt a plain image to noise: check them first"}, hints...)
+			if f, ok := disk.Lookup(typ); ok && f.Info().WrongKeyHint != "" {
+				hints = append([]string{f.Info().WrongKeyHint}, hints...)
 			}
 			hints = append(hints, "only for a new, empty image: open it without --mount and make a filesystem on the device (mkfs erases what the device holds)")
 			return "", 0, withKind(KindDevice, fmt.Errorf("no filesystem found on %s (%s), nothing to mount", image, device), hints...)

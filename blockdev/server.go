@@ -1,7 +1,6 @@
 package blockdev
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,10 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"github.com/xtsctl/xtsctl/internal/secret"
-	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +46,7 @@ type server struct {
 	// What open reports: warnings, and the Recovery after a crash.
 	warnings  []string
 	recovered *Recovery
-	upgraded  bool
+	upgraded  string // what the image was upgraded to, if it was
 
 	mu     sync.Mutex // serialises close attempts
 	closed bool
@@ -126,7 +124,7 @@ func reportReady(f *os.File, err error, ok ...*readyMsg) error {
 }
 
 func (s *server) readyMsg() *readyMsg {
-	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Upgraded: s.upgraded, Warnings: s.warnings}
+	return &readyMsg{OK: true, Device: s.srv.LoopDevice().Path, FSType: s.fstype, Recovered: s.recovered, Upgraded: s.upgraded != "", Warnings: s.warnings}
 }
 
 // start unlocks the image, serves it, mounts it on mp (with --mount) and
@@ -166,7 +164,7 @@ func (s *server) start(key []byte, mp *Mountpoint) (err error) {
 
 	if mp != nil {
 		var id uint64
-		s.fstype, id, err = mountFilesystem(cfg.Image, cfg.Type, loop, mp, cfg.FSType, cfg.ReadOnly)
+		s.fstype, id, err = mountFilesystem(cfg.Image, cfg.Format, loop, mp, cfg.FSType, cfg.ReadOnly)
 		if err != nil {
 			return err
 		}
@@ -184,9 +182,9 @@ func (s *server) start(key []byte, mp *Mountpoint) (err error) {
 	pid := os.Getpid()
 	st := &State{
 		Name: cfg.Name, Backend: "fuse", Image: cfg.Image, ImageDev: cfg.ImageDev, ImageIno: cfg.ImageIno,
-		Type: cfg.Type, Cipher: cfg.Cipher, Device: loop, Mountpoint: s.mounted, FSType: s.fstype,
+		Type: cfg.Format, Cipher: cfg.Cipher, Device: loop, Mountpoint: s.mounted, FSType: s.fstype,
 		ReadOnly: cfg.ReadOnly, PID: pid, PIDStart: processStart(pid), Opened: time.Now().UTC(),
-		Recovered: s.recovered, Upgraded: s.upgraded,
+		Recovered: s.recovered, Upgraded: s.upgraded != "",
 	}
 	if mp != nil {
 		st.MountDev, st.MountIno = mp.dev, mp.ino
@@ -222,78 +220,41 @@ func (s *server) checkMountpoint(f *os.File) (*Mountpoint, error) {
 	return &Mountpoint{Path: s.cfg.Mount, dir: f, dev: st.Dev, ino: st.Ino}, nil
 }
 
-// openStore unlocks the image with key: the raw key of a plain image, the
-// master key of a volume, the volume key of a LUKS image (open checked the
-// passphrase).
+// openStore serves what open unlocked: the layout and key of the
+// configuration, through the format's own session (disk.Attach: our
+// volume checks tags and settles what a crash left) or the generic extent
+// device.
 func (s *server) openStore(key []byte) (fusefile.Store, error) {
 	cfg := s.cfg
-	if cfg.Type == TypeVolume {
-		return s.openVolume(key)
-	}
-	params := cfg.Plain.Sector
-	if cfg.Type == TypeLUKS {
-		if cfg.LUKS == nil {
-			return nil, withKind(KindFailure, errors.New("the configuration of a LUKS image has no data segment"))
-		}
-		params = cfg.LUKS.Sector
-	}
-	if err := params.Check(); err != nil {
-		return nil, usageError(err)
-	}
-	codec, err := sector.NewCodecKey(key, params)
-	if err != nil {
-		return nil, withKind(KindKey, err)
-	}
-	s.wipe = codec.Wipe
-	codec.SetWorkers(serveWorkers())
-	store, err := openPlainStore(imagePath, cfg.ReadOnly, cfg.Plain, cfg.LUKS, codec)
-	if errors.Is(err, volume.ErrInUse) {
-		// One server per image, whatever the run directory says: two
-		// servers writing one image would corrupt it.
-		return nil, withKind(KindDevice, fmt.Errorf("image %s: %w", cfg.Image, err))
-	}
-	if err != nil {
-		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", cfg.Image, err))
-	}
-	if !store.Direct() {
-		s.log.Printf("the filesystem of %s has no O_DIRECT: using buffered I/O", cfg.Image)
-	}
-	return store, nil
-}
-
-// openVolume opens an xtsctl volume for serving and, read-write, settles
-// what a crash left (settleVolume).
-func (s *server) openVolume(key []byte) (fusefile.Store, error) {
-	cfg := s.cfg
-	st, err := openVolumeStore(imagePath, key, cfg.ReadOnly)
+	b, err := openBacking(imagePath, cfg.ReadOnly)
 	if err != nil {
 		return nil, imageError(cfg.Image, err)
 	}
-	s.wipe = func() {} // Volume.Close wipes its keys
-	v := st.v
-	v.SetWorkers(serveWorkers())
-	for _, w := range v.Warnings() { // open showed them when it unlocked
-		s.log.Printf("warning: %s", w)
+	if b.direct == nil {
+		s.log.Printf("the filesystem of %s has no O_DIRECT: using buffered I/O", cfg.Image)
 	}
-	if vs := v.State(); (!vs.Valid || vs.Dirty) && cfg.ReadOnly {
-		w := "it was not closed cleanly and is open read-only, so it was not checked: sectors a crash tore read as integrity errors; open it read-write once to check them"
-		s.log.Printf("warning: %s", w)
-		s.warnings = append(s.warnings, w)
+	u := &disk.Unlocked{Format: cfg.Format, Layout: cfg.Layout, Key: key, Session: cfg.Session}
+	dev, err := disk.Attach(b, u, disk.AttachOptions{ReadOnly: cfg.ReadOnly, Recover: cfg.Recover, Workers: serveWorkers()})
+	if err != nil {
+		return nil, imageError(cfg.Image, err)
 	}
-	if !cfg.ReadOnly {
-		if s.recovered, s.upgraded, err = settleVolume(context.Background(), v, cfg.Image, cfg.Recover); err != nil {
-			st.Close()
-			return nil, err
+	s.wipe = func() {} // the device's Close wipes its keys
+	if r, ok := dev.(disk.Reporter); ok {
+		rep := r.AttachReport()
+		for _, w := range rep.Warnings {
+			s.log.Printf("warning: %s", w)
 		}
+		s.warnings = append(s.warnings, rep.Warnings...)
+		s.recovered, s.upgraded = rep.Recovered, rep.Upgraded
 		if r := s.recovered; r != nil {
 			s.log.Printf("not closed cleanly: checked %d regions (%d sectors, all: %v): %d sectors mismatched %v, re-tagged: %v",
 				r.DirtyRegions, r.Sectors, r.AllRegions, r.Mismatched, r.BadSectors, r.Repaired)
 		}
-		if s.upgraded {
-			s.log.Printf("upgraded to format version %d", volume.Version)
+		if s.upgraded != "" {
+			s.log.Printf("upgraded to %s", s.upgraded)
 		}
 	}
-	return st, nil
+	return dev, nil
 }
 
 // run serves control requests until the volume is closed, SIGTERM

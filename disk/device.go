@@ -323,3 +323,51 @@ type AttachReport struct {
 type Reporter interface {
 	AttachReport() *AttachReport
 }
+
+// An FDBacking is a Backing whose reads a server may issue itself (FUSE
+// over io_uring): DataFD reads whole, aligned sectors (with O_DIRECT where
+// the image allows it), MetaFD anything else (tags, headers).
+type FDBacking interface {
+	Backing
+	DataFD() int
+	MetaFD() int
+}
+
+// ReadPlan says where the ciphertext of n sectors from first lives, for
+// a server that reads it itself: fd and off, or fd -1 when the request
+// spans extents or is not all ciphertext (the server then calls
+// ReadSectors). There are no tags (tagFd -1).
+func (d *ExtentDevice) ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int) {
+	fb, ok := d.b.(FDBacking)
+	if !ok {
+		return -1, 0, -1, 0, 0
+	}
+	spans, err := d.spans(first, n*d.l.SectorSize)
+	if err != nil || len(spans) != 1 || d.l.Extents[spans[0].ext].Kind != Crypt {
+		return -1, 0, -1, 0, 0
+	}
+	e := d.l.Extents[spans[0].ext]
+	return fb.DataFD(), e.Source + spans[0].extOff, -1, 0, 0
+}
+
+// FinishRead decrypts in place the ciphertext that a ReadPlan said where
+// to read.
+func (d *ExtentDevice) FinishRead(buf, tags []byte, first uint64) error {
+	spans, err := d.spans(first, len(buf))
+	if err != nil || len(spans) != 1 || d.l.Extents[spans[0].ext].Kind != Crypt {
+		return fmt.Errorf("sectors %d+%d were not planned as one read of ciphertext", first, len(buf)/d.l.SectorSize)
+	}
+	d.codecs[spans[0].ext].Decrypt(buf, buf, uint64(spans[0].extOff/int64(d.l.SectorSize)))
+	return nil
+}
+
+// A KernelHandover is a Format whose images keep state that a writer
+// must follow (our volume records being written, and a clean close), for
+// when the kernel's dm-crypt, which knows nothing of it, serves one
+// read-write: Begin settles and records the image as being written
+// before the kernel's device appears, End records the clean close once
+// the kernel has let go. The token Begin returns goes to End.
+type KernelHandover interface {
+	BeginKernelWrites(b Backing, u *Unlocked) (report *AttachReport, token []byte, err error)
+	EndKernelWrites(b Backing, token []byte) error
+}

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -139,5 +140,52 @@ func TestLayoutCheck(t *testing.T) {
 		if err := l.Check(65536); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Check = %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestDecryptStream: the streaming decryption of every format without a
+// Decrypter gives what the device reads, across extents and chunks.
+func TestDecryptStream(t *testing.T) {
+	const ss = 512
+	key := testKey()
+	rng := rand.New(rand.NewPCG(7, 8))
+	// Extents whose borders fall inside stream chunks: 3 MiB - 1 KiB of
+	// crypt, 5 zero sectors, 1 MiB + 3 sectors of crypt with other tweaks.
+	n1, n2 := int64(3<<20-1024), int64(1<<20+3*ss)
+	img := make([]byte, 8192+n1+n2)
+	for i := range img {
+		img[i] = byte(rng.Uint32())
+	}
+	l := Layout{SectorSize: ss, Cipher: XTSPlain64, KeyBits: 512, Extents: []Extent{
+		{Offset: 0, Length: n1, Kind: Crypt, Source: 8192, Sector: sector.Params{Size: ss, IVOffset: 99}},
+		{Offset: n1, Length: 5 * ss, Kind: Zero},
+		{Offset: n1 + 5*ss, Length: n2, Kind: Crypt, Source: 8192 + n1, Sector: sector.Params{Size: ss}},
+	}}
+	l.Size = n1 + 5*ss + n2
+	path := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := NewDevice(f, l, key, AttachOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, l.Size)
+	if err := d.ReadSectors(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	var progress int64
+	res, err := Decrypt(context.Background(), f, &Unlocked{Format: "test", Layout: l, Key: key}, &got, DecryptOptions{Progress: func(n int64) { progress = n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) || res.Bytes != l.Size || progress != l.Size {
+		t.Fatalf("stream decryption differs from the device's reads (%d of %d bytes, progress %d)", res.Bytes, l.Size, progress)
 	}
 }

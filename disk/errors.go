@@ -109,3 +109,19 @@ var (
 	// ErrNotFormat: the image does not hold the format asked for.
 	ErrNotFormat = errors.New("not this format")
 )
+
+// sentinelError is a message of its own that is also a sentinel (errors.Is).
+type sentinelError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *sentinelError) Error() string        { return e.msg }
+func (e *sentinelError) Is(target error) bool { return target == e.sentinel }
+
+// NotFormat is ErrNotFormat with a message of the format's own: "disk.img
+// is not an xtsctl volume (no volume header at its start or end)". Its
+// kind is KindInput.
+func NotFormat(format string, args ...any) error {
+	return WithKind(KindInput, &sentinelError{fmt.Sprintf(format, args...), ErrNotFormat})
+}

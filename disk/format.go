@@ -43,6 +43,36 @@ type FormatInfo struct {
 	KeyFile string
 	// MultiKeyFile allows --key-file more than once.
 	MultiKeyFile bool
+	// KeyFileLimit bounds what is read of a key file (0: 8 MiB, as
+	// cryptsetup reads at most). A larger file is refused, unless
+	// KeyFilePrefix says that only its first KeyFileLimit bytes count
+	// (VeraCrypt's keyfiles).
+	KeyFileLimit  int
+	KeyFilePrefix bool
+	// KeyFileTooLarge, if set, is the error for a key file above the
+	// limit, naming the file; else a general one.
+	KeyFileTooLarge func(path string) error
+	// SlotNoun is what the format calls a key slot: "key slot",
+	// "keyslot", "protector".
+	SlotNoun string
+	// ReportNeedsSecret: the header is encrypted (VeraCrypt), so info
+	// unlocks before it reports.
+	ReportNeedsSecret bool
+	// Refer names the format's images in messages about what their
+	// header records: "volumes", "LUKS images"; "" for a format without a
+	// header in clear.
+	Refer string
+	// Takes lists the command line's flags that apply to some formats
+	// only and that this one takes: "sector-size" (read from the flag,
+	// not the header), "digest", "recover", "header".
+	Takes []string
+	// WrongKeyHint, for a format that cannot tell a wrong key from the
+	// right one (plain mode), says what to check when the plaintext holds
+	// no filesystem.
+	WrongKeyHint string
+	// KeyNoun is what the format calls the data key, for warnings about
+	// showing it: "master key", "volume key" (the default).
+	KeyNoun string
 }
 
 // An Option is a flag of one format (--tcrypt-hidden, --veracrypt-pim N).
@@ -137,4 +167,21 @@ func Describe(fs []Format) string {
 		s = append(s, f.Info().Title)
 	}
 	return strings.Join(s, " and ")
+}
+
+// A Describer is a Format that names what it found in one image more
+// precisely than its Title: "a LUKS2 image (cryptsetup)", "a LUKS image
+// (cryptsetup) whose header is damaged".
+type Describer interface {
+	Describe(r io.ReaderAt, size int64) string
+}
+
+// DescribeImage names what format f finds in the image.
+func DescribeImage(f Format, r io.ReaderAt, size int64) string {
+	if d, ok := f.(Describer); ok {
+		if s := d.Describe(r, size); s != "" {
+			return s
+		}
+	}
+	return f.Info().Title
 }

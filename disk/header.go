@@ -12,7 +12,10 @@ import (
 type Image struct {
 	Path string   // as the user named it, for messages
 	File *os.File // the image (or, with a detached header, the data)
-	Size int64    // of File, in bytes (block devices: from seeking)
+	Size int64    // of File, in bytes (block devices: from seeking); -1 for a Stream
+	// Stream, when File is nil, is an image read once, in order
+	// (standard input, a pipe): only formats without a header read one.
+	Stream io.Reader
 	// HeaderFile is a detached header, nil when the header is in File.
 	HeaderFile *os.File
 	HeaderPath string
@@ -62,9 +65,27 @@ type Request struct {
 	TestOnly bool
 	// Options are the values of the formats' own options.
 	Options Options
+	// KeyFiles is how many key files the user gave (--key-file), so that
+	// Check can say whether a passphrase is needed besides.
+	KeyFiles int
 	// Progress, if set, is told about slow steps (which key slot's KDF
-	// runs), one line each, for the user.
+	// runs), one line each, for the user; Verbose about every step.
 	Progress func(format string, args ...any)
+	Verbose  func(format string, args ...any)
+}
+
+// Say tells Progress, if set.
+func (r *Request) Say(format string, args ...any) {
+	if r.Progress != nil {
+		r.Progress(format, args...)
+	}
+}
+
+// Detail tells Verbose, if set.
+func (r *Request) Detail(format string, args ...any) {
+	if r.Verbose != nil {
+		r.Verbose(format, args...)
+	}
 }
 
 // Want says whether an unlock takes a secret of some sort.
@@ -96,6 +117,8 @@ type Need struct {
 type Secret struct {
 	Passphrase []byte
 	KeyFiles   [][]byte
+	// KeyFileNames name the key files, in the same order, for messages.
+	KeyFileNames []string
 }
 
 // Wipe erases the secret's bytes.

@@ -49,6 +49,9 @@ type Layout struct {
 	// checks it; the generic device cannot.
 	Integrity string `json:"integrity,omitempty"`
 	TagSize   int    `json:"tag_size,omitempty"`
+	// DMOptions are dm-crypt's optional parameters the header asks for
+	// ("allow_discards", "same_cpu_crypt", ...: LUKS2's persistent flags).
+	DMOptions []string `json:"dm_options,omitempty"`
 	// ReadOnly, when not empty, says why the image can only be served
 	// read-only (a format whose writes xtsctl does not make).
 	ReadOnly string `json:"read_only,omitempty"`
@@ -111,6 +114,16 @@ func (l *Layout) Check(imageSize int64) error {
 		return fmt.Errorf("layout: integrity %q without a tag size", l.Integrity)
 	}
 	return nil
+}
+
+// Summary describes the encryption for people: "aes-xts-plain64, 512-bit
+// key, 4096-byte sectors".
+func (l *Layout) Summary() string {
+	s := fmt.Sprintf("%s, %d-bit key, %d-byte sectors", l.Cipher, l.KeyBits, l.SectorSize)
+	if l.Integrity != "" {
+		s += fmt.Sprintf(", %s %d-byte tags", l.Integrity, l.TagSize)
+	}
+	return s
 }
 
 // Sectors is the device's size in sectors.

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 )
@@ -76,19 +76,19 @@ func (h *Header) NewCodec(key []byte) (*sector.Codec, error) {
 // (2.7 added it) and ignores it, as it ignores any flag it does not know.
 var dmFlags = []struct {
 	luks string
-	set  func(*devmapper.CryptTable)
+	set  func(*dmtable.CryptTable)
 }{
-	{"allow-discards", func(t *devmapper.CryptTable) { t.AllowDiscards = true }},
-	{"same-cpu-crypt", func(t *devmapper.CryptTable) { t.SameCPUCrypt = true }},
-	{"submit-from-crypt-cpus", func(t *devmapper.CryptTable) { t.SubmitFromCryptCPUs = true }},
-	{"no-read-workqueue", func(t *devmapper.CryptTable) { t.NoReadWorkqueue = true }},
-	{"no-write-workqueue", func(t *devmapper.CryptTable) { t.NoWriteWorkqueue = true }},
-	{"high-priority", func(t *devmapper.CryptTable) { t.HighPriority = true }},
+	{"allow-discards", func(t *dmtable.CryptTable) { t.AllowDiscards = true }},
+	{"same-cpu-crypt", func(t *dmtable.CryptTable) { t.SameCPUCrypt = true }},
+	{"submit-from-crypt-cpus", func(t *dmtable.CryptTable) { t.SubmitFromCryptCPUs = true }},
+	{"no-read-workqueue", func(t *dmtable.CryptTable) { t.NoReadWorkqueue = true }},
+	{"no-write-workqueue", func(t *dmtable.CryptTable) { t.NoWriteWorkqueue = true }},
+	{"high-priority", func(t *dmtable.CryptTable) { t.HighPriority = true }},
 }
 
 // DMTable returns the dm-crypt mapping cryptsetup loads for this volume on
 // a data device of dataSize bytes, without its key and device (the caller
-// fills them in; devmapper.CryptTable writes the line):
+// fills them in; dmtable.CryptTable writes the line):
 //
 //	0 <sectors> crypt <cipher> <key> 0 <device> <offset sectors> [<n> <options>]
 //
@@ -97,12 +97,12 @@ var dmFlags = []struct {
 // (SectorParams). cryptsetup passes a LUKS2 key through the kernel keyring,
 // so its table shows ":64:logon:cryptsetup:<uuid>-d0" where this one has
 // the hex key; with --disable-keyring the lines are equal.
-func (h *Header) DMTable(dataSize int64) (devmapper.CryptTable, error) {
+func (h *Header) DMTable(dataSize int64) (dmtable.CryptTable, error) {
 	off, n, err := h.DataRange(dataSize)
 	if err != nil {
-		return devmapper.CryptTable{}, err
+		return dmtable.CryptTable{}, err
 	}
-	t := devmapper.CryptTable{
+	t := dmtable.CryptTable{
 		Cipher:     h.Segment.Cipher,
 		Offset:     uint64(off / 512),
 		Length:     uint64(n / 512),

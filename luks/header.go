@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 )
 
 // Header is a LUKS1 or LUKS2 header as read from an image (or a detached
@@ -318,7 +318,7 @@ func (h *Header) Supported() error {
 
 func checkDataCipher(c string) error {
 	switch c {
-	case devmapper.DefaultCipher, "aes-xts-plain":
+	case dmtable.DefaultCipher, "aes-xts-plain":
 		return nil
 	}
 	return unsupported(FeatureCipher, c, "only aes-xts-plain64 and aes-xts-plain")

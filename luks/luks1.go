@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 )
 
 // LUKS1 on-disk layout (LUKS1 On-Disk Format Specification 1.2.3). All
@@ -152,7 +152,7 @@ func (h *Header) slotProblem(k *Keyslot) error {
 	switch {
 	case k.Area.Type != "raw":
 		return unsupportedSlot(k.ID, FeatureKeyslotArea, fmt.Sprintf("type %q", k.Area.Type), "want raw")
-	case k.Area.Cipher != devmapper.DefaultCipher && k.Area.Cipher != "aes-xts-plain":
+	case k.Area.Cipher != dmtable.DefaultCipher && k.Area.Cipher != "aes-xts-plain":
 		return unsupportedSlot(k.ID, FeatureCipher, k.Area.Cipher, "keyslot areas in aes-xts-plain64 only")
 	case k.Area.KeySize != 32 && k.Area.KeySize != 64:
 		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits (keyslot area)", k.Area.KeySize*8), "want 256 or 512")

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 )
 
 // TestKernelOpensOurImages has the real kernel open LUKS2 images we wrote:
@@ -67,7 +67,7 @@ func TestKernelOpensOurImages(t *testing.T) {
 	payload := t.TempDir()
 	type prepared struct {
 		sum   string
-		table devmapper.CryptTable
+		table dmtable.CryptTable
 		key   []byte
 	}
 	want := map[string]prepared{}
@@ -193,7 +193,7 @@ check() {
 // --showkeys prints it (the device as major:minor, the key in hex, or a
 // keyring reference), with ours: equal but for the device, and for the key
 // unless fullKey.
-func tableMatches(got string, want devmapper.CryptTable, key []byte, fullKey bool) bool {
+func tableMatches(got string, want dmtable.CryptTable, key []byte, fullKey bool) bool {
 	want.Key, want.Device = key, "DEV"
 	line, err := want.AppendLine(nil)
 	if err != nil {

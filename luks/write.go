@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
@@ -281,7 +281,7 @@ func newKeyslot(key, passphrase []byte, kp Argon2Params, areaOff, areaSize uint6
 			jmember{"type", jstr("raw")},
 			jmember{"offset", jstr(strconv.FormatUint(areaOff, 10))},
 			jmember{"size", jstr(strconv.FormatUint(areaSize, 10))},
-			jmember{"encryption", jstr(devmapper.DefaultCipher)},
+			jmember{"encryption", jstr(dmtable.DefaultCipher)},
 			jmember{"key_size", jnum(uint64(len(key)))},
 		)},
 		jmember{"kdf", jobj(
@@ -490,7 +490,7 @@ func format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions,
 			jmember{"offset", jstr(strconv.FormatUint(opt.DataOffset, 10))},
 			jmember{"size", jstr("dynamic")},
 			jmember{"iv_tweak", jstr("0")},
-			jmember{"encryption", jstr(devmapper.DefaultCipher)},
+			jmember{"encryption", jstr(dmtable.DefaultCipher)},
 			jmember{"sector_size", jnum(uint64(opt.SectorSize))},
 		)})},
 		jmember{"digests", jobj(jmember{"0", jobj(

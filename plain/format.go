@@ -14,6 +14,7 @@ import (
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/xts"
 )
 
 func init() { disk.Register(Format) }
@@ -41,7 +42,14 @@ type plainFormat struct{}
 func (plainFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Title: "a plain image (cryptsetup plain mode)", Signature: false,
-		KeyFile: "the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)",
+		Takes:        []string{"sector-size"},
+		WrongKeyHint: "a wrong key or wrong options (--sector-size, --offset, --skip, --iv-large-sectors) decrypt a plain image to noise: check them first",
+		KeyFile:      "the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)",
+		KeyFileLimit: 64,
+		KeyFileTooLarge: func(path string) error {
+			return disk.WithKind(disk.KindKey, fmt.Errorf("key file %s holds more than 64 bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path),
+				"if the key is a part of the file, say which: --keyfile-offset BYTES --keyfile-size 64 (or 32)")
+		},
 		Options: []disk.Option{
 			{Name: OptIVLargeSectors, Bool: true, Usage: "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)"},
 			{Name: OptOffset, Value: "N", Usage: "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)"},
@@ -134,22 +142,94 @@ func (h *plainHeader) Check(req *disk.Request) (*disk.Need, error) {
 	return &disk.Need{Passphrase: disk.WantNone, KeyFile: disk.WantRequired}, nil
 }
 
+// checkKey judges the key file's content as the XTS key (the xts package
+// refuses equal halves), naming the file.
+func checkKey(key []byte, path string) error {
+	if len(key) != 32 && len(key) != 64 {
+		return disk.WithKind(disk.KindKey, fmt.Errorf("key file %s holds %d bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, len(key)),
+			"make one with: head -c 64 /dev/urandom > KEYFILE")
+	}
+	c, err := xts.NewCipher(key)
+	if errors.Is(err, xts.ErrEqualKeyHalves) {
+		return disk.WithKind(disk.KindKey, fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path))
+	}
+	if err != nil {
+		return disk.WithKind(disk.KindKey, fmt.Errorf("key file %s: %w", path, err))
+	}
+	c.Wipe()
+	return nil
+}
+
 // Unlock takes the key file's content as the XTS key: plain mode cannot
 // tell a wrong key from the right one.
 func (h *plainHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.Secret) (*disk.Unlocked, error) {
 	if len(sec.KeyFiles) != 1 {
 		return nil, disk.WithKind(disk.KindUsage, errors.New("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	}
-	key := sec.KeyFiles[0]
-	if len(key) != 32 && len(key) != 64 {
-		return nil, disk.WithKind(disk.KindKey, fmt.Errorf("key file holds %d bytes: an XTS key is 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)", len(key)))
+	key, name := sec.KeyFiles[0], "(unnamed)"
+	if len(sec.KeyFileNames) > 0 {
+		name = sec.KeyFileNames[0]
 	}
+	if err := checkKey(key, name); err != nil {
+		return nil, err
+	}
+	u := &disk.Unlocked{Format: FormatName, Key: append([]byte(nil), key...), Slot: -1}
+	if h.img.File == nil {
+		// A stream: its length is known only at its end.
+		u.Layout = disk.Layout{SectorSize: h.p.Sector.Size, Cipher: disk.XTSPlain64, KeyBits: 8 * len(key)}
+		u.Unservable = "a stream cannot be served"
+		return u, nil
+	}
+	l, err := h.Layout()
+	if err != nil {
+		clear(u.Key)
+		return nil, err
+	}
+	l.KeyBits = 8 * len(key)
+	u.Layout = l
+	return u, nil
+}
+
+// Layout is the mapping the options give over the image: everything
+// after the offset. Its key size is unknown until the key file is read.
+func (h *plainHeader) Layout() (disk.Layout, error) {
 	n, err := h.p.DataSize(h.img.Path, h.img.Size)
 	if err != nil {
-		return nil, disk.WithKind(disk.KindInput, err)
+		return disk.Layout{}, disk.WithKind(disk.KindInput, err)
 	}
-	return &disk.Unlocked{
-		Format: FormatName, Key: append([]byte(nil), key...), Slot: -1,
-		Layout: disk.SingleExtent(h.p.OffsetBytes(), n, h.p.Sector, disk.XTSPlain64, 8*len(key)),
-	}, nil
+	return disk.SingleExtent(h.p.OffsetBytes(), n, h.p.Sector, disk.XTSPlain64, 0), nil
+}
+
+// Decrypt writes the plaintext of the image, which may be a stream read
+// to its end (standard input, a pipe), as cryptsetup's plain mapping reads
+// it.
+func (h *plainHeader) Decrypt(ctx context.Context, u *disk.Unlocked, w io.Writer, opt disk.DecryptOptions) (*disk.DecryptResult, error) {
+	var r io.Reader = h.img.Stream
+	size := int64(-1)
+	if h.img.File != nil {
+		r = h.img.File
+		var err error
+		if size, err = h.p.DataSize(h.img.Path, h.img.Size); err != nil {
+			return nil, disk.WithKind(disk.KindInput, err)
+		}
+	}
+	if err := h.p.SkipOffset(r); err != nil {
+		return nil, disk.WithKind(disk.KindInput, fmt.Errorf("cannot read input: %w", err))
+	}
+	if opt.Total != nil {
+		opt.Total(size)
+	}
+	codec, err := sector.NewCodecKey(u.Key, h.p.Sector)
+	if err != nil {
+		return nil, disk.WithKind(disk.KindKey, err)
+	}
+	defer codec.Wipe()
+	n, err := volume.DecryptPlain(ctx, w, r, size, h.p, codec, opt.Progress)
+	if err == nil && n == 0 { // an empty stream, refused as an empty file is
+		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", h.img.Path)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &disk.DecryptResult{Bytes: n}, nil
 }

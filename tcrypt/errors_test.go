@@ -288,8 +288,12 @@ func TestOptionsAndCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if need.Passphrase != disk.WantOptional || need.KeyFile != disk.WantOptional || !strings.Contains(need.Tries, "2 key derivations") {
-		t.Errorf("need %+v", need)
+	if need.Passphrase != disk.WantRequired || need.KeyFile != disk.WantOptional || !strings.Contains(need.Tries, "2 key derivations") {
+		t.Errorf("need without keyfiles %+v, want a passphrase", need)
+	}
+	// With keyfiles VeraCrypt takes an empty passphrase.
+	if need, err := h.Check(&disk.Request{Slot: -1, KeyFiles: 2}); err != nil || need.Passphrase != disk.WantOptional {
+		t.Errorf("need with keyfiles %+v, %v: want the passphrase optional", need, err)
 	}
 	if _, err := h.Check(&disk.Request{Slot: 0}); err == nil || disk.KindOf(err) != disk.KindUsage {
 		t.Errorf("--key-slot 0: %v", err)

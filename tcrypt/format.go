@@ -48,8 +48,13 @@ func (tcryptFormat) Info() disk.FormatInfo {
 			{Name: OptPIM, Value: "N", Usage: "the volume's PIM (VeraCrypt's Personal Iterations Multiplier), if it was made with one"},
 			{Name: OptHash, Value: "NAME", Usage: "try only this header KDF: " + hashNames + " (default: every one, in parallel)"},
 		},
-		KeyFile:      "a keyfile (VeraCrypt's, its first MiB counts); repeat for several",
-		MultiKeyFile: true,
+		KeyFile:           "a keyfile (VeraCrypt's, its first MiB counts); repeat for several",
+		MultiKeyFile:      true,
+		KeyFileLimit:      KeyFileMax,
+		KeyFilePrefix:     true,
+		ReportNeedsSecret: true,
+		Takes:             []string{"header"},
+		SlotNoun:          "header",
 	}
 }
 
@@ -246,10 +251,12 @@ func (h *tcHeader) Check(req *disk.Request) (*disk.Need, error) {
 	for _, l := range h.locs {
 		n += len(opt.candidates(l, 0))
 	}
+	pass := disk.WantRequired
+	if req.KeyFiles > 0 {
+		pass = disk.WantOptional // VeraCrypt takes an empty passphrase with keyfiles
+	}
 	return &disk.Need{
-		// VeraCrypt takes an empty passphrase with keyfiles; Unlock says
-		// so when neither is given.
-		Passphrase: disk.WantOptional,
+		Passphrase: pass,
 		Prompt:     "the passphrase for " + h.img.Path,
 		KeyFile:    disk.WantOptional,
 		Tries:      fmt.Sprintf("%s at byte %d, %d key derivations", h.where(), h.locs[0].offset, n),

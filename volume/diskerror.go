@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -35,10 +36,12 @@ func DiskError(image string, err error) error {
 	switch {
 	case errors.As(err, &de):
 		return err
+	case errors.Is(err, context.Canceled):
+		return disk.WithKind(disk.KindInterrupted, fmt.Errorf("%s: %w", image, err))
 	case errors.Is(err, ErrInUse):
 		return wrap(disk.KindDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, ErrNotVolume):
-		return disk.WithKind(disk.KindInput, fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end): %w", image, disk.ErrNotFormat))
+		return disk.NotFormat("%s is not an xtsctl volume (no volume header at its start or end)", image)
 	case errors.As(err, &ipe):
 		verb := "decrypt"
 		if ipe.Encrypting {

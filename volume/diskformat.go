@@ -13,6 +13,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/words"
 )
 
 func init() { disk.Register(Format) }
@@ -26,7 +27,8 @@ var Format disk.Format = volumeFormat{}
 type volumeFormat struct{}
 
 func (volumeFormat) Info() disk.FormatInfo {
-	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true}
+	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key",
+		Refer: "volumes", Takes: []string{"digest", "recover"}}
 }
 
 // Probe recognises a volume by its magic in either header copy (one may
@@ -107,7 +109,7 @@ func (h *volumeHeader) Check(req *disk.Request) (*disk.Need, error) {
 	case req.Slot >= 0 && containsInt(h.hs.Damaged, req.Slot):
 		return nil, DiskError(h.img.Path, &SlotsDamagedError{Slots: []int{req.Slot}})
 	case req.Slot >= 0:
-		return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("key slot %d of %s is empty", req.Slot, h.img.Path), "xtsctl info "+h.img.Path+" lists the slots in use")
+		return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("%s: key slot %d: %w", h.img.Path, req.Slot, ErrNoSuchSlot), "xtsctl info "+h.img.Path+" lists the slots in use")
 	case len(h.hs.Damaged) > 0:
 		return nil, DiskError(h.img.Path, &SlotsDamagedError{Slots: append([]int(nil), h.hs.Damaged...)})
 	default:
@@ -135,8 +137,10 @@ func (h *volumeHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.
 		opts.Limits = UnlimitedKDF
 	}
 	opts.Trying = func(slot int, p KDFParams) {
-		if req.Progress != nil && uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			req.Progress("%s: key slot %d: Argon2id with %s × %d passes × %d threads; this takes a while", h.img.Path, slot, bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, p.Threads)
+		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
+			req.Say("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", h.img.Path, slot, bytesize.Human(int64(p.MemoryKiB)<<10), words.Plural(int64(p.Time), "pass"), p.Threads)
+		} else {
+			req.Detail("%s: trying key slot %d (%s)", h.img.Path, slot, p)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -182,3 +186,6 @@ func intsString(s []int) string {
 	}
 	return b.String()
 }
+
+// Layout is the data area, known from the header alone.
+func (h *volumeHeader) Layout() (disk.Layout, error) { return h.hs.Header.DiskLayout(), nil }

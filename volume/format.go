@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/sector"
 )
 
@@ -28,7 +28,7 @@ const (
 	BitmapOffset    = StateOffset + 2*StateRecordSize     // dirty-region bitmap
 	DataAlign       = 1 << 20                             // the data area starts on a MiB boundary
 	DefaultRegion   = 16 << 20                            // bytes of data per dirty-region bit
-	CipherName      = devmapper.DefaultCipher             // aes-xts-plain64: the only cipher of versions 1 and 2
+	CipherName      = dmtable.DefaultCipher               // aes-xts-plain64: the only cipher of versions 1 and 2
 	maxDataLength   = int64(1) << 50                      // 1 PiB: keeps every offset far from int64 overflow
 	slotAreaOffset  = HeaderBlockSize                     // slots follow the header block in a copy
 	tagAlign        = 4096                                // the tag area starts on a 4 KiB boundary

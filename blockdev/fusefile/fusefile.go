@@ -53,7 +53,8 @@ type IntegrityFailure interface {
 type DirectReader interface {
 	// ReadPlan says where the ciphertext of n sectors from first lives
 	// (fd, off) and, for stores with tags, where their tags live (tagFd,
-	// tagOff, tagLen; tagLen 0 when there are none).
+	// tagOff, tagLen; tagLen 0 when there are none). An fd below zero
+	// sends the request the slow way (ReadSectors).
 	ReadPlan(first uint64, n int) (fd int, off int64, tagFd int, tagOff int64, tagLen int)
 	// FinishRead verifies the ciphertext in buf against tags and decrypts
 	// it in place. A sector that fails is an IntegrityFailure and its

@@ -521,10 +521,14 @@ func (q *ringQueue) startRead(e *ringEnt) bool {
 	if !ok {
 		return false // a write holds part of it: wait for it the slow way
 	}
-	d.Counters.reads.Add(1)
-	q.fastReads.Add(1)
 	first, n := uint64(off/ss), int(size/ss)
 	fd, pos, tagFd, tagOff, tagLen := q.srv.reader.ReadPlan(first, n)
+	if fd < 0 {
+		unlock()
+		return false // the store reads this one itself
+	}
+	d.Counters.reads.Add(1)
+	q.fastReads.Add(1)
 	e.first, e.size, e.unlock, e.ioErr, e.fell = first, int(size), unlock, nil, false
 	e.parts = 1
 	s := q.sqe()

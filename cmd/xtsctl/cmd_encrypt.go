@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 func init() {
@@ -59,8 +64,9 @@ func newEncryptCmd(a *app) *cobra.Command {
 		ip     inPlaceFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "encrypt IN OUT | encrypt --in-place TARGET",
-		Short: "Encrypt a plaintext disk image",
+		Annotations: map[string]string{takesPlain: "yes"},
+		Use:         "encrypt IN OUT | encrypt --in-place TARGET",
+		Short:       "Encrypt a plaintext disk image",
 		Long: `Encrypt the plaintext image IN into OUT.
 
 OUT is written as an unnamed file in its directory, synced, then linked
@@ -152,30 +158,35 @@ says how.`,
 	return cmd
 }
 
+// decryptFlags are decrypt's flags.
+type decryptFlags struct {
+	img    imageFlags
+	force  bool
+	digest digestFlag
+	ip     inPlaceFlags
+}
+
 func newDecryptCmd(a *app) *cobra.Command {
-	var (
-		typ      string
-		force    bool
-		pf       plainFlags
-		passFile string
-		digest   digestFlag
-		ip       inPlaceFlags
-	)
+	var f decryptFlags
 	cmd := &cobra.Command{
-		Use:   "decrypt IN OUT | decrypt --in-place TARGET",
-		Short: "Decrypt an encrypted disk image",
+		Annotations: map[string]string{takesPlain: "yes"},
+		Use:         "decrypt IN OUT | decrypt --in-place TARGET",
+		Short:       "Decrypt an encrypted disk image",
 		Long: `Decrypt the encrypted image IN into the plaintext image OUT.
 
 OUT is written as an unnamed file in its directory, synced, then linked
 in, so it appears only when complete and a killed run leaves nothing; IN
 is never modified.
 
-An xtsctl volume (the default type) is unlocked with its passphrase; every
-sector's tag is checked before it is decrypted (a bad one stops decrypt, and
-OUT is not written) and the end-to-end digest at the end. decrypt prints
-the digest of OUT (its BLAKE2b-512, as b2sum prints it), which equals the
-one encrypt printed. --digest none skips the digest (the tags are still
-checked): faster where the disk is, with nothing printed on stdout.
+The format of IN is recognised by its header (an xtsctl volume, LUKS1 or
+LUKS2, ...), or named with --type (plain, or formats without a header in
+clear such as tcrypt). An xtsctl volume is unlocked with its passphrase;
+every sector's tag is checked before it is decrypted (a bad one stops
+decrypt, and OUT is not written) and the end-to-end digest at the end.
+decrypt prints the digest of OUT (its BLAKE2b-512, as b2sum prints it),
+which equals the one encrypt printed. --digest none skips the digest (the
+tags are still checked): faster where the disk is, with nothing printed on
+stdout.
 
 With --type plain, IN is read as a cryptsetup plain-mode aes-xts-plain64
 device (the same options as cryptsetup open: --sector-size,
@@ -187,53 +198,91 @@ what followed it is zeroed). For a volume every sector's tag is checked
 before anything is written. Resumable like encrypt --in-place: run the
 same command again after an interruption.`,
 		Example: `  xtsctl decrypt disk.vol disk.img
+  xtsctl decrypt --key-file pass disk.luks disk.img
   xtsctl decrypt --type plain --key-file disk.key disk.enc disk.img
   xtsctl decrypt --in-place disk.vol`,
-		Args: inPlaceArgs(&ip, "IN", "OUT"),
+		Args: inPlaceArgs(&f.ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsLUKS(cmd, args[0]) {
-				if ip.on {
-					return usageError(fmt.Errorf("--in-place does not apply to LUKS images (%s is one)", args[0]), "cryptsetup reencrypt --decrypt converts a LUKS device in place")
-				}
-				return luksDecrypt(a, cmd, args[0], args[1], force)
-			}
-			if err := notLUKS(cmd); err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
-				return err
-			}
-			if ip.on {
-				withDigest, err := digest.enabled()
-				if err != nil {
-					return err
-				}
-				return decryptInPlace(a, cmd, typ, &pf, passFile, &ip, args[0], withDigest)
-			}
-			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
-					return err
-				}
-				return convertPlain(a, &pf, "decrypt", args[0], args[1], force)
-			}
-			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
-				return err
-			}
-			withDigest, err := digest.enabled()
+			withDigest, err := f.digest.enabled()
 			if err != nil {
 				return err
 			}
-			return decryptVolume(a, cmd, passFile, args[0], args[1], force, withDigest)
+			if f.ip.on {
+				return decryptInPlace(a, cmd, &f, args[0], withDigest)
+			}
+			return decryptImage(a, &f, args[0], args[1], withDigest)
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "input format: volume or plain (LUKS images are recognised)")
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
-	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
-	registerUnlockFlags(a, cmd.Flags())
-	pf.register(cmd.Flags())
-	digest.register(cmd.Flags(), "volume: check the end-to-end digest and print OUT's: blake2b, or none (every tag is still checked)")
-	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
-	registerProgressFlag(a, cmd.Flags())
-	ip.register(cmd.Flags(), false)
+	fs := cmd.Flags()
+	f.img.register(a, cmd, imgAll)
+	fs.BoolVarP(&f.force, "force", "f", false, "overwrite OUT if it exists; read IN as --type says even if it carries another format's header")
+	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
+	f.digest.register(fs, "volume: check the end-to-end digest and print OUT's: blake2b, or none (every tag is still checked)")
+	registerProgressFlag(a, fs)
+	f.ip.register(fs, false)
 	return cmd
+}
+
+// decryptImage writes the plaintext of the image at inPath to outPath.
+func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bool) error {
+	o, err := openImageOrStream(a, &f.img, inPath, f.force)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	headerWarnings(a, o)
+	req := a.request(&f.img)
+	req.ReadOnly = true
+	// Refusals come before any prompt and before the output exists.
+	need, err := check(&f.img, o, req)
+	if err != nil {
+		return err
+	}
+	out, err := o.output(outPath, f.force)
+	if err != nil {
+		return err
+	}
+	u, err := unlockChecked(a, &f.img, o, req, need)
+	if err != nil {
+		out.Abort()
+		return err
+	}
+	defer u.Wipe()
+	update, done := func(int64) {}, func() {}
+	opt := disk.DecryptOptions{
+		Digest: withDigest,
+		Total:  func(n int64) { update, done = newProgress(a, "decrypting", n) },
+		Progress: func(n int64) {
+			if update != nil {
+				update(n)
+			}
+		},
+	}
+	var res *disk.DecryptResult
+	if d, ok := o.hdr.(disk.Decrypter); ok {
+		res, err = d.Decrypt(a.ctx, u, out, opt)
+	} else {
+		res, err = disk.Decrypt(a.ctx, o.img.File, u, out, opt)
+	}
+	done()
+	if err := finish(out, err); err != nil {
+		if disk.KindOf(err) == disk.KindIntegrity && !strings.Contains(err.Error(), inPath) {
+			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
+		}
+		return err
+	}
+	switch {
+	case res.Digest == nil:
+	case out.Stream == os.Stdout:
+		// Standard output holds the plaintext: the digest goes to stderr.
+		a.infof("end-to-end digest (BLAKE2b-512): %x", res.Digest)
+	default:
+		printDigest(a, res.Digest)
+	}
+	checked := res.Checked
+	if checked == "" {
+		checked = u.Layout.Summary()
+	}
+	a.infof("decrypted %s (%s) to %s: %s", o.path, bytesize.Human(res.Bytes), out.FinalName(), checked)
+	return nil
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/safefile"
 )
 
 func init() { registerCommand(newHeaderCmd) }
@@ -33,157 +35,142 @@ it was removed or changed. Keep it as safe as the volume.`,
 	return cmd
 }
 
+type headerFlags struct {
+	img   imageFlags
+	force bool
+}
+
 func newHeaderBackupCmd(a *app) *cobra.Command {
-	var force bool
+	var f headerFlags
 	cmd := &cobra.Command{
 		Use:   "backup IMAGE FILE",
-		Short: "Save a volume's header to a file",
-		Long: `Save the header in use of the xtsctl volume IMAGE, with its key slots, to
-FILE (8192 bytes, mode 0600). FILE appears only when complete.`,
+		Short: "Save an image's header to a file",
+		Long: `Save the header in use of IMAGE (an xtsctl volume, or a LUKS image as
+cryptsetup luksHeaderBackup saves it), with its key slots, to FILE (mode
+0600). FILE appears only when complete.`,
 		Example: "  xtsctl header backup disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsLUKS(cmd, args[0]) {
-				return luksHeaderBackup(a, cmd, args[0], args[1], force)
-			}
-			return headerBackup(a, args[0], args[1], force)
+			return headerBackup(a, &f, args[0], args[1])
 		},
 	}
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite FILE if it exists")
-	addLUKSFlags(cmd, luksHeaderFlag)
+	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "overwrite FILE if it exists")
+	f.img.register(a, cmd, imgType|imgHeader)
 	return cmd
 }
 
 func newHeaderRestoreCmd(a *app) *cobra.Command {
-	var force bool
+	var f headerFlags
 	cmd := &cobra.Command{
 		Use:   "restore IMAGE FILE",
-		Short: "Write a saved header back to a volume",
-		Long: `Write the header saved in FILE to both header copies of the xtsctl volume
-IMAGE: the passphrases become those the backup has. The copies are written
-one at a time, each synced, so a crash leaves IMAGE opening with its old
-header or the restored one.
+		Short: "Write a saved header back to an image",
+		Long: `Write the header saved in FILE to both header copies of IMAGE (an xtsctl
+volume, or a LUKS2 image): the passphrases become those the backup has.
+The copies are written one at a time, each synced, so a crash leaves IMAGE
+opening with its old header or the restored one.
 
 Restoring brings back passphrases removed or changed since the backup and
 drops ones added since: when it would, xtsctl says which and asks you to
 type yes (on the terminal); --batch-mode goes on without asking.
 
-The backup must come from the same volume (same UUID) and fit the image.
+The backup must come from the same image (same UUID) and fit it.
 --force restores it all the same, also onto an image that holds no
-readable volume header at all.`,
+readable header at all.`,
 		Example: "  xtsctl header restore disk.vol disk.header",
 		Args:    argsNamed("IMAGE", "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsLUKS(cmd, args[0]) || isLUKSBackup(args[1]) {
-				return luksHeaderRestore(a, cmd, args[0], args[1], force)
-			}
-			return headerRestore(a, args[0], args[1], force)
+			return headerRestore(a, &f, args[0], args[1])
 		},
 	}
-	addLUKSFlags(cmd, luksHeaderFlag)
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "restore even if the backup is of another volume, or IMAGE has no readable header")
+	f.img.register(a, cmd, imgType|imgHeader)
+	cmd.Flags().BoolVarP(&f.force, "force", "f", false, "restore even if the backup is of another image, or IMAGE has no readable header")
 	return cmd
 }
 
-func headerBackup(a *app, image, file string, force bool) error {
-	in, err := openInput(image)
+func headerBackup(a *app, f *headerFlags, image, file string) error {
+	o, err := openImageFor(a, &f.img, image, disk.Inspect, "volume", false)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	hs, err := volume.ReadHeaders(in, in.Size)
-	var te *volume.TruncatedError
-	if errors.As(err, &te) {
-		a.warningf("%s: %v", image, err) // the header itself is fine
-	} else if err != nil {
-		return volumeError(image, err)
+	defer o.Close()
+	hb, ok := o.hdr.(disk.HeaderBackuper)
+	if !ok {
+		return withCode(exitInput, fmt.Errorf("%s is %s: it has no header to back up", image, o.format.Info().Title))
 	}
-	warnAll(a, image, hs.Warnings)
-	b, err := hs.Backup()
-	if err != nil {
-		return volumeError(image, err)
-	}
-	out, err := createOutput(file, in, force)
+	headerWarnings(a, o)
+	out, err := o.output(file, f.force)
 	if err != nil {
 		return err
 	}
-	if _, err := out.Write(b); err != nil {
+	what, warning, err := hb.Backup(out)
+	if err != nil {
 		out.Abort()
-		return withCode(exitOutput, fmt.Errorf("cannot write %s: %w", file, err))
+		return err
 	}
 	if err := out.Commit(); err != nil {
 		return withCode(exitOutput, err)
 	}
-	a.infof("saved the header of %s (UUID %s, generation %d, key slots %s) to %s",
-		image, hs.Header.UUIDString(), hs.Header.Generation, intList(hs.Header.ActiveSlots()), file)
-	a.warningf("%s holds the wrapped master key: keep it as safe as the volume", file)
+	a.infof("saved %s to %s", what, file)
+	a.warningf("%s %s", file, warning)
 	return nil
 }
 
-func headerRestore(a *app, image, file string, force bool) error {
-	backup, err := volume.ReadBackup(file)
-	if err != nil {
+func headerRestore(a *app, f *headerFlags, image, file string) error {
+	if _, err := safefile.CheckPath(file, "header backup"); err != nil {
 		return withCode(exitInput, err)
 	}
-	if _, err := volume.ParseHeader(backup); err != nil {
-		return withCode(exitInput, fmt.Errorf("%s is not a valid header backup: %w", file, err))
+	b, err := os.Open(file)
+	if err != nil {
+		return withCode(exitInput, fmt.Errorf("cannot read header backup: %w", err))
 	}
-	f, size, current, err := openForHeader(image)
-	if f == nil {
+	defer b.Close()
+	size, err := b.Seek(0, io.SeekEnd)
+	if err != nil {
+		return withCode(exitInput, fmt.Errorf("cannot read header backup %s: %w", file, err))
+	}
+	if err := f.img.checkType(); err != nil {
 		return err
 	}
-	defer f.Close()
-	var (
-		hd *volume.HeadersDamagedError
-		te *volume.TruncatedError
-	)
-	switch {
-	case err == nil, errors.As(err, &te):
-		warnAll(a, image, current.Warnings)
-	case errors.As(err, &hd):
-		current = nil // the case restore is for
-	case errors.Is(err, volume.ErrNotVolume):
-		if !force {
-			return withCode(exitInput, fmt.Errorf("%s holds no xtsctl volume header: restoring would overwrite its first and last 8 KiB", image),
-				"if IMAGE is the volume this backup belongs to, use --force")
-		}
-		current = nil
-	default:
-		return volumeError(image, err)
-	}
-	if current != nil {
-		if change := describeRollback(volume.SlotRollback(current.Header, backup)); change != "" {
-			if err := confirm(a, fmt.Sprintf("restoring %s onto %s %s", file, image, change)); err != nil {
-				return err
-			}
-		}
-	}
-	h, err := volume.Restore(f, size, current, backup, force)
+	r, err := restorerFor(&f.img, image, b, size)
 	if err != nil {
-		return volumeError(image, err)
+		return err
 	}
-	a.infof("restored the header of %s from %s (UUID %s, key slots %s) to both header copies", image, file, h.UUIDString(), intList(h.ActiveSlots()))
+	img, err := disk.OpenImage(image, disk.ImageOptions{Access: disk.WriteHeader, HeaderPath: f.img.header})
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	what, err := r.Restore(img, b, size, disk.RestoreOptions{BackupName: file, Force: f.force,
+		Confirm: func(question string) error { return confirm(a, question) }})
+	if err != nil {
+		return err
+	}
+	a.infof("restored %s to both header copies", what)
 	return nil
 }
 
-// describeRollback names the key slots a header restore brings back and
-// those it removes; "" if none.
-func describeRollback(back, gone []int) string {
-	var parts []string
-	if len(back) > 0 {
-		parts = append(parts, fmt.Sprintf("brings back the %s as they were (removed or changed since the backup)", slotsNoun(back)))
+// restorerFor is the format whose header the backup restores: --type, or
+// the backup's own format, or the image's.
+func restorerFor(f *imageFlags, image string, b io.ReaderAt, size int64) (disk.HeaderRestorer, error) {
+	pick := func(fo disk.Format) (disk.HeaderRestorer, error) {
+		r, ok := fo.(disk.HeaderRestorer)
+		if !ok {
+			return nil, usageError(fmt.Errorf("%s has no header backups to restore", fo.Info().Title))
+		}
+		return r, nil
 	}
-	if len(gone) > 0 {
-		parts = append(parts, fmt.Sprintf("removes the %s (added since)", slotsNoun(gone)))
+	if f.typ != "" {
+		fo, _ := disk.Lookup(f.typ)
+		return pick(fo)
 	}
-	return strings.Join(parts, " and ")
-}
-
-// slotsNoun names the passphrases of some key slots: "passphrase of key
-// slot 0", "passphrases of key slots 1, 3".
-func slotsNoun(slots []int) string {
-	if len(slots) == 1 {
-		return fmt.Sprintf("passphrase of key slot %d", slots[0])
+	for _, fo := range disk.Formats() {
+		if r, ok := fo.(disk.HeaderRestorer); ok && r.IsBackup(b, size) {
+			return r, nil
+		}
 	}
-	return "passphrases of key slots " + intList(slots)
+	if fo, _ := detectAt(image); fo != nil {
+		return pick(fo)
+	}
+	fo, _ := disk.Lookup("volume")
+	return pick(fo)
 }

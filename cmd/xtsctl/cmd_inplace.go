@@ -230,9 +230,23 @@ func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, c
 	return res, inPlaceError(r.target, err)
 }
 
-func decryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, passFile string, ip *inPlaceFlags, target string, withDigest bool) error {
-	if cmd.Flags().Changed("force") {
-		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, withDigest bool) error {
+	typ, err := inPlaceType(&f.img, target, false, f.force)
+	if err != nil {
+		return err
+	}
+	if f.force {
+		if found, _ := detectAt(target); found == nil {
+			return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+		}
+	}
+	passFile, ip := f.img.passFile, &f.ip
+	pf, err := f.img.plainFlags(cmd)
+	if err != nil {
+		return err
+	}
+	if err := rejectFlags(cmd, typ, []string{"header"}); err != nil {
+		return err
 	}
 	if typ == typePlain {
 		if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
@@ -474,9 +488,9 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
 	}
 	// A volume's header, where it can be read, says the rest.
-	var vol *infoJSON
+	var vol *volume.InfoDoc
 	if hs := st.Headers; hs != nil {
-		v := infoOf(image, in.Size, hs, st.State)
+		v := volume.Info(image, in.Size, hs, st.State)
 		// The run moves the data over the primary copy and the state
 		// area: say so rather than call them damaged.
 		for i := range v.HeaderCopies {
@@ -487,7 +501,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		if st.Direction == inplace.Encrypt && hs.Header.Flags&volume.FlagDigest != 0 {
 			v.Digest = "recorded"
 		}
-		vol = &v
+		vol = v
 	}
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
@@ -504,7 +518,7 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 		}{image, map[inplace.Kind]string{inplace.KindPlain: "plain", inplace.KindVolume: "xtsctl-volume"}[st.Kind], j})
 	}
 	if vol != nil {
-		printInfo(a, *vol)
+		printLines(a, vol.Lines())
 	} else {
 		a.resultf("%-16s %s (%d bytes)", "image:", image, in.Size)
 	}

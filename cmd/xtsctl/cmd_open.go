@@ -9,22 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
-	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
 func init() { registerCommand(newOpenCmd) }
 
 func newOpenCmd(a *app) *cobra.Command {
-	var (
-		typ, backendName, passFile string
-		testPass                   bool
-		pf                         plainFlags
-		req                        blockdev.Request
-	)
+	var f openFlags
 	cmd := &cobra.Command{
-		Use:   "open IMAGE NAME",
-		Short: "Unlock an image and serve it as a block device",
+		Annotations: map[string]string{takesPlain: "yes"},
+		Use:         "open IMAGE NAME",
+		Short:       "Unlock an image and serve it as a block device",
 		Long: `Unlock IMAGE and serve its plaintext as a block device named NAME. The
 device path is printed once the device is ready. With --mount, the
 filesystem on it is mounted on DIR.
@@ -62,8 +58,10 @@ Either backend keeps the image locked until close: while it is open
 read-write, the volume commands (decrypt, verify, passphrase, ...) refuse
 it; while it is open read-only, those that would write it do.
 
-Volumes ask for their passphrase on the terminal, or read it from
---passphrase-file; plain images take --key-file.
+The format is recognised by its header (an xtsctl volume, LUKS1 or
+LUKS2, ...) or named with --type. Volumes and LUKS images ask for their
+passphrase on the terminal, or read it from --passphrase-file (LUKS:
+--key-file, the whole file); plain images take --key-file.
 
 'xtsctl close NAME' undoes it all; 'xtsctl status' lists open volumes.
 Needs root.`,
@@ -75,66 +73,45 @@ Needs root.`,
   xtsctl open --type plain --key-file disk.key --mount /mnt disk.enc other
   xtsctl open --backend dm --mount /mnt fast.vol fast  # a volume made with --integrity none`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if testPass {
+			if f.testPass {
 				return argsNamed("IMAGE")(cmd, args)
 			}
 			return argsNamed("IMAGE", "NAME")(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsLUKS(cmd, args[0]) {
-				if err := luksRejectFlags(cmd, luksOpenOnly...); err != nil {
-					return err
-				}
-				if testPass {
-					return luksTestPassphrase(a, cmd, args[0])
-				}
-				return openImage(a, cmd, &pf, typeLUKS, backendName, passFile, args[0], args[1], &req)
+			if f.testPass {
+				return testPassphrase(a, &f, args[0])
 			}
-			if err := notLUKS(cmd); err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
-				return err
-			}
-			if testPass {
-				if typ != typeVolume {
-					return usageError(errors.New("--test-passphrase checks a volume's passphrase; a plain image has none"))
-				}
-				return testPassphrase(a, passFile, args[0])
-			}
-			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, []string{"passphrase-file", "recover"}); err != nil {
-					return err
-				}
-			} else {
-				// The volume's header records its sector size.
-				if err := rejectFlags(cmd, typ, append(plainOnly, "sector-size")); err != nil {
-					return err
-				}
-			}
-			return openImage(a, cmd, &pf, typ, backendName, passFile, args[0], args[1], &req)
+			return openImage(a, &f, args[0], args[1])
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&typ, "type", typeVolume, "image format: volume or plain")
-	f.BoolVar(&testPass, "test-passphrase", false, "only check that the passphrase opens IMAGE (which key slot), and serve nothing; NAME is not needed")
-	f.StringVar(&req.Mount, "mount", "", "mount the filesystem on the device at `DIR`")
-	f.StringVar(&req.FSType, "fstype", "", "filesystem type for --mount (default: detected)")
-	f.BoolVarP(&req.ReadOnly, "read-only", "r", false, "serve and mount read-only; the image is never written (also --readonly)")
-	f.BoolVar(&req.Recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
-	f.StringVar(&backendName, "backend", "auto", "how to serve: "+blockdev.BackendNames())
-	f.StringVar(&passFile, "passphrase-file", "", "volume: read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
-	registerUnlockFlags(a, f)
-	pf.register(f)
-	addLUKSFlags(cmd, luksHeaderFlag|luksUnlockFlags)
+	fs := cmd.Flags()
+	fs.BoolVar(&f.testPass, "test-passphrase", false, "only check that the passphrase opens IMAGE (which key slot), and serve nothing; NAME is not needed")
+	fs.StringVar(&f.req.Mount, "mount", "", "mount the filesystem on the device at `DIR`")
+	fs.StringVar(&f.req.FSType, "fstype", "", "filesystem type for --mount (default: detected)")
+	fs.BoolVarP(&f.req.ReadOnly, "read-only", "r", false, "serve and mount read-only; the image is never written (also --readonly)")
+	fs.BoolVar(&f.req.Recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
+	fs.StringVar(&f.req.Backend, "backend", "auto", "how to serve: "+blockdev.BackendNames())
+	fs.BoolVar(&f.force, "force", false, "serve IMAGE as --type says even if it carries another format's header")
+	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
+	f.img.register(a, cmd, imgAll)
 	return cmd
 }
 
-func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, passFile, image, name string, req *blockdev.Request) error {
+// openFlags are open's flags.
+type openFlags struct {
+	img      imageFlags
+	req      blockdev.Request
+	testPass bool
+	force    bool
+}
+
+func openImage(a *app, f *openFlags, image, name string) error {
+	req := &f.req
 	if err := blockdev.CheckName(name); err != nil {
-		return fromBlockdev(err)
+		return err
 	}
-	req.Name, req.Type, req.Backend = name, typ, backendName
+	req.Name = name
 	if req.Recover && req.ReadOnly {
 		return usageError(errors.New("--recover rewrites tags: it needs a read-write open, not --read-only"))
 	}
@@ -146,7 +123,7 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 		// directory whatever happens to its path meanwhile.
 		mp, err := blockdev.CheckMountpoint(req.Mount)
 		if err != nil {
-			return fromBlockdev(err)
+			return err
 		}
 		defer mp.Close()
 		if mp.Occupied {
@@ -154,84 +131,52 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 		}
 		req.Mount, req.MountDir = mp.Path, mp
 	}
-	if typ == typePlain {
-		p, err := pf.params()
-		if err != nil {
-			return err
-		}
-		req.Plain = p
+	if err := f.img.checkType(); err != nil {
+		return err
 	}
-
-	abs, err := filepath.Abs(image)
+	img, abs, err := openServed(image)
 	if err != nil {
-		return withCode(exitInput, err)
-	}
-	// Every later access to the image goes through this one open file
-	// (as /proc/self/fd/N, and handed to the server): a path swapped
-	// after these checks cannot change what is unlocked and served.
-	img, err := os.Open(abs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return withCode(exitInput, fmt.Errorf("image %s does not exist", image))
-	case err != nil:
-		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+		return err
 	}
 	defer img.Close()
-	fi, err := img.Stat()
-	switch {
-	case err != nil:
-		return withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
-	case fi.IsDir():
-		return withCode(exitInput, fmt.Errorf("image %s is a directory", image))
-	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
-		return withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
-	}
 	req.Image, req.Path = img, abs
-	viaFD := fmt.Sprintf("/proc/self/fd/%d", img.Fd())
-
-	if err := blockdev.CheckBackend(backendName); err != nil {
-		return fromBlockdev(err)
+	dimg, err := disk.OpenImageOn(img, image, f.img.header)
+	if err != nil {
+		return err
+	}
+	defer dimg.Close()
+	o, err := openHeader(a, &f.img, dimg, "volume", f.force)
+	if err != nil {
+		return err
+	}
+	headerWarnings(a, o)
+	ureq := a.request(&f.img)
+	ureq.ReadOnly = req.ReadOnly
+	need, err := check(&f.img, o, ureq)
+	if err != nil {
+		return err
+	}
+	if err := blockdev.CheckBackend(req.Backend); err != nil {
+		return err
 	}
 	blockdev.WaitForDeadServer(img)
-
 	// The secret is read before taking the lock: a passphrase prompt
-	// must not hold up other opens and closes.
-	if typ == typePlain {
-		key, err := readKeyFile(a, pf.keyFile)
-		if err != nil {
-			return err
-		}
-		defer clear(key)
-		req.Key = key
-		req.Cipher = plainCipher(req.Plain, 8*len(key))
-	} else if typ == typeLUKS {
-		if err := luksOpenRequest(a, cmd, image, img, req); err != nil {
-			return err
-		}
-		defer secret.Wipe(req.Key)
-	} else {
-		// Unlock here, so that a wrong passphrase is reported like
-		// everywhere else and the terminal prompt happens in this
-		// process; the server gets the master key. Read-only takes a
-		// shared lock and writes nothing.
-		v, err := unlockVolumeAt(a, image, viaFD, passFile, true)
-		if err != nil {
-			return err
-		}
-		key := v.MasterKey()
-		h := v.Header()
-		if err := v.Close(); err != nil {
-			secret.Wipe(key)
-			return volumeError(image, err)
-		}
-		defer secret.Wipe(key)
-		req.Key = key
-		req.Header = &h
-		req.Cipher = volumeCipher(&h)
+	// must not hold up other opens and closes. The unlock runs here, so
+	// that a wrong passphrase is reported like everywhere else and the
+	// terminal prompt happens in this process; the server gets what to
+	// serve, the key with it.
+	u, err := unlockChecked(a, &f.img, o, ureq, need)
+	if err != nil {
+		return err
 	}
+	defer u.Wipe()
+	if u.SlotName != "" {
+		a.infof("%s: unlocked with %s", image, u.SlotName)
+	}
+	req.Unlocked = u
 	st, err := blockdev.Open(a.ctx, req, a.blockdevOptions())
 	if err != nil {
-		return fromBlockdev(err)
+		return err
 	}
 	if r := st.Recovered; r != nil {
 		reportRecovery(a, r, image)
@@ -247,6 +192,38 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, st.Backend)
 	}
 	return nil
+}
+
+// openServed opens the image that open serves: every later access goes
+// through this one open file (as /proc/self/fd/N, and handed to the
+// server), so a path swapped after the checks cannot change what is
+// unlocked and served.
+func openServed(image string) (*os.File, string, error) {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return nil, "", withCode(exitInput, err)
+	}
+	img, err := os.Open(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", withCode(exitInput, fmt.Errorf("image %s does not exist", image))
+	case err != nil:
+		return nil, "", withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+	}
+	fi, err := img.Stat()
+	switch {
+	case err != nil:
+		err = withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
+	case fi.IsDir():
+		err = withCode(exitInput, fmt.Errorf("image %s is a directory", image))
+	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
+		err = withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
+	}
+	if err != nil {
+		img.Close()
+		return nil, "", err
+	}
+	return img, abs, nil
 }
 
 // reportRecovery tells the user what open found after an unclean
@@ -281,16 +258,25 @@ func reportRecovery(a *app, r *blockdev.Recovery, image string) {
 
 // testPassphrase unlocks image read-only and says which key slot the
 // passphrase opens, like cryptsetup open --test-passphrase: exit 0 when it
-// opens one, 4 when it does not.
-func testPassphrase(a *app, passFile, image string) error {
-	v, err := unlockVolume(a, image, passFile, true)
+// opens one, 4 when it does not. A header whose data xtsctl cannot serve
+// is tested all the same, as cryptsetup tests it, and says so.
+func testPassphrase(a *app, f *openFlags, image string) error {
+	o, err := openImageFor(a, &f.img, image, disk.Inspect, "volume", f.force)
 	if err != nil {
 		return err
 	}
-	slot := v.Slot()
-	if err := v.Close(); err != nil {
-		return volumeError(image, err)
+	defer o.Close()
+	headerWarnings(a, o)
+	req := a.request(&f.img)
+	req.ReadOnly, req.TestOnly = true, true
+	u, err := unlockImage(a, &f.img, o, req)
+	if err != nil {
+		return err
 	}
-	a.infof("%s: the passphrase opens key slot %d", image, slot)
+	u.Wipe()
+	a.infof("%s: the passphrase opens %s", image, u.SlotName)
+	if u.Unservable != "" {
+		a.warningf("%s: its data cannot be served: %s", image, u.Unservable)
+	}
 	return nil
 }

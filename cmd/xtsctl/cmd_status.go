@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
-	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
@@ -179,7 +178,7 @@ type statusJSON struct {
 	Opened     *time.Time         `json:"opened,omitempty"`
 	Recovered  *blockdev.Recovery `json:"recovered,omitempty"`
 	Upgraded   bool               `json:"upgraded,omitempty"`
-	Stats      *fusefile.Stats    `json:"stats,omitempty"`
+	Stats      *blockdev.Stats    `json:"stats,omitempty"`
 	DM         *blockdev.DMStatus `json:"dm,omitempty"`
 }
 

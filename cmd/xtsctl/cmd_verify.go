@@ -1,18 +1,17 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/volume"
+	"github.com/xtsctl/xtsctl/disk"
 )
 
 func init() { registerCommand(newVerifyCmd) }
 
 func newVerifyCmd(a *app) *cobra.Command {
-	var passFile string
+	var f imageFlags
 	cmd := &cobra.Command{
 		Use:   "verify IMAGE",
 		Short: "Check a volume's headers, every sector tag and the end-to-end digest",
@@ -26,112 +25,57 @@ IMAGE. verify exits with 0 when everything checks out, and with 6 when
 anything does not (a damaged header copy or key slot, a bad sector, a
 digest mismatch). A volume that was not closed cleanly is reported as a
 warning. verify needs the passphrase (the tag key comes from the master key)
-and never writes to IMAGE.`,
+and never writes to IMAGE. Formats without integrity tags (LUKS, plain,
+...) have nothing to verify: info checks their headers, decrypt reads all
+of their data.`,
 		Example: `  xtsctl verify disk.vol
   xtsctl verify --passphrase-file pass.txt disk.vol`,
 		Args: argsNamed("IMAGE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if hasLUKSHeader(args[0]) {
-				return luksVerify(args[0])
-			}
-			if err := notLUKS(cmd); err != nil {
-				return err
-			}
-			return verify(a, args[0], passFile)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return verify(a, &f, args[0]) },
 	}
-	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
-	registerUnlockFlags(a, cmd.Flags())
+	f.register(a, cmd, imgPassFile|imgUnlock)
 	registerProgressFlag(a, cmd.Flags())
 	return cmd
 }
 
-func verify(a *app, image, passFile string) error {
+func verify(a *app, f *imageFlags, image string) error {
 	in, err := openInput(image) // names a missing or unusable IMAGE
 	if err != nil {
 		return err
 	}
 	in.Close()
-	v, err := unlockVolume(a, image, passFile, true)
+	o, err := openImageFor(a, f, image, disk.Read, "volume", false)
 	if err != nil {
 		return err
 	}
-	defer v.Close()
-	h := v.Header()
-	var problems []string
-
-	hs := v.Headers()
-	for _, c := range []volume.CopyStatus{hs.Primary, hs.Secondary} {
-		if c.Err != nil {
-			a.resultf("header: %s copy at byte %d: damaged (%v)", c.Name, c.Offset, c.Err)
-			problems = append(problems, fmt.Sprintf("the %s header copy is damaged", c.Name))
-		} else {
-			a.resultf("header: %s copy at byte %d: ok (generation %d)", c.Name, c.Offset, c.Generation)
-		}
+	defer o.Close()
+	v, ok := o.hdr.(disk.Verifier)
+	if !ok {
+		return withCode(exitInput, fmt.Errorf("%s is %s: it has no integrity tags or digest to verify", image, o.format.Info().Title),
+			"xtsctl info "+image+" checks its header copies; xtsctl decrypt reads all of its data")
 	}
-	if len(hs.Damaged) > 0 {
-		problems = append(problems, fmt.Sprintf("key slots %v are damaged in both copies", hs.Damaged))
+	headerWarnings(a, o)
+	req := a.request(f)
+	req.ReadOnly = true
+	u, err := unlockImage(a, f, o, req)
+	if err != nil {
+		return err
 	}
-	a.resultf("key slots in use: %s; the passphrase opened slot %d", intList(h.ActiveSlots()), v.Slot())
-
-	st := v.State()
-	if !st.Valid || st.Dirty {
-		regions, all, err := v.RecoveryRegions()
-		if err != nil {
-			return volumeError(image, err)
-		}
-		switch {
-		case !st.Valid:
-			a.resultf("state: unknown (no usable state record)")
-			a.warningf("%s: whether the volume was closed cleanly is unknown", image)
-		case all:
-			a.resultf("state: not closed cleanly (which regions were being written cannot be trusted)")
-			a.warningf("%s: the volume was not closed cleanly, and the record of the regions being written cannot be trusted", image)
-		default:
-			a.resultf("state: not closed cleanly (%s)", plural(int64(len(regions)), "dirty region"))
-			a.warningf("%s: the volume was not closed cleanly: %d regions may hold sectors written just before, whose tags may not match", image, len(regions))
-		}
-	} else {
-		a.resultf("state: closed cleanly")
-	}
-	if st.Valid && !st.Authenticated {
-		a.warningf("%s: volume format version 1: its state area is not authenticated (a read-write open upgrades it)", image)
-	}
-
-	update, done := newProgress(a, "verifying", h.DataLength)
-	res, err := v.Verify(a.ctx, update, func(b volume.BadSector) {
-		why := "tag mismatch"
-		if b.DirtyRegion {
-			why += ", in a region being written when the volume was last used (a crash may have torn it: a read-write open checks it, open --recover accepts it)"
-		}
-		a.resultf("bad sector %d at byte offset %d: %s", b.Sector, b.Offset, why)
+	defer u.Wipe()
+	update, done := func(int64) {}, func() {}
+	err = v.Verify(a.ctx, u, disk.VerifyOptions{
+		Finding: a.resultf,
+		Warn:    a.warningf,
+		Total:   func(n int64) { update, done = newProgress(a, "verifying", n) },
+		Progress: func(n int64) {
+			if update != nil {
+				update(n)
+			}
+		},
 	})
 	done()
-	var dm *volume.DigestMismatchError
-	if err != nil && !errors.As(err, &dm) {
-		return volumeError(image, err)
-	}
-	if h.Integrity == volume.IntegrityNone {
-		a.resultf("data: %d sectors; no integrity tags to check", h.Sectors())
-	} else {
-		a.resultf("data: %d sectors, %d bad", h.Sectors(), res.BadSectors)
-	}
-	if res.BadSectors > 0 {
-		problems = append(problems, plural(res.BadSectors, "bad sector"))
-	}
-	switch d := res.Digest; {
-	case dm != nil:
-		a.resultf("digest: MISMATCH (recorded %x, data %x)", dm.Recorded, dm.Computed)
-		problems = append(problems, "the end-to-end digest does not match")
-	case d.Match:
-		a.resultf("digest: ok (%x)", d.Computed)
-	case d.Stale:
-		a.resultf("digest: not checked (the volume was written since it was recorded)")
-	case !d.Recorded:
-		a.resultf("digest: none recorded (made with --digest none)")
-	}
-	if len(problems) > 0 {
-		return withCode(exitIntegrity, fmt.Errorf("%s: %s", image, strings.Join(problems, "; ")))
+	if err != nil {
+		return err
 	}
 	a.infof("%s: all checks passed", image)
 	return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/disk"
 )
 
 // Exit codes are part of the CLI's interface (docs/CLI.md lists them).
@@ -62,6 +63,19 @@ func fromBlockdev(err error) error {
 	return err
 }
 
+// diskCodes maps the kinds of the packages' errors (disk.Error) to exit
+// codes.
+var diskCodes = map[disk.Kind]int{
+	disk.KindFailure:     exitFailure,
+	disk.KindUsage:       exitUsage,
+	disk.KindInput:       exitInput,
+	disk.KindKey:         exitKey,
+	disk.KindOutput:      exitOutput,
+	disk.KindIntegrity:   exitIntegrity,
+	disk.KindDevice:      exitDevice,
+	disk.KindInterrupted: exitInterrupted,
+}
+
 // exitCode is the one place that decides the process's exit status.
 func exitCode(err error) int {
 	if err == nil {
@@ -76,6 +90,13 @@ func exitCode(err error) int {
 		}
 		return ce.code
 	}
+	var de *disk.Error
+	if errors.As(err, &de) {
+		if de.Kind == disk.KindFailure && errors.Is(err, context.Canceled) {
+			return exitInterrupted
+		}
+		return diskCodes[de.Kind]
+	}
 	if errors.Is(err, context.Canceled) {
 		return exitInterrupted
 	}
@@ -89,6 +110,9 @@ func hintsOf(err error) []string {
 	var ce *cliError
 	if errors.As(err, &ce) {
 		return ce.hints
+	}
+	if h := disk.HintsOf(err); len(h) > 0 {
+		return h
 	}
 	if isCobraUsageError(err) {
 		return []string{"run 'xtsctl --help' or 'xtsctl COMMAND --help' for usage"}

@@ -13,15 +13,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -30,29 +27,11 @@ import (
 	"github.com/xtsctl/xtsctl/volume"
 )
 
-// typeLUKS is the image type of LUKS images; --type luks, luks1 and luks2
-// name it (LUKS images are recognised without it).
-const typeLUKS = "luks"
-
 func isLUKSType(t string) bool { return t == "luks" || t == "luks1" || t == "luks2" }
 
 // maxKeyFile bounds a --key-file read as a LUKS passphrase: cryptsetup's
 // default --keyfile-size limit (8 MiB).
 const maxKeyFile = 8 << 20
-
-// wantsLUKS reports whether cmd is to treat image as LUKS: --type names
-// LUKS, --header names a detached header, or the image has a LUKS header
-// (magic at its start, or a LUKS2 secondary header where the primary is
-// damaged). An explicit --type volume or plain is obeyed.
-func wantsLUKS(cmd *cobra.Command, image string) bool {
-	if f := cmd.Flags().Lookup("type"); f != nil && f.Changed {
-		return isLUKSType(f.Value.String())
-	}
-	if flagString(cmd, "header") != "" {
-		return true
-	}
-	return hasLUKSHeader(image)
-}
 
 // hasLUKSHeader reports whether the file at path holds a LUKS header.
 func hasLUKSHeader(path string) bool { return luksimage.IsLUKS(path) }
@@ -189,123 +168,6 @@ func readLUKSKeyFile(a *app, path string, win keyfile.Window) ([]byte, error) {
 	return key, nil
 }
 
-// openLUKS opens image (and --header) for cmd as access says and reads
-// the header.
-func openLUKS(cmd *cobra.Command, image string, access luksimage.Access) (*luksimage.Image, error) {
-	li, err := luksimage.Open(image, flagString(cmd, "header"), access)
-	return li, luksOpenError(err, access)
-}
-
-// luksOpenError maps luksimage's errors to exit codes.
-func luksOpenError(err error, access luksimage.Access) error {
-	var (
-		fe *luksimage.FileError
-		he *luksimage.HeaderError
-	)
-	switch {
-	case errors.As(err, &fe) && fe.Problem == luksimage.InUse:
-		how := "open read-write"
-		if access == luksimage.WriteHeader {
-			how = "open"
-		}
-		return withCode(exitDevice, fmt.Errorf("%s is in use: %s (xtsctl status lists open images), or being changed by another xtsctl command", fe.Path, how),
-			"close it first")
-	case errors.As(err, &fe):
-		return withCode(exitInput, err)
-	case errors.As(err, &he):
-		return luksError(he.Path, he.Err)
-	}
-	return err
-}
-
-// luksOutput starts writing path (createOutput), refusing the image and
-// its detached header as outputs: either would be replaced.
-func luksOutput(path string, li *luksimage.Image, force bool) (*safefile.Output, error) {
-	if fi, err := os.Stat(path); err == nil && li.Detached {
-		if hi, err := li.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
-			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
-		}
-	}
-	info := li.DataInfo
-	if info == nil {
-		info, _ = li.HeaderFile.Stat()
-	}
-	return createOutput(path, &safefile.Input{File: li.Data, Name: li.Path, Size: li.DataSize, Info: info}, force)
-}
-
-// luksLimits bounds the KDF costs that unlocking runs, as for volumes:
-// luks.DefaultLimits, or nothing with --allow-expensive-kdf.
-func (a *app) luksLimits() *luks.Limits {
-	l := luks.DefaultLimits()
-	if a.allowExpensiveKDF {
-		l = luks.Limits{MaxMemoryKiB: math.MaxUint32, MaxTime: math.MaxUint32, MaxThreads: math.MaxUint32,
-			MaxWork: math.MaxUint64, MaxIterations: math.MaxUint64}
-	}
-	return &l
-}
-
-// luksKeySlot is --key-slot: nil when not given.
-func luksKeySlot(cmd *cobra.Command) (*int, error) {
-	f := cmd.Flags().Lookup("key-slot")
-	if f == nil || !f.Changed {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(f.Value.String())
-	if err != nil || n < 0 || n > 31 {
-		return nil, usageError(fmt.Errorf("--key-slot %s: LUKS keyslots are 0..31 (LUKS1: 0..7)", f.Value.String()))
-	}
-	return &n, nil
-}
-
-// luksUsable checks, before anyone is asked for a passphrase, that the
-// volume is one package luks decrypts and that a keyslot can be tried:
-// pick (--key-slot), or any if it is nil (luks.Header.CheckUnlock). It
-// returns the keyslots to try.
-func luksUsable(li *luksimage.Image, pick *int) ([]int, error) {
-	slots, err := li.Header.CheckUnlock(pick)
-	return slots, luksError(li.HeaderPath, err)
-}
-
-// luksUnlock asks for the passphrase (--key-file, --passphrase-file or the
-// terminal) and unlocks li; it returns the volume key, which the caller
-// wipes, and the keyslot that opened.
-func luksUnlock(a *app, cmd *cobra.Command, li *luksimage.Image) ([]byte, int, error) {
-	pick, err := luksKeySlot(cmd)
-	if err != nil {
-		return nil, -1, err
-	}
-	slots, err := luksUsable(li, pick)
-	if err != nil {
-		return nil, -1, err
-	}
-	pass, err := luksPassphrase(a, cmd, "key-file", "passphrase-file", "the passphrase for "+li.Path, false)
-	if err != nil {
-		return nil, -1, err
-	}
-	defer clear(pass)
-	key, slot, err := li.Unlock(a.ctx, pass, slots, a.luksLimits())
-	if err != nil {
-		return nil, -1, luksUnlockError(li, err)
-	}
-	return key, slot, nil
-}
-
-// luksUnlockError explains a failed unlock, naming the keyslots that only
-// a token (TPM2, FIDO2, ...) can open: xtsctl runs no tokens.
-func luksUnlockError(li *luksimage.Image, err error) error {
-	unlock := errors.Is(err, luks.ErrWrongPassphrase) || errors.Is(err, luks.ErrKDFCost)
-	err = luksError(li.HeaderPath, err)
-	var byToken []string
-	for _, t := range li.Header.Tokens {
-		byToken = append(byToken, fmt.Sprintf("%s (token %d, keyslots %s)", t.Type, t.ID, intList(t.Keyslots)))
-	}
-	var ce *cliError
-	if len(byToken) > 0 && unlock && errors.As(err, &ce) && ce.code == exitKey {
-		ce.hints = append(ce.hints, "keyslots bound to tokens open with what the token holds, which xtsctl does not run: "+strings.Join(byToken, ", "))
-	}
-	return err
-}
-
 // luksError maps the luks package's errors to exit codes, naming the file.
 func luksError(file string, err error) error {
 	if err == nil {
@@ -356,12 +218,6 @@ func luksError(file string, err error) error {
 		return wrap(exitDevice, "xtsctl status lists open images; close it first")
 	}
 	return wrap(exitFailure)
-}
-
-// luksCipher describes a LUKS image's data segment for the open record
-// (status), as plainCipher describes a plain image's.
-func luksCipher(h *luks.Header) blockdev.Cipher {
-	return blockdev.Cipher{Name: h.Cipher, KeyBits: 8 * h.KeySize, SectorSize: h.Segment.SectorSize, DataOffset: int64(h.Segment.Offset)}
 }
 
 // luksNeedFile refuses a stream as a new LUKS image: it is written at

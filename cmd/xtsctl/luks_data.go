@@ -12,55 +12,11 @@ import (
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/luks"
-	"github.com/xtsctl/xtsctl/luks/luksimage"
 )
 
 // luksDataOnly lists the flags of encrypt and decrypt that LUKS images do
 // not take: the header records them.
 var luksDataOnly = []string{"offset", "skip", "iv-large-sectors", "integrity", "tag-size", "recover"}
-
-// luksDecrypt writes the plaintext of a LUKS image's data segment to
-// outPath (cmd_encrypt.go's hook).
-func luksDecrypt(a *app, cmd *cobra.Command, inPath, outPath string, force bool) error {
-	if err := luksRejectFlags(cmd, append(luksDataOnly, "sector-size")...); err != nil {
-		return err
-	}
-	li, err := openLUKS(cmd, inPath, luksimage.Read)
-	if err != nil {
-		return err
-	}
-	defer li.Close()
-	// Refusals come before any prompt and before the output exists.
-	pick, err := luksKeySlot(cmd)
-	if err != nil {
-		return err
-	}
-	if _, err := luksUsable(li, pick); err != nil {
-		return err
-	}
-	_, n, err := li.Header.DataRange(li.DataSize)
-	if err != nil {
-		return luksError(inPath, err)
-	}
-	out, err := luksOutput(outPath, li, force)
-	if err != nil {
-		return err
-	}
-	key, slot, err := luksUnlock(a, cmd, li)
-	if err != nil {
-		out.Abort()
-		return err
-	}
-	defer clear(key)
-	update, done := newProgress(a, "decrypting", n)
-	_, err = li.Header.Decrypt(a.ctx, key, li.Data, li.DataSize, out, update)
-	done()
-	if err := finish(out, err); err != nil {
-		return luksError(inPath, err)
-	}
-	a.infof("decrypted %s (%s of data, keyslot %d) to %s: %s", inPath, bytesize.Human(n), slot, outPath, li.Header.Summary())
-	return nil
-}
 
 // luksFormatOptions reads the options of a new LUKS2 image from the flags
 // of encrypt and format: --key-size, --sector-size (4096 unless given),

@@ -182,7 +182,7 @@ func newRootCmd(a *app) *cobra.Command {
 		return pflag.NormalizedName(name)
 	})
 	root.PersistentPreRun = func(cmd *cobra.Command, args []string) {
-		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Flags().Lookup("type") != nil
+		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Annotations[takesPlain] != ""
 	}
 	for _, f := range commandFactories {
 		root.AddCommand(f(a))
@@ -220,3 +220,7 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// takesPlain annotates the verbs that read plain images (--type plain),
+// for hints.
+const takesPlain = "plain"

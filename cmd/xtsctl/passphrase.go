@@ -25,6 +25,8 @@ type passphraseRequest struct {
 	flag    string // the flag's name, for messages
 	prompt  string // e.g. "passphrase for disk.img"
 	confirm bool   // ask twice on the terminal (a new passphrase)
+	// optional accepts an empty passphrase (VeraCrypt with keyfiles).
+	optional bool
 }
 
 // readPassphrase returns the passphrase; the caller wipes it.
@@ -72,7 +74,7 @@ func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p) == 0 {
+	if len(p) == 0 && !req.optional {
 		return nil, withCode(exitKey, errors.New("empty passphrase"))
 	}
 	if req.confirm {

@@ -8,7 +8,7 @@ import (
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -104,7 +104,7 @@ func plainCodec(a *app, pf *plainFlags, p volume.Plain) (codec *sector.Codec, ke
 // plainCipher describes a plain image's encryption.
 func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
 	return blockdev.Cipher{
-		Name: devmapper.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
+		Name: dmtable.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
 		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors, IVOffset: p.Sector.IVOffset,
 		DataOffset: int64(p.Offset) * 512,
 	}

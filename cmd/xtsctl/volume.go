@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/devmapper"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -83,6 +83,26 @@ func (f *kdfFlags) memoryKiB() (uint32, error) {
 		return 0, usageError(fmt.Errorf("--kdf-time must be positive, not %v", f.time))
 	}
 	return memKiB, nil
+}
+
+// newKDF is what the flags ask of a new key slot of a format's image
+// (disk.NewKDF); the format calibrates and bounds it.
+func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
+	memKiB, err := f.memoryKiB()
+	if err != nil {
+		return disk.NewKDF{}, err
+	}
+	k := disk.NewKDF{Time: f.time, MemoryKiB: memKiB, Iterations: f.iterations, Info: a.infof, Warn: a.warningf}
+	// The tests' stand-ins for calibration, by the format they stand in for.
+	switch {
+	case format == "volume" && testOnlyCalibrate != nil:
+		p := testOnlyCalibrate()
+		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: uint32(p.Threads)}
+	case format == luksFormatName && testOnlyLUKSArgon2 != nil:
+		p := testOnlyLUKSArgon2
+		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: p.Threads}
+	}
+	return k, nil
 }
 
 // params returns the costs for a new slot.
@@ -295,7 +315,7 @@ func warnAll(a *app, image string, warnings []string) {
 // volumeCipher describes a volume's encryption.
 func volumeCipher(h *volume.Header) blockdev.Cipher {
 	c := blockdev.Cipher{
-		Name: devmapper.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
+		Name: dmtable.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
 		DataOffset: h.DataOffset, Integrity: h.Integrity.String(),
 	}
 	if h.Integrity != volume.IntegrityNone {
@@ -378,83 +398,6 @@ func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume
 		return nil, nil, err
 	}
 	return h, digest[:], nil
-}
-
-// unlockVolume asks for the passphrase of image and opens it.
-func unlockVolume(a *app, image, passFile string, readOnly bool) (*volume.Volume, error) {
-	return unlockVolumeAt(a, image, image, passFile, readOnly)
-}
-
-// unlockVolumeAt is unlockVolume of the image at path, named image in
-// messages.
-func unlockVolumeAt(a *app, image, path, passFile string, readOnly bool) (*volume.Volume, error) {
-	// An image that is not a usable volume is reported before anyone is
-	// asked for a passphrase.
-	v, err := volume.OpenWithPassphrase(path, readOnly, func() ([]byte, error) {
-		return readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + image})
-	}, a.unlockOptions(image))
-	if err != nil {
-		return nil, volumeError(image, err)
-	}
-	warnAll(a, image, v.Warnings())
-	sec := v.SectorSize()
-	a.verbosef("%s: unlocked with key slot %d; AES-XTS kernel for %d-byte sectors: %s", image, v.Slot(), sec, aesni.Pick(sec))
-	return v, nil
-}
-
-func decryptVolume(a *app, cmd *cobra.Command, passFile, inPath, outPath string, force, withDigest bool) error {
-	if cmd.Flags().Changed("sector-size") {
-		return usageError(errors.New("--sector-size does not apply to volumes: the header records it"))
-	}
-	in, err := openInput(inPath)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := createOutput(outPath, in, force)
-	if err != nil {
-		return err
-	}
-	v, err := unlockVolume(a, inPath, passFile, true)
-	if err != nil {
-		out.Abort()
-		return err
-	}
-	defer v.Close()
-	update, done := newProgress(a, "decrypting", v.Layout().DataLength)
-	dc, err := v.Decrypt(a.ctx, out, withDigest, update)
-	done()
-	if err := finish(out, err); err != nil {
-		var dm *volume.DigestMismatchError
-		if errors.As(err, &dm) {
-			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
-		}
-		return volumeError(inPath, err)
-	}
-	switch {
-	case !dc.Done:
-	case out.Stream == os.Stdout:
-		// Standard output holds the plaintext: the digest goes to stderr.
-		a.infof("end-to-end digest (BLAKE2b-512): %x", dc.Computed)
-	default:
-		printDigest(a, dc.Computed[:])
-	}
-	h := v.Header()
-	switch {
-	case !withDigest && h.Integrity == volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: nothing checked (no tags, and --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	case !withDigest:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not computed (--digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	case dc.Match:
-		a.infof("decrypted %s (%s) to %s: every sector tag and the end-to-end digest verified", inPath, bytesize.Human(h.DataLength), outPath)
-	case dc.Stale:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the end-to-end digest was not checked (the volume was written since it was recorded)", inPath, bytesize.Human(h.DataLength), outPath)
-	case !dc.Recorded && h.Integrity != volume.IntegrityNone:
-		a.infof("decrypted %s (%s) to %s: every sector tag verified; the volume records no end-to-end digest (made with --digest none)", inPath, bytesize.Human(h.DataLength), outPath)
-	default:
-		a.infof("decrypted %s (%s) to %s", inPath, bytesize.Human(h.DataLength), outPath)
-	}
-	return nil
 }
 
 // currentVerb is the command being run and whether it has --type, so that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"golang.org/x/sys/unix"
 )
 
@@ -154,7 +155,7 @@ func (c *client) tableStatus(name string, table bool) (Info, []Target, error) {
 		targets := make([]Target, len(raw))
 		for i, r := range raw {
 			if table && r.typ == "crypt" {
-				maskCryptKey(r.params)
+				dmtable.MaskCryptKey(r.params)
 			}
 			targets[i] = Target{Start: r.start, Length: r.length, Type: r.typ, Params: string(r.params)}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"golang.org/x/sys/unix"
 )
 
@@ -195,7 +196,7 @@ func TestCreateDevice(t *testing.T) {
 	c := k.client()
 	k.minor = 300
 	tab := testCrypt()
-	info, err := c.createDevice("vol", "XTSCTL-vol", true, []loadTarget{tab.loadTarget()})
+	info, err := c.createDevice("vol", "XTSCTL-vol", true, []loadTarget{cryptTarget(tab)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestCreateDevice(t *testing.T) {
 		t.Errorf("resume cookie %#x, want the udev-disable flags only", k.cookies)
 	}
 
-	if _, err := c.createDevice("vol", "XTSCTL-vol", false, []loadTarget{tab.loadTarget()}); !errors.Is(err, ErrExists) || !errors.Is(err, unix.EBUSY) {
+	if _, err := c.createDevice("vol", "XTSCTL-vol", false, []loadTarget{cryptTarget(tab)}); !errors.Is(err, ErrExists) || !errors.Is(err, unix.EBUSY) {
 		t.Errorf("second create: %v, want ErrExists", err)
 	}
 	if len(k.devs["vol"].live) != 1 {
@@ -238,7 +239,7 @@ func TestCreateDeviceRollback(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			k := newFakeKernel(t)
 			c.setup(k)
-			_, err := k.client().createDevice("vol", "XTSCTL-vol", false, []loadTarget{testCrypt().loadTarget()})
+			_, err := k.client().createDevice("vol", "XTSCTL-vol", false, []loadTarget{cryptTarget(testCrypt())})
 			if !errors.Is(err, c.wantErr) {
 				t.Errorf("error %v, want %v", err, c.wantErr)
 			}
@@ -255,7 +256,7 @@ func TestCreateDeviceRollback(t *testing.T) {
 	}
 	k := newFakeKernel(t)
 	k.failLoad = unix.EINVAL
-	_, err := k.client().createDevice("vol", "", false, []loadTarget{testCrypt().loadTarget()})
+	_, err := k.client().createDevice("vol", "", false, []loadTarget{cryptTarget(testCrypt())})
 	if !strings.Contains(fmt.Sprint(err), "dmesg") {
 		t.Errorf("rejected table: %v, want a hint to the kernel log", err)
 	}
@@ -277,8 +278,8 @@ func TestTableStatusGrowsBuffer(t *testing.T) {
 	}
 	tab := testCrypt()
 	tab.Length = 8
-	targets = append(targets, loadTarget{start: 160, length: 8, typ: "crypt", paramsLen: tab.paramsLen(),
-		appendParams: func(dst []byte) []byte { return tab.appendParams(dst, false) }})
+	targets = append(targets, loadTarget{start: 160, length: 8, typ: "crypt", paramsLen: tab.ParamsLen(),
+		appendParams: func(dst []byte) []byte { return tab.AppendParams(dst) }})
 	want = append(want, Target{160, 8, "crypt", "aes-xts-plain64 " + strings.Repeat("0", 128) + " 8 7:0 16 1 sector_size:4096"})
 	if _, err := c.createDevice("many", "", false, targets); err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestTableMasksKey(t *testing.T) {
 	k := newFakeKernel(t)
 	c := k.client()
 	tab := testCrypt()
-	if _, err := c.createDevice("vol", "", false, []loadTarget{tab.loadTarget()}); err != nil {
+	if _, err := c.createDevice("vol", "", false, []loadTarget{cryptTarget(tab)}); err != nil {
 		t.Fatal(err)
 	}
 	var lastBuf []byte
@@ -344,7 +345,7 @@ func TestTableMasksKey(t *testing.T) {
 	if len(targets) != 1 || strings.Contains(targets[0].Params, hex64[:16]) {
 		t.Fatalf("table shows the key: %v", targets)
 	}
-	ci, err := parseCrypt(targets[0].Params)
+	ci, err := dmtable.ParseCrypt(targets[0].Params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestTableMasksKey(t *testing.T) {
 func TestRemove(t *testing.T) {
 	k := newFakeKernel(t)
 	c := k.client()
-	if _, err := c.createDevice("vol", "", false, []loadTarget{testCrypt().loadTarget()}); err != nil {
+	if _, err := c.createDevice("vol", "", false, []loadTarget{cryptTarget(testCrypt())}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -395,7 +396,7 @@ func TestRemove(t *testing.T) {
 		t.Errorf("remove of a removed device: %v, want ErrNotFound", err)
 	}
 
-	if _, err := c.createDevice("stuck", "", false, []loadTarget{testCrypt().loadTarget()}); err != nil {
+	if _, err := c.createDevice("stuck", "", false, []loadTarget{cryptTarget(testCrypt())}); err != nil {
 		t.Fatal(err)
 	}
 	k.removeBusy = 100

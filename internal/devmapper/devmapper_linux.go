@@ -52,7 +52,7 @@ func CreateCrypt(name string, t *CryptTable) (devPath string, err error) {
 	if err := t.Validate(); err != nil {
 		return "", err
 	}
-	return createDevice(name, t.ReadOnly, []loadTarget{t.loadTarget()})
+	return createDevice(name, t.ReadOnly, []loadTarget{cryptTarget(t)})
 }
 
 func createDevice(name string, readOnly bool, targets []loadTarget) (devPath string, err error) {
@@ -106,7 +106,7 @@ func Status(name string) (*DeviceStatus, error) {
 }
 
 // Table returns the live table of device name, one Target per line, with
-// the hex digits of crypt keys replaced by 0. parseCrypt reads the
+// the hex digits of crypt keys replaced by 0. dmtable.ParseCrypt reads the
 // parameters of a crypt target.
 func Table(name string) ([]Target, error) {
 	if err := CheckName(name); err != nil {

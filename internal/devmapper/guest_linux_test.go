@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/sys/unix"
@@ -359,12 +360,12 @@ func checkTable(t *testing.T, name string, tab *CryptTable, key []byte, loop *lo
 	if line := "0 " + strconv.FormatUint(targets[0].Length, 10) + " crypt " + p; line != want.String() {
 		t.Errorf("kernel table\n %s\nwant\n %s", line, want.String())
 	}
-	ci, err := parseCrypt(p)
+	ci, err := dmtable.ParseCrypt(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ci.Cipher != DefaultCipher || ci.KeySize != len(key) || ci.IVOffset != tab.IVOffset || ci.Offset != tab.Offset ||
-		ci.Device != want.Device || ci.SectorSize != tab.sectorSize() || ci.IVLargeSectors != (tab.IVLargeSectors && tab.sectorSize() > 512) {
+		ci.Device != want.Device || ci.SectorSize != max(tab.SectorSize, 512) || ci.IVLargeSectors != (tab.IVLargeSectors && max(tab.SectorSize, 512) > 512) {
 		t.Errorf("parsed kernel table %+v, loaded %v", ci, tab)
 	}
 }
@@ -452,10 +453,10 @@ func TestInGuestSeveralTargets(t *testing.T) {
 	second := *crypt
 	second.Offset += half
 	second.IVOffset += half
-	st := second.loadTarget()
+	st := cryptTarget(&second)
 	st.start = half
 	lin := rawParams(2*half, 8, "linear", loop.Path+" 0")
-	path, err := createDevice("xtsctl-multi", true, []loadTarget{crypt.loadTarget(), st, lin})
+	path, err := createDevice("xtsctl-multi", true, []loadTarget{cryptTarget(crypt), st, lin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +497,7 @@ func TestInGuestSeveralTargets(t *testing.T) {
 			return fmt.Errorf("linear params %q, want %q", targets[2].Params, want)
 		}
 		for i, tg := range targets[:2] {
-			ci, err := parseCrypt(tg.Params)
+			ci, err := dmtable.ParseCrypt(tg.Params)
 			if err != nil {
 				return err
 			}
@@ -585,7 +586,7 @@ func TestInGuestErrors(t *testing.T) {
 	if _, err := CreateCrypt("xtsctl-misaligned", misaligned); err == nil || !strings.Contains(err.Error(), "offset 1 is not a multiple") {
 		t.Errorf("CreateCrypt with a misaligned offset: %v", err)
 	}
-	if _, err := createDevice("xtsctl-misaligned", true, []loadTarget{misaligned.loadTarget()}); err == nil {
+	if _, err := createDevice("xtsctl-misaligned", true, []loadTarget{cryptTarget(misaligned)}); err == nil {
 		Remove("xtsctl-misaligned")
 		t.Error("the kernel accepted a data start not aligned to the sector size")
 	} else {

@@ -261,7 +261,7 @@ func TestTableLoadCryptBytes(t *testing.T) {
 	if len(params) != 88 {
 		t.Fatalf("test expectation: %d parameter bytes", len(params))
 	}
-	b := newTableLoad(header{name: "c", flags: 0x8000}, []loadTarget{ct.loadTarget()})
+	b := newTableLoad(header{name: "c", flags: 0x8000}, []loadTarget{cryptTarget(ct)})
 	want := make([]byte, 312+136)
 	le := binary.LittleEndian
 	le.PutUint32(want[0:], 4)

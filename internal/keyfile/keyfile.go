@@ -81,6 +81,10 @@ type Options struct {
 	// adds) unless Window.Size selects the bytes exactly, and makes an
 	// empty result an error (ErrEmpty).
 	Passphrase bool
+	// Prefix takes the first Limit bytes of a larger file instead of
+	// refusing it (VeraCrypt's keyfiles, of which only the first MiB
+	// counts).
+	Prefix bool
 	// Exposed, if not nil, is called when other users can read the
 	// file (a regular file with group or other permissions).
 	Exposed func(perm fs.FileMode)
@@ -159,6 +163,8 @@ func read(r io.Reader, path string, o Options, readError func(error) error) ([]b
 	case o.Window.Size > 0 && n < o.Window.Size:
 		clear(buf)
 		return nil, &ShortError{Name: o.Name, Path: path, Got: n, Window: o.Window}
+	case n > o.Limit && o.Prefix:
+		n = o.Limit
 	case n > o.Limit:
 		clear(buf)
 		return nil, &secretError{fmt.Sprintf("%s %s is larger than %d bytes", o.Name, path, o.Limit), ErrTooLarge}

@@ -189,3 +189,17 @@ func TestReadStdin(t *testing.T) {
 		t.Fatalf("too large: %v", err)
 	}
 }
+
+func TestPrefix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path, Options{Name: "keyfile", Limit: 4, Prefix: true})
+	if err != nil || string(got) != "0123" {
+		t.Fatalf("Read with Prefix = %q, %v; want the first 4 bytes", got, err)
+	}
+	if _, err := Read(path, Options{Name: "keyfile", Limit: 4}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Read without Prefix = %v, want ErrTooLarge", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/words"
 	"github.com/xtsctl/xtsctl/luks"
 )
@@ -27,7 +28,8 @@ type luksFormat struct{}
 
 func (luksFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
-		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image (cryptsetup)", Signature: true,
+		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image", Signature: true, SlotNoun: "keyslot",
+		Refer: "LUKS images", Takes: []string{"header", "new-key-file", "uuid"},
 		KeyFile: "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
 	}
 }
@@ -136,8 +138,34 @@ func (h *luksHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.Se
 		u.Unservable = err.Error()
 		return u, nil
 	}
-	u.Layout = disk.SingleExtent(off, n, h.h.SectorParams(), h.h.Cipher, 8*h.h.KeySize)
+	u.Layout = h.layout(off, n)
 	return u, nil
+}
+
+// Layout is the data segment, known from the header alone.
+func (h *luksHeader) Layout() (disk.Layout, error) {
+	off, n, err := h.h.DataRange(h.img.Size)
+	if err != nil {
+		return disk.Layout{}, DiskError(h.img.Path, err)
+	}
+	return h.layout(off, n), nil
+}
+
+func (h *luksHeader) layout(off, n int64) disk.Layout {
+	l := disk.SingleExtent(off, n, h.h.SectorParams(), h.h.Cipher, 8*h.h.KeySize)
+	for _, f := range h.h.Flags {
+		// LUKS2's persistent flags are dm-crypt's options, spelt with
+		// dashes; cryptsetup ignores the ones it does not know.
+		if o := strings.ReplaceAll(f, "-", "_"); knownDMOption(o) {
+			l.DMOptions = append(l.DMOptions, o)
+		}
+	}
+	return l
+}
+
+func knownDMOption(o string) bool {
+	var t dmtable.CryptTable
+	return t.SetOption(o)
 }
 
 // unlockError explains a failed unlock, naming the keyslots that only a
@@ -173,6 +201,8 @@ func DiskError(file string, err error) error {
 	switch {
 	case errors.As(err, &de):
 		return err
+	case errors.Is(err, context.Canceled):
+		return disk.WithKind(disk.KindInterrupted, fmt.Errorf("%s: %w", file, err))
 	case errors.As(err, &se) && se.InUse:
 		return disk.WithKind(disk.KindUsage, fmt.Errorf("%s: %w", file, err), "pick a free one, or leave --key-slot out")
 	case errors.As(err, &se):
@@ -183,7 +213,7 @@ func DiskError(file string, err error) error {
 	case errors.As(err, &nu):
 		return DiskError(file, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(nu.Errs...)))
 	case errors.Is(err, luks.ErrNotLUKS):
-		return disk.WithKind(disk.KindInput, fmt.Errorf("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header): %w", file, disk.ErrNotFormat))
+		return disk.NotFormat("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header)", file)
 	case errors.Is(err, luks.ErrKDFCost):
 		return wrap(disk.KindKey, "the image sets these costs; if you trust it, --allow-expensive-kdf runs them (it may take very long and much memory)")
 	case errors.Is(err, luks.ErrWrongPassphrase):
@@ -214,3 +244,15 @@ type wrongSecret struct{ err error }
 
 func (w wrongSecret) Error() string   { return w.err.Error() }
 func (w wrongSecret) Unwrap() []error { return []error{w.err, disk.ErrWrongSecret} }
+
+// Describe names the LUKS version, and says whether the header is damaged.
+func (luksFormat) Describe(r io.ReaderAt, size int64) string {
+	h, err := luks.ReadHeader(r, size)
+	switch {
+	case err != nil:
+		return "a LUKS image (cryptsetup) whose header is damaged"
+	case len(h.Copies) > 0 && (h.Copies[0].State == luks.CopyDamaged || h.Copies[0].State == luks.CopyMissing):
+		return "a LUKS2 image (cryptsetup) whose primary header is damaged"
+	}
+	return fmt.Sprintf("a LUKS%d image (cryptsetup)", h.Version)
+}

@@ -1,4 +1,4 @@
-package devmapper
+package dmtable
 
 import (
 	"bytes"
@@ -75,7 +75,7 @@ func TestCryptTableLine(t *testing.T) {
 				t.Errorf("String\n got %s\nwant %s", s, masked)
 			}
 			// What the kernel prints back parses to the same options.
-			info, err := parseCrypt(masked[strings.Index(masked, "crypt ")+len("crypt "):])
+			info, err := ParseCrypt(masked[strings.Index(masked, "crypt ")+len("crypt "):])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestParseCrypt(t *testing.T) {
 		{"cipher_null-ecb - 0 7:0 0",
 			CryptInfo{Cipher: "cipher_null-ecb", Device: "7:0", SectorSize: 512}},
 	} {
-		got, err := parseCrypt(c.params)
+		got, err := ParseCrypt(c.params)
 		if err != nil {
 			t.Errorf("%q: %v", c.params, err)
 			continue
@@ -199,8 +199,8 @@ func TestParseCrypt(t *testing.T) {
 		"aes-xts-plain64 00 0 7:0 0 2 sector_size:4096",
 		"aes-xts-plain64 00 0 7:0 0 1 sector_size:big",
 	} {
-		if _, err := parseCrypt(bad); err == nil {
-			t.Errorf("parseCrypt(%q) accepted it", bad)
+		if _, err := ParseCrypt(bad); err == nil {
+			t.Errorf("ParseCrypt(%q) accepted it", bad)
 		}
 	}
 }
@@ -215,27 +215,9 @@ func TestMaskCryptKey(t *testing.T) {
 		{"", ""},
 	} {
 		b := []byte(c.in)
-		maskCryptKey(b)
+		MaskCryptKey(b)
 		if string(b) != c.want {
-			t.Errorf("maskCryptKey(%q) = %q, want %q", c.in, b, c.want)
+			t.Errorf("MaskCryptKey(%q) = %q, want %q", c.in, b, c.want)
 		}
-	}
-}
-
-func TestCheckName(t *testing.T) {
-	for _, good := range []string{"a", "vol0", "xtsctl_home-1.2", "A#+-.:=@_z", strings.Repeat("n", maxNameLen)} {
-		if err := CheckName(good); err != nil {
-			t.Errorf("CheckName(%q): %v", good, err)
-		}
-	}
-	for _, bad := range []string{"", ".", "..", "control", "a/b", "../x", "a b", "a\x00b", "ü", "a\n",
-		strings.Repeat("n", maxNameLen+1)} {
-		if err := CheckName(bad); err == nil {
-			t.Errorf("CheckName(%q) accepted it", bad)
-		}
-	}
-	// The UUID of the longest name fits DM_UUID_LEN with its NUL.
-	if n := len(uuidPrefix) + maxNameLen; n != 128 {
-		t.Errorf("longest UUID is %d bytes, want 128", n)
 	}
 }

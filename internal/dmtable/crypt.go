@@ -1,4 +1,7 @@
-package devmapper
+// Package dmtable writes device-mapper tables: the dm-crypt table line of
+// a mapping, in dm-crypt's own units. It is a leaf, so that formats and
+// the command line describe mappings without importing device-mapper code.
+package dmtable
 
 import (
 	"errors"
@@ -279,16 +282,12 @@ func (t CryptTable) String() string {
 // GoString is String: %#v must not print the key either.
 func (t CryptTable) GoString() string { return t.String() }
 
-// loadTarget returns the table as the one target of a DM_TABLE_LOAD.
-func (t *CryptTable) loadTarget() loadTarget {
-	return loadTarget{
-		start:        0,
-		length:       t.Length,
-		typ:          "crypt",
-		paramsLen:    t.paramsLen(),
-		appendParams: func(dst []byte) []byte { return t.appendParams(dst, false) },
-	}
-}
+// ParamsLen is the length of the target's parameters (AppendParams).
+func (t *CryptTable) ParamsLen() int { return t.paramsLen() }
+
+// AppendParams appends the crypt target's parameters, key and all, as
+// DM_TABLE_LOAD takes them; the caller wipes what holds the key.
+func (t *CryptTable) AppendParams(dst []byte) []byte { return t.appendParams(dst, false) }
 
 // CryptInfo is a crypt target's table line as the kernel reports it, without
 // the key.
@@ -310,9 +309,9 @@ type CryptInfo struct {
 	Options []string
 }
 
-// parseCrypt parses the parameters of a crypt target's table line (from
+// ParseCrypt parses the parameters of a crypt target's table line (from
 // Table, whose keys are masked).
-func parseCrypt(params string) (*CryptInfo, error) {
+func ParseCrypt(params string) (*CryptInfo, error) {
 	f := strings.Fields(params)
 	if len(f) < 5 {
 		return nil, fmt.Errorf("devmapper: crypt table %q: want at least 5 fields", params)
@@ -366,10 +365,10 @@ func isHex[T string | []byte](s T) bool {
 	return true
 }
 
-// maskCryptKey overwrites the hex digits of the key field (the second word)
+// MaskCryptKey overwrites the hex digits of the key field (the second word)
 // of a crypt target's parameters with '0', in place, before the parameters
 // become a Go string that could not be wiped.
-func maskCryptKey(params []byte) {
+func MaskCryptKey(params []byte) {
 	i := 0
 	for i < len(params) && params[i] != ' ' { // cipher
 		i++
@@ -388,4 +387,28 @@ func maskCryptKey(params []byte) {
 	for j := range key {
 		key[j] = '0'
 	}
+}
+
+// SetOption turns on the optional parameter name of a crypt target
+// (dm-crypt's spelling: "allow_discards", "same_cpu_crypt",
+// "submit_from_crypt_cpus", "no_read_workqueue", "no_write_workqueue",
+// "high_priority"); it reports false for a name it does not know.
+func (t *CryptTable) SetOption(name string) bool {
+	switch name {
+	case "allow_discards":
+		t.AllowDiscards = true
+	case "same_cpu_crypt":
+		t.SameCPUCrypt = true
+	case "submit_from_crypt_cpus":
+		t.SubmitFromCryptCPUs = true
+	case "no_read_workqueue":
+		t.NoReadWorkqueue = true
+	case "no_write_workqueue":
+		t.NoWriteWorkqueue = true
+	case "high_priority":
+		t.HighPriority = true
+	default:
+		return false
+	}
+	return true
 }

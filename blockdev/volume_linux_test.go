@@ -18,24 +18,25 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
-// TestOpenVolumeSplitIO serves a volume file opened by openVolumeStore (data
-// sectors through O_DIRECT, the rest buffered) with aligned and unaligned
-// requests, then checks it with the library's own buffered Open: the
-// data reads back and every tag verifies.
-func TestOpenVolumeSplitIO(t *testing.T) {
-	path, key, _ := volumeFile(t, 512) // 2 MiB of data
-	v, err := openVolumeStore(path, key, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.img.direct == nil {
-		t.Log("the temporary directory's filesystem has no O_DIRECT; only the buffered path runs")
-	}
-	if _, err := openVolumeStore(path, key, false); !errors.Is(err, volume.ErrInUse) {
-		t.Errorf("a second read-write openVolumeStore: %v, want ErrInUse", err)
+// TestAttachVolumeSplitIO serves a volume file as the FUSE server does
+// (disk.Attach over openBacking: data sectors through O_DIRECT, the rest
+// buffered) with aligned and unaligned requests, then checks it with the
+// library's own buffered Open: the data reads back and every tag
+// verifies.
+func TestAttachVolumeSplitIO(t *testing.T) {
+	path, u, _ := volumeFile(t, 512) // 2 MiB of data
+	v := attachFile(t, path, u, false)
+	for _, ro := range []bool{false, true} {
+		if b, err := openBacking(path, ro); !errors.Is(err, disk.ErrInUse) {
+			t.Errorf("openBacking (read-only %v) of a volume served read-write: %v, want ErrInUse", ro, err)
+			if b != nil {
+				b.Close()
+			}
+		}
 	}
 	d := fusefile.NewDisk(v, false, t.Logf)
 	want := make([]byte, 512*4096)
@@ -62,7 +63,7 @@ func TestOpenVolumeSplitIO(t *testing.T) {
 		}
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("reads through openVolumeStore differ from the writes")
+		t.Fatal("reads through the attached volume differ from the writes")
 	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
@@ -82,11 +83,8 @@ func TestOpenVolumeSplitIO(t *testing.T) {
 // reads, and the counters name the sector.
 func TestRingVolumeReads(t *testing.T) {
 	skipUnlessRing(t)
-	path, key, layout := volumeFile(t, 1024) // 4 MiB of data
-	v, err := openVolumeStore(path, key, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, u, layout := volumeFile(t, 1024) // 4 MiB of data
+	v := attachFile(t, path, u, false)
 	t.Cleanup(func() {
 		if err := v.Close(); err != nil {
 			t.Error(err)
@@ -159,11 +157,8 @@ func TestRingVolumeReads(t *testing.T) {
 func TestRingVolumeConcurrentReadWrite(t *testing.T) {
 	skipUnlessRing(t)
 	const blocks = 2048 // 8 MiB
-	path, key, _ := volumeFile(t, blocks)
-	v, err := openVolumeStore(path, key, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, u, _ := volumeFile(t, blocks)
+	v := attachFile(t, path, u, false)
 	// Registered before the server's cleanup, so it runs after the server
 	// has stopped.
 	t.Cleanup(func() {
@@ -263,8 +258,9 @@ func TestRingVolumeConcurrentReadWrite(t *testing.T) {
 }
 
 // volumeFile writes a new tagged volume of the given number of 4096-byte
-// sectors to a file and returns its path, master key and layout.
-func volumeFile(t *testing.T, sectors int) (string, []byte, volume.Layout) {
+// sectors to a file and returns its path, what the volume format unlocks
+// of it, and its layout.
+func volumeFile(t *testing.T, sectors int) (string, *disk.Unlocked, volume.Layout) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "v.vol")
 	mem := newTestVolume(t, sectors)
@@ -273,7 +269,30 @@ func volumeFile(t *testing.T, sectors int) (string, []byte, volume.Layout) {
 	}
 	probe := openTestVolume(t, mem, true)
 	defer probe.Close()
-	return path, probe.MasterKey(), probe.Layout()
+	return path, unlocked(t, path, "volume", nil, passphrase(testPass)), probe.Layout()
+}
+
+// attachFile serves the unlocked image at path as the FUSE server does:
+// disk.Attach over openBacking. A volume is served by its format's own
+// device, which reports what attaching did; the caller closes it.
+func attachFile(t *testing.T, path string, u *disk.Unlocked, readOnly bool) disk.Device {
+	t.Helper()
+	b, err := openBacking(path, readOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.direct == nil {
+		t.Log("the temporary directory's filesystem has no O_DIRECT; only the buffered path runs")
+	}
+	d, err := disk.Attach(b, u, disk.AttachOptions{ReadOnly: readOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.(disk.Reporter); !ok && u.Format == "volume" {
+		d.Close()
+		t.Fatalf("a volume is served by %T, not by its format", d)
+	}
+	return d
 }
 
 // openLibrary opens the volume file with the library's own buffered Open

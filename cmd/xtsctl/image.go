@@ -1,0 +1,607 @@
+package main
+
+// The one path every verb takes to an image, whatever its format (package
+// disk): the flags that say which image and how to unlock it, detection
+// (or --type), the header opened and checked, the unlock request checked
+// before anyone is asked for a secret, then the secret asked for as the
+// format says, and one unlock.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/keyfile"
+	"github.com/xtsctl/xtsctl/internal/safefile"
+	"github.com/xtsctl/xtsctl/volume"
+)
+
+// imageFlags are the flags of the verbs that open an image.
+type imageFlags struct {
+	typ      string   // --type; "" detects
+	header   string   // --header: a detached header
+	keyFiles []string // --key-file, what the format takes it for
+	passFile string   // --passphrase-file
+	cmd      *cobra.Command
+}
+
+// Which flags a verb's imageFlags register.
+const (
+	imgType     = 1 << iota // --type
+	imgHeader               // --header
+	imgKeyFile              // --key-file
+	imgPassFile             // --passphrase-file
+	imgUnlock               // --key-slot, --allow-expensive-kdf, --keyfile-offset/-size
+	imgOptions              // the formats' own options (disk.FormatInfo.Options)
+	imgAll      = imgType | imgHeader | imgKeyFile | imgPassFile | imgUnlock | imgOptions
+)
+
+func (f *imageFlags) register(a *app, cmd *cobra.Command, which int) {
+	f.cmd = cmd
+	fs := cmd.Flags()
+	if which&imgType != 0 {
+		fs.StringVar(&f.typ, "type", "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
+	}
+	if which&imgHeader != 0 {
+		fs.StringVar(&f.header, "header", "", "read the header from `FILE` (a detached header, cryptsetup --header); IMAGE holds the data")
+	}
+	if which&imgKeyFile != 0 {
+		fs.StringArrayVarP(&f.keyFiles, "key-file", "d", nil, keyFileUsage())
+	}
+	if which&imgPassFile != 0 {
+		fs.StringVar(&f.passFile, "passphrase-file", "", "read the passphrase from `FILE` (one trailing newline is removed) instead of the terminal")
+	}
+	if which&imgUnlock != 0 {
+		registerUnlockFlags(a, fs)
+	}
+	if which&imgOptions != 0 {
+		registerFormatOptions(fs)
+	}
+}
+
+// typeNames lists the --type values.
+func typeNames() string {
+	var names []string
+	for _, f := range disk.Formats() {
+		names = append(names, f.Info().Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// keyFileUsage says what --key-file is for each format.
+func keyFileUsage() string {
+	var s []string
+	for _, f := range disk.Formats() {
+		if k := f.Info().KeyFile; k != "" {
+			s = append(s, f.Info().Name+": "+k)
+		}
+	}
+	return "`FILE` holding the key: " + strings.Join(s, "; ")
+}
+
+// registerFormatOptions adds every format's own options as flags, once.
+func registerFormatOptions(fs *pflag.FlagSet) {
+	for _, f := range disk.Formats() {
+		for _, o := range f.Info().Options {
+			if fs.Lookup(o.Name) != nil {
+				continue
+			}
+			if o.Bool {
+				fs.Bool(o.Name, false, o.Usage)
+			} else {
+				fs.Var(&optionValue{name: cmp.Or(o.Value, "string")}, o.Name, o.Usage)
+			}
+		}
+	}
+}
+
+// optionValue is a format option's value, named in help as the format
+// names it ("N", "NAME").
+type optionValue struct{ v, name string }
+
+func (o *optionValue) String() string     { return o.v }
+func (o *optionValue) Set(v string) error { o.v = v; return nil }
+func (o *optionValue) Type() string       { return o.name }
+
+// options are the values of the formats' options given on the command
+// line, and --sector-size, which several formats read.
+func (f *imageFlags) options() disk.Options {
+	opts := disk.Options{}
+	fs := f.cmd.Flags()
+	for _, format := range disk.Formats() {
+		for _, o := range format.Info().Options {
+			if fl := fs.Lookup(o.Name); fl != nil && fl.Changed {
+				opts[o.Name] = fl.Value.String()
+			}
+		}
+	}
+	if fl := fs.Lookup("sector-size"); fl != nil && fl.Changed {
+		opts["sector-size"] = fl.Value.String()
+	}
+	return opts
+}
+
+// formatDependent are the flags of the verbs that apply to some formats
+// only; each format says which it takes (disk.FormatInfo.Takes).
+var formatDependent = []string{"sector-size", "digest", "recover", "header", "new-key-file", "uuid"}
+
+// checkFlags refuses what the command line gives that format does not
+// take: another format's options, and the flags it does not take.
+func (f *imageFlags) checkFlags(format disk.Format) error {
+	info := format.Info()
+	own := map[string]bool{}
+	for _, o := range info.Options {
+		own[o.Name] = true
+	}
+	for _, t := range info.Takes {
+		own[t] = true
+	}
+	var wrong []string
+	for _, fo := range disk.Formats() {
+		for _, o := range fo.Info().Options {
+			wrong = append(wrong, o.Name)
+		}
+	}
+	wrong = append(wrong, formatDependent...)
+	sort.Strings(wrong)
+	for _, name := range wrong {
+		fl := f.cmd.Flags().Lookup(name)
+		if own[name] || fl == nil || !fl.Changed {
+			continue
+		}
+		if info.Refer != "" && (name == "sector-size" || !slices.Contains(formatDependent, name)) {
+			return usageError(fmt.Errorf("--%s does not apply to %s: the header records it", name, info.Refer))
+		}
+		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" {
+			return usageError(fmt.Errorf("--%s applies to %s only", name, takers[0].Info().Refer))
+		}
+		return usageError(fmt.Errorf("--%s does not apply to --type %s", name, info.Name), rejectHints[info.Name+" "+name]...)
+	}
+	return nil
+}
+
+// checkType checks --type, and the flags against it, before anything is
+// opened.
+func (f *imageFlags) checkType() error {
+	if f.typ == "" {
+		return nil
+	}
+	format, ok := disk.Lookup(f.typ)
+	if !ok {
+		return usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
+	}
+	return f.checkFlags(format)
+}
+
+// formatsTaking lists the formats that take the flag name.
+func formatsTaking(name string) []disk.Format {
+	var fs []disk.Format
+	for _, f := range disk.Formats() {
+		if slices.Contains(f.Info().Takes, name) {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// opened is an image with its header read.
+type opened struct {
+	path   string
+	img    *disk.Image
+	format disk.Format
+	hdr    disk.Header
+	stream *safefile.Input // the input, when it is a stream
+}
+
+func (o *opened) Close() {
+	o.img.Close()
+	if o.stream != nil {
+		o.stream.Close()
+	}
+}
+
+// name is the format's name.
+func (o *opened) name() string { return o.format.Info().Name }
+
+// pickFormat is the format of the image: --type, or what its header says
+// (disk.Detect), or defaultType when nothing is recognised. A --type that
+// names another format than the header's is refused, naming what the
+// image is, unless force: a wrong --type must never read (or write)
+// through the wrong format.
+func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool) (disk.Format, error) {
+	r, size := img.HeaderReader()
+	found := disk.Detect(r, size)
+	if len(found) > 1 {
+		return nil, withCode(exitInput, fmt.Errorf("%s carries the headers of %s", img.Path, disk.Describe(found)),
+			"say which with --type")
+	}
+	if f.typ == "" {
+		if len(found) == 1 {
+			return found[0], nil
+		}
+		if f.header != "" {
+			// A detached header is read as the format that keeps them.
+			for _, fo := range disk.Formats() {
+				if fo.Info().Signature && slices.Contains(fo.Info().Takes, "header") {
+					return fo, nil
+				}
+			}
+		}
+		f, _ := disk.Lookup(defaultType)
+		return f, nil
+	}
+	want, ok := disk.Lookup(f.typ)
+	if !ok {
+		return nil, usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
+	}
+	if len(found) == 1 && found[0] != want && !force {
+		what := disk.DescribeImage(found[0], r, size)
+		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, want.Info().Title),
+			readsAsItIs(found[0]),
+			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
+	}
+	return want, nil
+}
+
+// openImageFor opens the image at path as access says, picks its format
+// and reads its header.
+func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaultType string, force bool) (*opened, error) {
+	if path == "-" {
+		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
+			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
+	}
+	if err := f.checkType(); err != nil {
+		return nil, err
+	}
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: access, HeaderPath: f.header})
+	if err != nil {
+		return nil, err
+	}
+	o, err := openHeader(a, f, img, defaultType, force)
+	if err != nil {
+		img.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// openImageOrStream is openImageFor (to read), or for standard input ("-")
+// and named pipes a stream, which only a format without a header reads.
+func openImageOrStream(a *app, f *imageFlags, path string, force bool) (*opened, error) {
+	if fi, err := os.Stat(path); path != "-" && (err != nil || fi.Mode()&os.ModeNamedPipe == 0) {
+		return openImageFor(a, f, path, disk.Read, "volume", force)
+	}
+	format, ok := disk.Lookup(f.typ)
+	if !ok || format.Info().Signature {
+		return nil, usageError(errors.New("this needs its input as a file or block device, not standard input"),
+			"only --type plain encrypts and decrypts standard input (a volume's size is fixed in its header)")
+	}
+	in, err := openStreamInput(a, path)
+	if err != nil {
+		return nil, err
+	}
+	img := &disk.Image{Path: in.Name, Stream: in, Size: -1}
+	if err := f.checkFlags(format); err != nil {
+		in.Close()
+		return nil, err
+	}
+	h, err := format.Open(img, f.options())
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	return &opened{path: in.Name, img: img, format: format, hdr: h, stream: in}, nil
+}
+
+// detectAt names the format whose header the image at path carries, and
+// describes it ("a LUKS2 image (cryptsetup)"); nil if none (or the path
+// cannot be read: the command says so later).
+func detectAt(path string) (disk.Format, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, ""
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, ""
+	}
+	found := disk.Detect(f, size)
+	if len(found) != 1 {
+		return nil, ""
+	}
+	return found[0], disk.DescribeImage(found[0], f, size)
+}
+
+// inPlaceType is the format an in-place run converts: --type, else the
+// target's header, else a volume (decrypting) or the volume made
+// (encrypting). A target whose header is another format's is refused,
+// naming it, unless force: converting it would wrap or encrypt that
+// header away (or decrypt garbage over the data).
+func inPlaceType(f *imageFlags, target string, encrypting, force bool) (string, error) {
+	found, what := detectAt(target)
+	typ := f.typ
+	if typ == "" && !encrypting && found != nil {
+		typ = found.Info().Name
+	}
+	if typ == "" {
+		typ = "volume"
+	}
+	want, ok := disk.Lookup(typ)
+	if !ok {
+		return "", usageError(fmt.Errorf("unknown --type %q (want volume or plain)", typ))
+	}
+	typ = want.Info().Name
+	if typ != "volume" && typ != "plain" {
+		hint := "xtsctl converts xtsctl volumes and plain images in place"
+		if typ == luksFormatName {
+			hint = "cryptsetup reencrypt converts LUKS devices in place"
+		}
+		if f.typ == "" {
+			return "", usageError(fmt.Errorf("--in-place does not apply to %s (%s is one)", cmp.Or(want.Info().Refer, want.Info().Name+" images"), target), hint)
+		}
+		return "", usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), hint)
+	}
+	switch {
+	case found == nil, force:
+		return typ, nil
+	case encrypting && found == want:
+		return typ, nil // the run itself says "already a volume", or finds its own interrupted run
+	case !encrypting && found == want:
+		return typ, nil
+	}
+	verb := "decrypting"
+	fix := "xtsctl decrypt " + target + " OUT reads it as it is"
+	if encrypting {
+		verb, fix = "encrypting", "decrypt it first (xtsctl decrypt --in-place, or its own tool), or encrypt a copy"
+	}
+	return "", withCode(exitInput, fmt.Errorf("%s is %s: %s it in place as --type %s would destroy that header", target, what, verb, typ),
+		fix, "if you are sure the header is stale, --force converts it all the same")
+}
+
+// openHeader picks img's format and reads its header.
+func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, force bool) (*opened, error) {
+	format, err := f.pickFormat(img, defaultType, force)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkFlags(format); err != nil {
+		return nil, err
+	}
+	h, err := format.Open(img, f.options())
+	if err != nil {
+		return nil, notFormat(img, err)
+	}
+	return &opened{path: img.Path, img: img, format: format, hdr: h}, nil
+}
+
+// output starts writing path (createOutput), refusing the image and its
+// detached header as outputs: either would be replaced.
+func (o *opened) output(path string, force bool) (*safefile.Output, error) {
+	if fi, err := os.Stat(path); err == nil && o.img.HeaderFile != nil {
+		if hi, err := o.img.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
+			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
+		}
+	}
+	in := &safefile.Input{Name: o.path, Size: o.img.Size}
+	switch {
+	case o.stream != nil:
+		in = o.stream
+	case o.img.File != nil:
+		in.File = o.img.File
+		in.Info, _ = o.img.File.Stat()
+	default:
+		in.Info, _ = o.img.HeaderFile.Stat()
+	}
+	return createOutput(path, in, force)
+}
+
+// readsAsItIs is the hint for a --type that is not what the header says.
+func readsAsItIs(found disk.Format) string {
+	what := found.Info().Refer
+	if what == "" {
+		what = found.Info().Name + " images"
+	}
+	return fmt.Sprintf("xtsctl reads %s as they are: leave --type out (or give --type %s)", what, found.Info().Name)
+}
+
+// luksFormatName is LUKS's --type name: the one format with detached
+// headers.
+const luksFormatName = "luks"
+
+// notFormat adds to a format's "not this format" what the image is, if
+// another format recognises it, or what the verb could take instead.
+func notFormat(img *disk.Image, err error) error {
+	if !errors.Is(err, disk.ErrNotFormat) {
+		return err
+	}
+	r, size := img.HeaderReader()
+	if found := disk.Detect(r, size); len(found) == 1 {
+		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, disk.DescribeImage(found[0], r, size)),
+			readsAsItIs(found[0]))
+	}
+	if currentVerb.hasType {
+		return disk.WithHints(err, "if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
+	}
+	return disk.WithHints(err, "a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
+}
+
+// request is the unlock request of the command line's flags.
+func (a *app) request(f *imageFlags) *disk.Request {
+	req := &disk.Request{Slot: a.keySlot, AllowExpensiveKDF: a.allowExpensiveKDF, Options: f.options(), KeyFiles: len(f.keyFiles)}
+	req.Progress = func(format string, args ...any) { a.infof(format, args...) }
+	req.Verbose = func(format string, args ...any) { a.verbosef(format, args...) }
+	return req
+}
+
+// check runs the format's checks of req before any secret is asked for,
+// and checks the secrets' flags against what the format needs.
+func check(f *imageFlags, o *opened, req *disk.Request) (*disk.Need, error) {
+	need, err := o.hdr.Check(req)
+	if err != nil {
+		return nil, err
+	}
+	info := o.format.Info()
+	switch {
+	case len(f.keyFiles) > 0 && need.KeyFile == disk.WantNone:
+		return nil, usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
+	case len(f.keyFiles) > 1 && !info.MultiKeyFile:
+		return nil, usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
+	case len(f.keyFiles) == 0 && need.KeyFile == disk.WantRequired:
+		return nil, usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+	case len(f.keyFiles) > 0 && f.passFile != "" && need.Passphrase != disk.WantNone && !info.MultiKeyFile:
+		return nil, usageError(errors.New("--key-file and --passphrase-file do not go together"),
+			"--key-file takes the whole file as the passphrase, --passphrase-file drops one trailing newline")
+	case need.Passphrase == disk.WantNone && f.passFile != "":
+		return nil, usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
+	}
+	return need, nil
+}
+
+// readSecrets reads what need asks for: the key files (as the format
+// takes them) and the passphrase (--passphrase-file or the terminal).
+func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secret, error) {
+	info := o.format.Info()
+	sec := &disk.Secret{}
+	limit := info.KeyFileLimit
+	if limit == 0 {
+		limit = maxKeyFile
+	}
+	for i, path := range f.keyFiles {
+		var win keyfile.Window
+		if i == 0 {
+			win = a.keyWindow // cryptsetup's --keyfile-* select the bytes of the (first) key file
+		}
+		k, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: limit, Window: win, Prefix: info.KeyFilePrefix})
+		switch {
+		case errors.Is(err, keyfile.ErrTooLarge) && info.KeyFileTooLarge != nil:
+			sec.Wipe()
+			return nil, info.KeyFileTooLarge(path)
+		case errors.Is(err, keyfile.ErrTooLarge):
+			sec.Wipe()
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most %s reads from a key file", path, sizeWords(limit), keyFileReader(info)))
+		case err != nil:
+			sec.Wipe()
+			return nil, err
+		case len(k) == 0:
+			sec.Wipe()
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
+		}
+		sec.KeyFiles = append(sec.KeyFiles, k)
+		sec.KeyFileNames = append(sec.KeyFileNames, path)
+	}
+	wantPass := need.Passphrase
+	if len(sec.KeyFiles) > 0 && !info.MultiKeyFile {
+		// A format whose key file is its secret (LUKS's whole-file
+		// passphrase) asks for nothing more.
+		wantPass = disk.WantNone
+	}
+	if wantPass == disk.WantNone {
+		return sec, nil
+	}
+	prompt := need.Prompt
+	if prompt == "" {
+		prompt = "the passphrase for " + o.path
+	}
+	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt, optional: wantPass == disk.WantOptional})
+	if err != nil {
+		sec.Wipe()
+		return nil, err
+	}
+	sec.Passphrase = p
+	return sec, nil
+}
+
+// keyFileReader names who reads at most so much of a key file.
+func keyFileReader(info disk.FormatInfo) string {
+	if info.Name == luksFormatName {
+		return "cryptsetup"
+	}
+	return "--type " + info.Name
+}
+
+// sizeWords is a limit for messages: "8 MiB", "64 bytes".
+func sizeWords(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// unlockImage checks req, asks for the secrets and unlocks: the one
+// unlock of every verb. The caller wipes the result.
+func unlockImage(a *app, f *imageFlags, o *opened, req *disk.Request) (*disk.Unlocked, error) {
+	need, err := check(f, o, req)
+	if err != nil {
+		return nil, err
+	}
+	return unlockChecked(a, f, o, req, need)
+}
+
+// unlockChecked is unlockImage after check: what a verb does between the
+// two (create its output) needs no secret.
+func unlockChecked(a *app, f *imageFlags, o *opened, req *disk.Request, need *disk.Need) (*disk.Unlocked, error) {
+	sec, err := readSecrets(a, f, o, need)
+	if err != nil {
+		return nil, err
+	}
+	defer sec.Wipe()
+	u, err := o.hdr.Unlock(a.ctx, req, sec)
+	if err != nil {
+		return nil, err
+	}
+	warnAll(a, o.path, u.Warnings)
+	if u.SlotName != "" {
+		a.verbosef("%s: unlocked with %s; AES-XTS kernel for %d-byte sectors: %s", o.path, u.SlotName, u.Layout.SectorSize, aesni.Pick(max(u.Layout.SectorSize, 512)))
+	}
+	return u, nil
+}
+
+// headerWarnings prints what reading the header found wrong, where the
+// format says.
+func headerWarnings(a *app, o *opened) {
+	if w, ok := o.hdr.(interface{ Warnings() []string }); ok {
+		warnAll(a, o.path, w.Warnings())
+	}
+}
+
+// volumeError stays for the volume-only verbs (in place) until they go
+// through the layer too.
+var _ = volume.DiskError
+
+// plainFlags are the plain-mode flags of the in-place verbs, from the
+// format options.
+func (f *imageFlags) plainFlags(cmd *cobra.Command) (*plainFlags, error) {
+	pf := &plainFlags{fs: cmd.Flags()}
+	if len(f.keyFiles) > 1 {
+		return nil, usageError(errors.New("--type plain takes one --key-file"))
+	}
+	if len(f.keyFiles) == 1 {
+		pf.keyFile = f.keyFiles[0]
+	}
+	opts := f.options()
+	pf.largeSectors = opts.Bool("iv-large-sectors")
+	for name, dst := range map[string]*uint64{"offset": &pf.offset, "skip": &pf.skip} {
+		if v, ok := opts[name]; ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, usageError(fmt.Errorf("--%s %q is not a number of 512-byte units", name, v))
+			}
+			*dst = n
+		}
+	}
+	if v, ok := opts["sector-size"]; ok {
+		pf.sectorSize, _ = strconv.Atoi(v)
+	}
+	return pf, nil
+}
