@@ -7,6 +7,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,7 +46,18 @@ func checkCreateFlags(cmd *cobra.Command, format disk.Format) error {
 		if info.Refer != "" && name != "key-file" && name != "passphrase-file" {
 			where = info.Refer
 		}
-		return usageError(fmt.Errorf("--%s does not apply to %s", name, where), rejectHints[info.Name+" "+name]...)
+		msg := fmt.Sprintf("--%s does not apply to %s", name, where)
+		var takers []string
+		for _, fo := range disk.Formats() {
+			if _, ok := fo.(disk.Creator); ok && slices.Contains(fo.Info().CreateTakes, name) {
+				takers = append(takers, cmp.Or(fo.Info().Refer, fo.Info().Name+" images"))
+			}
+		}
+		if len(takers) == 1 && !cmd.Flags().Changed("type") {
+			// No --type: the flag may say what the user meant.
+			msg = fmt.Sprintf("--%s applies to %s only", name, takers[0])
+		}
+		return usageError(errors.New(msg), rejectHints[info.Name+" "+name]...)
 	}
 	return nil
 }
@@ -110,8 +122,10 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 	switch {
 	case job.in == "" && (o.DataSize <= 0 || o.DataSize%ss != 0):
 		return usageError(fmt.Errorf("--size %s is not a positive whole number of %d-byte sectors", job.size, ss))
-	case job.in == "" && plan.ImageSize < o.DataSize:
+	case job.in == "" && plan.ImageSize != -1 && plan.ImageSize < o.DataSize:
 		return usageError(fmt.Errorf("--size %s is too large", job.size))
+	case o.DataSize > 0 && plan.ImageSize != -1 && plan.ImageSize < o.DataSize:
+		return withCode(exitInput, fmt.Errorf("input %s is too large for %s", job.in, format.Info().Title))
 	case o.DataSize > 0 && o.DataSize%ss != 0:
 		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", job.in, o.DataSize, ss),
 			fmt.Sprintf("pad it to a multiple of the sector size (truncate -s %d %s), or choose a smaller --sector-size", roundUp(o.DataSize, ss), job.in))

@@ -173,7 +173,8 @@ func (f *imageFlags) checkFlags(format disk.Format) error {
 		if info.Refer != "" && (name == "sector-size" || !slices.Contains(formatDependent, name)) {
 			return usageError(fmt.Errorf("--%s does not apply to %s: the header records it", name, info.Refer))
 		}
-		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" {
+		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" && f.typ == "" {
+			// No --type: the flag may say what the user meant.
 			return usageError(fmt.Errorf("--%s applies to %s only", name, takers[0].Info().Refer))
 		}
 		return usageError(fmt.Errorf("--%s does not apply to --type %s", name, info.Name), rejectHints[info.Name+" "+name]...)

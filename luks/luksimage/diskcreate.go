@@ -43,9 +43,7 @@ func (luksFormat) PlanCreate(o *disk.CreateOptions) (*disk.CreatePlan, error) {
 		NeedsFile: "cannot take a LUKS image: it is written at offsets, its header last, so it must be a file",
 		Need:      disk.Need{Passphrase: disk.WantRequired, KeyFile: disk.WantOptional, Confirm: true}}
 	if o.DataSize > 0 && o.DataSize%int64(fo.SectorSize) == 0 {
-		if p.ImageSize = fo.ImageSize(o.DataSize); p.ImageSize < o.DataSize {
-			return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("%s of data is too large for a LUKS2 image", bytesize.Human(o.DataSize)))
-		}
+		p.ImageSize = fo.ImageSize(o.DataSize) // below DataSize if it overflowed: the caller says so
 	}
 	return p, nil
 }
