@@ -125,6 +125,9 @@ type engine struct {
 	tr       transform
 	workers  int
 	progress func(done int64)
+	// ahead is the ahead MAC being computed for the next record, while
+	// the zone before it is converted (prefetchAhead).
+	ahead *aheadJob
 }
 
 // WriteError and ReadError name which side of a run failed.
@@ -222,7 +225,138 @@ func (e *engine) sampleMAC(off, n int64) ([macSize]byte, error) {
 	return e.keys.mac(e.keys.sample, hdr[:], b), nil
 }
 
-// newRecord builds the record for (next, hasData), with its sample.
+// aheadOf is the part of the target that a record at (next, hasData)
+// carries the ahead MAC of: the whole source of the first zone the run has
+// not written any of, nor made any write that covers (zone next in shift
+// mode, whose destination never covers its own source; zone next + 1 when
+// zone next is in the journal and may be partly in place). While the
+// record is in force nothing writes there; every later zone's write that
+// covers source not yet converted covers this zone's first (zones are
+// written in order, each after the previous one is durable), so a target
+// that went on further than the record does not match it.
+func (e *engine) aheadOf(next int64, hasData bool) (off, n int64) {
+	k := next
+	if hasData {
+		k++
+	}
+	if e.a.Version < 2 || k >= e.g.zones() {
+		return 0, 0
+	}
+	lo, hi := e.g.span(k)
+	return e.g.src + lo, hi - lo
+}
+
+// aheadMAC authenticates n bytes of the target at off: keyed tags of its
+// 4 KiB pieces (many at a time, numbered by position), then one MAC over
+// them with the sample key.
+func (e *engine) aheadMAC(off, n int64) ([macSize]byte, error) {
+	h, _ := blake2b.New256(e.keys.sample)
+	var hdr [24]byte
+	copy(hdr[:], "ahead\x00\x00\x00")
+	put64(hdr[:], 8, uint64(off))
+	put64(hdr[:], 16, uint64(n))
+	h.Write(hdr[:])
+	buf := make([]byte, min(n, chunk))
+	tags := make([]byte, chunk/pieceSize*16)
+	for pos := int64(0); pos < n; {
+		b := buf[:min(int64(len(buf)), n-pos)]
+		if err := readAt(e.t, b, off+pos); err != nil {
+			return [macSize]byte{}, err
+		}
+		full := len(b) / pieceSize * pieceSize
+		tg := tags[:full/pieceSize*16]
+		blake2b.SumSectors(tg, 16, e.keys.sample, uint64((off+pos)/pieceSize), b[:full], pieceSize)
+		h.Write(tg)
+		h.Write(b[full:])
+		pos += int64(len(b))
+	}
+	var mac [macSize]byte
+	h.Sum(mac[:0])
+	return mac, nil
+}
+
+// aheadJob is an ahead MAC computed on a goroutine of its own.
+type aheadJob struct {
+	off, n int64
+	done   chan struct{}
+	mac    [macSize]byte
+	err    error
+}
+
+// prefetchAhead starts computing the ahead MAC of the record (next,
+// hasData) that the run writes once the zone it is converting is done:
+// that zone's writes do not touch it (see aheadOf), so it can be read
+// meanwhile, on another core.
+func (e *engine) prefetchAhead(next int64, hasData bool) {
+	off, n := e.aheadOf(next, hasData)
+	if n == 0 || e.ahead != nil && e.ahead.off == off && e.ahead.n == n {
+		return
+	}
+	e.waitAhead()
+	j := &aheadJob{off: off, n: n, done: make(chan struct{})}
+	e.ahead = j
+	go func() {
+		j.mac, j.err = e.aheadMAC(off, n)
+		close(j.done)
+	}()
+}
+
+// waitAhead waits for the ahead MAC being computed, if any, and forgets
+// it: a run never returns while one reads the target.
+func (e *engine) waitAhead() {
+	if e.ahead != nil {
+		<-e.ahead.done
+		e.ahead = nil
+	}
+}
+
+// aheadFor is the ahead MAC of the record (next, hasData): the one
+// prefetched, or computed now.
+func (e *engine) aheadFor(next int64, hasData bool) (off, n int64, mac [macSize]byte, err error) {
+	off, n = e.aheadOf(next, hasData)
+	if n == 0 {
+		return 0, 0, mac, nil
+	}
+	if j := e.ahead; j != nil && j.off == off && j.n == n {
+		<-j.done
+		e.ahead = nil
+		return off, n, j.mac, j.err
+	}
+	e.waitAhead()
+	mac, err = e.aheadMAC(off, n)
+	return off, n, mac, err
+}
+
+// ErrRolledBack: the record in force is not the newest the run wrote (an
+// older copy of the records or journal was put back, or the newest record
+// destroyed): the data went on further than it says, and resuming from it
+// would convert converted data again.
+var ErrRolledBack = errors.New("the in-place run's records are older than its data: the target was converted further than the record in force says (an older copy of the journal or of the run's records was put back, or the newest record destroyed); resuming would convert data twice")
+
+// checkAhead compares the target with the record in force's ahead MAC.
+func (e *engine) checkAhead() error {
+	r := e.rec
+	off, n := e.aheadOf(r.Next, r.HasData)
+	if r.AheadOff != off || r.AheadLen != n {
+		// parseRecord and loadRecords only accept records that say the
+		// expected place; a version-1 record has none.
+		return fmt.Errorf("inplace: record ahead at %d+%d, want %d+%d", r.AheadOff, r.AheadLen, off, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	mac, err := e.aheadMAC(off, n)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrRolledBack, err)
+	}
+	if mac != r.AheadMAC {
+		return fmt.Errorf("%w: bytes %d to %d are not what the run left there", ErrRolledBack, off, off+n)
+	}
+	return nil
+}
+
+// newRecord builds the record for (next, hasData), with its sample and
+// ahead MAC.
 func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 	r := record{Next: next, HasData: hasData}
 	r.SampleOff, r.SampleLen = e.sampleOf(next, hasData)
@@ -232,6 +366,10 @@ func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 			return r, err
 		}
 		r.SampleMAC = mac
+	}
+	var err error
+	if r.AheadOff, r.AheadLen, r.AheadMAC, err = e.aheadFor(next, hasData); err != nil {
+		return r, err
 	}
 	if e.tr.seal != nil && !hasData {
 		s, err := e.tr.seal(next)
@@ -246,21 +384,32 @@ func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 // ErrNotThisTarget: the target is not what the interrupted run left.
 var ErrNotThisTarget = errors.New("the target is not what the interrupted in-place run left: its data differs from what the run wrote (another image, or changed since)")
 
-// checkSample compares the target with the record in force's sample.
+// checkSample compares the target with the record in force's sample (and
+// a finished record's end sample).
 func (e *engine) checkSample() error {
 	r := e.rec
-	if r.SampleLen == 0 {
-		return nil
+	limit := int64(sampleMax)
+	if r.Finished {
+		limit = finishedSampleMax
 	}
-	if r.SampleOff < 0 || r.SampleLen > sampleMax || r.SampleOff+r.SampleLen > max(e.a.OrigSize, e.a.FinalSize) {
-		return ErrNotThisTarget
-	}
-	mac, err := e.sampleMAC(r.SampleOff, r.SampleLen)
-	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrNotThisTarget, err)
-	}
-	if mac != r.SampleMAC {
-		return fmt.Errorf("%w: bytes %d to %d do not match", ErrNotThisTarget, r.SampleOff, r.SampleOff+r.SampleLen)
+	end := max(e.a.OrigSize, e.a.FinalSize)
+	for _, s := range []struct {
+		off, n int64
+		mac    [macSize]byte
+	}{{r.SampleOff, r.SampleLen, r.SampleMAC}, {r.EndOff, r.EndLen, r.EndMAC}} {
+		if s.n == 0 {
+			continue
+		}
+		if s.off < 0 || s.n > limit || s.off+s.n > end {
+			return ErrNotThisTarget
+		}
+		mac, err := e.sampleMAC(s.off, s.n)
+		if err != nil {
+			return fmt.Errorf("%w (%v)", ErrNotThisTarget, err)
+		}
+		if mac != s.mac {
+			return fmt.Errorf("%w: bytes %d to %d do not match", ErrNotThisTarget, s.off, s.off+s.n)
+		}
 	}
 	return nil
 }
@@ -314,6 +463,7 @@ func (e *engine) slotData(r *record) ([]byte, error) {
 // run converts every zone from the record in force on, leaving a record
 // that says all are done (Next == zones, no data).
 func (e *engine) run(ctx context.Context) error {
+	defer e.waitAhead()
 	g, z := e.g, e.g.zones()
 	k0 := e.rec.Next
 	if e.rec.HasData {
@@ -394,6 +544,9 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 				if err := e.tr.written(slot, buf, x); err != nil {
 					return err
 				}
+			}
+			if off%g.zone == 0 {
+				e.prefetchAhead(k0+off/g.zone+1, false)
 			}
 			end := off + int64(len(buf))
 			if e.progress != nil {
@@ -503,6 +656,9 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 			lo, hi := g.span(k)
 			if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
 				return err
+			}
+			if off%g.zone == 0 {
+				e.prefetchAhead(k, true)
 			}
 			cur.x = append(cur.x, x)
 			cur.mac = append(cur.mac, macs[slot])

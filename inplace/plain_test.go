@@ -60,14 +60,22 @@ func TestPlainRoundTrip(t *testing.T) {
 			if !bytes.Equal(tg.b, want) {
 				t.Fatalf("in-place encryption differs from encrypt --type plain (%d vs %d bytes)", len(tg.b), len(want))
 			}
-			if j.dev != nil {
-				t.Fatal("the journal is left behind")
+			finishedJournal(t, j, Encrypt)
+			// Run again: nothing to do, nothing converted.
+			res, err := EncryptPlain(ctx, tg, j, c.p, 0, testKey, Options{})
+			if err != nil || !res.AlreadyDone || res.Resumed || !bytes.Equal(tg.b, want) {
+				t.Fatalf("encrypting again: %+v %v", res, err)
 			}
 			if _, err := DecryptPlain(ctx, tg, j, c.p, testKey, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(tg.b, in) {
 				t.Fatal("in-place decryption does not give the original back")
+			}
+			finishedJournal(t, j, Decrypt)
+			res, err = DecryptPlain(ctx, tg, j, c.p, testKey, Options{})
+			if err != nil || !res.AlreadyDone || !bytes.Equal(tg.b, in) {
+				t.Fatalf("decrypting again: %+v %v", res, err)
 			}
 
 			// A block device: the data, then the room the offset needs.
@@ -86,6 +94,19 @@ func TestPlainRoundTrip(t *testing.T) {
 				t.Fatal("in-place decryption of a device does not give the original back")
 			}
 		})
+	}
+}
+
+// finishedJournal checks that j holds the journal of a finished run of
+// dir, cut to its records.
+func finishedJournal(t *testing.T, j *memJournal, dir Direction) {
+	t.Helper()
+	if j.dev == nil {
+		t.Fatal("no journal left: the finished run is not recorded")
+	}
+	st, err := ProbeJournal(j.dev)
+	if err != nil || !st.Finished || st.Direction != dir || st.Done != st.Length || len(j.dev.b) != journalData {
+		t.Fatalf("the journal of the finished run: %+v %v (%d bytes)", st, err, len(j.dev.b))
 	}
 }
 

@@ -170,8 +170,9 @@ func (p *Plan) DecryptVolume(ctx context.Context, unlock func(*volume.Headers) (
 // PreparePlain prepares an in-place run of dir of the plain image on the
 // target, with p's parameters, its journal j, and (an encryption of a
 // block device) room bytes at its end that hold no data. An interrupted
-// run is found by its journal, which must describe one; a new run's data
-// must be whole sectors.
+// run is found by its journal, which must describe one; a run its journal
+// says finished is not resumed (the same direction then converts nothing,
+// the other starts anew); a new run's data must be whole sectors.
 func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64) (*Plan, error) {
 	if t.Resizable() && room != 0 {
 		return nil, ErrRoomOnImage
@@ -185,15 +186,18 @@ func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64
 		if err != nil {
 			return nil, &JournalError{Journal: j.Name(), Err: err}
 		}
-		plan.Resume = plan.Status.Direction == dir
+		plan.Resume = plan.Status.Direction == dir && !plan.Status.Finished
+		if !plan.Status.Finished || plan.Status.Direction == dir {
+			return plan, nil
+		}
 	case errors.Is(err, fs.ErrNotExist):
-		if plan.size, err = t.Size(); err != nil {
-			return nil, &ReadError{err}
-		}
-		if _, err := plainLength(plan.size, room, p, dir); err != nil {
-			return nil, err
-		}
 	default:
+		return nil, err
+	}
+	if plan.size, err = t.Size(); err != nil {
+		return nil, &ReadError{err}
+	}
+	if _, err := plainLength(plan.size, room, p, dir); err != nil {
 		return nil, err
 	}
 	return plan, nil

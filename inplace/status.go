@@ -23,6 +23,9 @@ type Status struct {
 	// which nothing was converted by.
 	Started bool
 	Journal bool // plain: journal mode (the data goes through the journal)
+	// Finished: a plain run's journal says the run is over (its newest
+	// intact record; only the key confirms it).
+	Finished bool
 	// Plain parameters, as cryptsetup names them.
 	SectorSize   int
 	LargeSectors bool
@@ -62,6 +65,7 @@ func statusOf(r io.ReaderAt, a *anchor, asum [32]byte) *Status {
 		}
 		st.Recorded, best = true, seq
 		st.Done = g.length - g.remaining(next)
+		st.Finished = le32(b, rFlags)&recordFinished != 0 && a.Version >= 2 && a.Kind == KindPlain
 	}
 	return st
 }

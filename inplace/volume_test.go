@@ -163,7 +163,7 @@ func TestVolumeResumeChecks(t *testing.T) {
 	ctx := context.Background()
 	in := pattern(3<<20, 6)
 	enc := func(d *memDev) error { _, err := EncryptVolume(ctx, d, createOpts(32), 0, Options{}); return err }
-	half := interrupted(t, 12, enc, in, false)
+	half := interrupted(t, 13, enc, in, false)
 	st, err := Probe(&memDev{b: half}, int64(len(half)))
 	if err != nil || st == nil || st.Direction != Encrypt || !st.Started || !st.Recorded || st.Done == 0 || st.Done == st.Length {
 		t.Fatalf("probe: %+v %v", st, err)

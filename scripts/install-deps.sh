@@ -20,6 +20,14 @@ declare -A need=(
   [cryptsetup]=cryptsetup-bin # luks tests: images made and read by the real cryptsetup
   [dmsetup]=dmsetup      # scripts/test-dm-vm.sh copies it into the guest
   [groff]=groff-base     # cmd/xtsctl discover.txtar: the manual pages read without warnings
+  # inplace TestRecognise: the signatures of real filesystems and tables
+  [mkfs.xfs]=xfsprogs
+  [mkfs.btrfs]=btrfs-progs
+  [mkfs.vfat]=dosfstools
+  [mkfs.exfat]=exfatprogs
+  [mkfs.ntfs]=ntfs-3g
+  [mkswap]=util-linux
+  [sfdisk]=fdisk
 )
 missing=()
 for cmd in "${!need[@]}"; do

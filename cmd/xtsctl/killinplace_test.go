@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -114,15 +115,12 @@ func TestInPlaceKillResume(t *testing.T) {
 				copyFile(t, op.from, target)
 				os.Remove(journal)
 				for try := 0; ; try++ {
-					// A plain target has no marker of its own: with no
-					// journal it must be untouched or finished (and then
-					// must not be converted again).
+					// A plain target has no marker of its own: its journal
+					// stays, and says when the run finished. With none the
+					// target must be untouched.
 					if op.plain {
 						if _, err := os.Stat(journal); errors.Is(err, os.ErrNotExist) && try > 0 && !sameContent(t, target, op.from) {
-							if !op.finished(t) {
-								t.Fatalf("round %d: no journal, and the target is neither untouched nor finished", rounds)
-							}
-							break
+							t.Fatalf("round %d: no journal, and the target is not untouched", rounds)
 						}
 					}
 					cmd := exec.Command("xtsctl", append(op.args, "-q", target)...)
@@ -161,8 +159,25 @@ func TestInPlaceKillResume(t *testing.T) {
 				if !op.finished(t) {
 					t.Fatalf("round %d: after %d kills, the result differs from the straight run", rounds, kills)
 				}
-				if _, err := os.Stat(journal); err == nil {
-					t.Fatalf("round %d: the journal is left behind", rounds)
+				if op.plain {
+					f, err := os.Open(journal)
+					if err != nil {
+						t.Fatalf("round %d: no journal says the run finished: %v", rounds, err)
+					}
+					st, err := inplace.ProbeJournal(f)
+					f.Close()
+					if err != nil || !st.Finished {
+						t.Fatalf("round %d: the journal does not say the run finished: %+v %v", rounds, st, err)
+					}
+					if rounds == 1 {
+						// The same command again, after it finished:
+						// nothing is converted.
+						if code, _, stderr := runOut(t, append(op.args, "-q", target)...); code != 0 || !op.finished(t) {
+							t.Fatalf("round %d: running the finished command again: exit %d: %s", rounds, code, stderr)
+						}
+					}
+				} else if _, err := os.Stat(journal); err == nil {
+					t.Fatalf("round %d: a volume run left a journal file", rounds)
 				}
 			}
 			t.Logf("a straight run took %v; %d kills in %d rounds (%d of them of a resumed run), each resumed to the straight result", window, kills, rounds, resumed)
@@ -182,4 +197,111 @@ func sameContent(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(x, y)
+}
+
+// killAtEnv names the moment of an in-place run at which xtsctl, started
+// by a test, kills itself (testhooks.InPlaceStep).
+const killAtEnv = "XTSCTL_TEST_KILL_AT"
+
+// runKilledAt runs xtsctl with args, killed with SIGKILL at the moment
+// step of its in-place run; it reports whether the run was killed there
+// (false: it exited, with its code, without reaching step).
+func runKilledAt(t *testing.T, step string, args ...string) (killed bool, code int, stderr string) {
+	t.Helper()
+	cmd := exec.Command("xtsctl", args...)
+	cmd.Env = append(os.Environ(), killAtEnv+"="+step)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return false, 0, errb.String()
+	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled():
+		return true, -1, errb.String()
+	case errors.As(err, &ee):
+		return false, ee.ExitCode(), errb.String()
+	}
+	t.Fatal(err)
+	return
+}
+
+// TestInPlaceKillAtFinish kills plain in-place runs at each moment around
+// their end (after the last zone, after the finish steps, after the
+// journal says so, and just before the process exits) and runs the same
+// command again, as the documentation says to: the target is then the
+// straight result, converted once. Running the command again after a run
+// that finished converts nothing either, and the other direction then
+// gives the original back.
+func TestInPlaceKillAtFinish(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	const size = 24 << 20
+	orig := filepath.Join(dir, "orig.img")
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*5>>9) ^ byte(i>>18)
+	}
+	os.WriteFile(orig, data, 0o644)
+	target := filepath.Join(dir, "target")
+	journal := inplace.DefaultJournal(target)
+	for i, c := range []struct {
+		name   string
+		params []string
+	}{
+		{"journal mode", nil},
+		{"shift mode", []string{"--offset", "2048"}},
+	} {
+		enc := filepath.Join(dir, fmt.Sprintf("orig%d.enc", i))
+		if code, _, stderr := runOut(t, append(append([]string{"encrypt", "-q", "--type", "plain", "--key-file", key}, c.params...), orig, enc)...); code != 0 {
+			t.Fatal(stderr)
+		}
+		for _, dir := range []struct {
+			verb       string
+			from, want string
+		}{
+			{"encrypt", orig, enc},
+			{"decrypt", enc, orig},
+		} {
+			args := append(append([]string{dir.verb, "--in-place", "-q", "--type", "plain", "--key-file", key}, c.params...), target)
+			for _, step := range []string{"converted", "finished", "recorded", "end"} {
+				t.Run(c.name+"/"+dir.verb+"/"+step, func(t *testing.T) {
+					copyFile(t, dir.from, target)
+					os.Remove(journal)
+					killed, code, stderr := runKilledAt(t, step, args...)
+					if !killed {
+						t.Fatalf("the run did not reach %q: exit %d: %s", step, code, stderr)
+					}
+					for again := range 2 {
+						if code, _, stderr := runOut(t, args...); code != 0 {
+							t.Fatalf("run %d after the kill: exit %d: %s", again+1, code, stderr)
+						}
+						if !sameContent(t, target, dir.want) {
+							t.Fatalf("run %d after a kill at %q: the target is not the straight result (converted twice?)", again+1, step)
+						}
+					}
+					f, err := os.Open(journal)
+					if err != nil {
+						t.Fatalf("the finished run left no journal: %v", err)
+					}
+					st, err := inplace.ProbeJournal(f)
+					f.Close()
+					if err != nil || !st.Finished {
+						t.Fatalf("the journal does not say the run finished: %+v %v", st, err)
+					}
+					// The other direction starts anew and undoes it.
+					other := map[string]string{"encrypt": "decrypt", "decrypt": "encrypt"}[dir.verb]
+					if code, _, stderr := runOut(t, append(append([]string{other, "--in-place", "-q", "--type", "plain", "--key-file", key}, c.params...), target)...); code != 0 {
+						t.Fatalf("%s after: exit %d: %s", other, code, stderr)
+					}
+					if !sameContent(t, target, dir.from) {
+						t.Fatalf("%s after the run does not give back what it started from", other)
+					}
+				})
+			}
+		}
+	}
 }

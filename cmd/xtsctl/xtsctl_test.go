@@ -31,6 +31,15 @@ func TestMain(m *testing.M) {
 			// No controlling terminal, as in CI, also when the tests
 			// run from one: a passphrase prompt on /dev/tty must not wait.
 			syscall.Setsid()
+			// A test can stop an in-place run at a named moment with
+			// SIGKILL, as a crash there would (killinplace_test.go).
+			if at := os.Getenv(killAtEnv); at != "" {
+				testhooks.InPlaceStep = func(step string) {
+					if step == at {
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					}
+				}
+			}
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})

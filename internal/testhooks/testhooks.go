@@ -10,3 +10,9 @@ package testhooks
 // that run xtsctl as a process test the FUSE backend, and --backend auto
 // must pick it on hosts with device-mapper too.
 var DMUnavailable error
+
+// InPlaceStep, when not nil, is called by package inplace at the named
+// moments of a run (docs/INPLACE.md names them), so that a test can stop
+// the process exactly there: the window between the end of a conversion
+// and its last write is a few milliseconds, which random kills rarely hit.
+var InPlaceStep func(step string)
