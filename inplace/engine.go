@@ -579,9 +579,13 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 // which the journal and then the target are written): the buffer of zone
 // k is free once zone k-2 is written in place. Fewer than a zone's chunks
 // are ever in flight, so a chunk waiting for its buffer waits only for a
-// write that has started.
+// write that has started, or that never will once the run failed: the
+// first error of any stage wakes it (else a failed write in place would
+// leave a chunk of zone k+2 waiting for ever).
 func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	g := e.g
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	slots := stream.Slots(e.workers)
 	tags := make([][]byte, slots)
 	macs := make([][macSize]byte, slots)
@@ -606,12 +610,34 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	if k0%2 == 1 {
 		ready = [2]int64{k0 + 1, k0}
 	}
-	claim := func(k int64) {
+	failed := false
+	defer context.AfterFunc(ctx, func() {
 		zmu.Lock()
-		for ready[k%2] != k {
+		failed = true
+		zcond.Broadcast()
+		zmu.Unlock()
+	})()
+	claim := func(k int64) error {
+		zmu.Lock()
+		defer zmu.Unlock()
+		for ready[k%2] != k && !failed {
 			zcond.Wait()
 		}
-		zmu.Unlock()
+		if failed {
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	// stopOnError ends the run at the first error of a stage, which the
+	// run returns (rather than the cancellation that woke a claim).
+	var firstErr error
+	var errOnce sync.Once
+	stopOnError := func(err error) error {
+		if err != nil {
+			errOnce.Do(func() { firstErr = err })
+			stop()
+		}
+		return err
 	}
 	release := func(k int64) {
 		zmu.Lock()
@@ -639,75 +665,83 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 		written = nil
 		return err
 	}
+	commit := func(slot int, buf []byte, off int64) error {
+		x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
+		lo, hi := g.span(k)
+		if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
+			return err
+		}
+		if off%g.zone == 0 {
+			e.prefetchAhead(k, true)
+		}
+		cur.x = append(cur.x, x)
+		cur.mac = append(cur.mac, macs[slot])
+		end := off + int64(len(buf))
+		if e.progress != nil {
+			e.progress(g.length - g.remaining(k0) + end)
+		}
+		if end%g.zone != 0 && end != g.remaining(k0) {
+			return nil
+		}
+		// Zone k is in its slot. The previous zone must be in place
+		// (durably) before a record says it is done.
+		if err := wait(); err != nil {
+			return err
+		}
+		if err := syncDev(e.t); err != nil {
+			return err
+		}
+		ordered := make([][macSize]byte, len(cur.x))
+		idx := make([]int, len(cur.x))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int { return int(cur.x[a] - cur.x[b]) })
+		for i, j := range idx {
+			ordered[i] = cur.mac[j]
+		}
+		cur = zoneMACs{}
+		r, err := e.newRecord(k, true)
+		if err != nil {
+			return err
+		}
+		r.DataLen, r.DataMAC = hi-lo, e.zoneMAC(k, hi-lo, ordered)
+		if err := e.writeRecord(r); err != nil {
+			return err
+		}
+		// In place, while the next zone fills the other buffer.
+		data := zbuf[k%2][:hi-lo]
+		written = make(chan error, 1)
+		go func(ch chan error) {
+			err := writeAt(e.t, data, g.dst+lo)
+			release(k)
+			ch <- err
+		}(written)
+		return nil
+	}
 	err := stream.Run(ctx, g.remaining(k0), e.workers, stream.Stages{
 		Load: loadAll(func(slot int, buf []byte, off int64) error {
-			return e.read(slot, buf, g.logical(k0, off, len(buf)))
+			return stopOnError(e.read(slot, buf, g.logical(k0, off, len(buf))))
 		}),
 		Work: func(slot int, buf []byte, off int64) error {
 			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
-			claim(k)
+			if err := claim(k); err != nil {
+				return err
+			}
 			dst := zoneBuf(k, x, len(buf))
 			e.tr.workTo(dst, buf, x)
 			macs[slot] = e.chunkMAC(dst, tags[slot], x)
 			return nil
 		},
 		Commit: func(slot int, buf []byte, off int64) error {
-			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
-			lo, hi := g.span(k)
-			if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
-				return err
-			}
-			if off%g.zone == 0 {
-				e.prefetchAhead(k, true)
-			}
-			cur.x = append(cur.x, x)
-			cur.mac = append(cur.mac, macs[slot])
-			end := off + int64(len(buf))
-			if e.progress != nil {
-				e.progress(g.length - g.remaining(k0) + end)
-			}
-			if end%g.zone != 0 && end != g.remaining(k0) {
-				return nil
-			}
-			// Zone k is in its slot. The previous zone must be in place
-			// (durably) before a record says it is done.
-			if err := wait(); err != nil {
-				return err
-			}
-			if err := syncDev(e.t); err != nil {
-				return err
-			}
-			ordered := make([][macSize]byte, len(cur.x))
-			idx := make([]int, len(cur.x))
-			for i := range idx {
-				idx[i] = i
-			}
-			slices.SortFunc(idx, func(a, b int) int { return int(cur.x[a] - cur.x[b]) })
-			for i, j := range idx {
-				ordered[i] = cur.mac[j]
-			}
-			cur = zoneMACs{}
-			r, err := e.newRecord(k, true)
-			if err != nil {
-				return err
-			}
-			r.DataLen, r.DataMAC = hi-lo, e.zoneMAC(k, hi-lo, ordered)
-			if err := e.writeRecord(r); err != nil {
-				return err
-			}
-			// In place, while the next zone fills the other buffer.
-			data := zbuf[k%2][:hi-lo]
-			written = make(chan error, 1)
-			go func(ch chan error) {
-				err := writeAt(e.t, data, g.dst+lo)
-				release(k)
-				ch <- err
-			}(written)
-			return nil
+			return stopOnError(commit(slot, buf, off))
 		},
 	})
 	if werr := wait(); err == nil {
 		err = werr
+	}
+	if firstErr != nil {
+		return firstErr
 	}
 	return err
 }

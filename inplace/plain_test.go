@@ -306,3 +306,25 @@ func TestPlainResumeChecks(t *testing.T) {
 		t.Fatal("the resumed run differs from encrypt --type plain")
 	}
 }
+
+// TestPlainWriteErrorStops: a write in place that fails in journal mode
+// ends the run with its error, at any zone (a chunk of the zone after next
+// used to wait for ever for the buffer that write would free), and the
+// run then resumes to the straight result.
+func TestPlainWriteErrorStops(t *testing.T) {
+	ctx := context.Background()
+	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	in := pattern(int(8*journalZone)+512, 42)
+	want := straightPlain(t, in, p, testKey)
+	for n := 1; n <= 8; n++ {
+		tg := &memDev{b: bytes.Clone(in), failAfter: n}
+		j := &memJournal{}
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+			t.Fatalf("write %d failing: %v", n, err)
+		}
+		tg.failAfter = 0
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil || !bytes.Equal(tg.b, want) {
+			t.Fatalf("write %d failing, resumed: %v", n, err)
+		}
+	}
+}
