@@ -144,6 +144,11 @@ const (
 	modeJournal mode = 2
 )
 
+// newRunVersion is the format version a new run writes: formatVer; a
+// variable so that the tests can make runs as a version-1 xtsctl did and
+// resume them.
+var newRunVersion uint32 = formatVer
+
 // anchor describes a run: what is converted, from where to where.
 type anchor struct {
 	Version    uint32 // format version: formatVer for new runs

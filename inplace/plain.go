@@ -298,7 +298,7 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction,
 		return nil, &ReadError{err}
 	}
 	off, ss := p.OffsetBytes(), int64(p.Sector.Size)
-	a := &anchor{Version: formatVer, Kind: KindPlain, Direction: dir, SectorSize: uint32(ss), IVMode: uint32(p.Sector.IVMode),
+	a := &anchor{Version: newRunVersion, Kind: KindPlain, Direction: dir, SectorSize: uint32(ss), IVMode: uint32(p.Sector.IVMode),
 		IVOffset: p.Sector.IVOffset, Offset: p.Offset, OrigSize: size, Records: journalRecords, DataSlots: journalData}
 	if a.RunID, err = newRunID(); err != nil {
 		return nil, err

@@ -176,6 +176,15 @@ func findHeader(t io.ReaderAt, size int64, a *anchor) *volume.Headers {
 	return hs
 }
 
+// backupHeaderAt is where a new run keeps the second copy of the header
+// of a volume laid out as l (0: none, a version-1 run).
+func backupHeaderAt(l volume.Layout) int64 {
+	if newRunVersion < 2 {
+		return 0
+	}
+	return l.SecondaryOffset + backupHeaderGap
+}
+
 // writeBackupHeader writes h as the run's second header copy and syncs.
 func (r *volumeRun) writeBackupHeader(h *volume.Header) error {
 	if r.a.BackupHdr == 0 {
@@ -323,9 +332,9 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, err
 	}
 	records, anchorOff := runAreaAt(final)
-	a = &anchor{Version: formatVer, Kind: KindVolume, Direction: Encrypt, Mode: modeShift, Length: length, Source: 0, Dest: l.DataOffset,
+	a = &anchor{Version: newRunVersion, Kind: KindVolume, Direction: Encrypt, Mode: modeShift, Length: length, Source: 0, Dest: l.DataOffset,
 		OrigSize: size, FinalSize: final, Zone: min(l.DataOffset/chunk*chunk, maxZone), SectorSize: uint32(ss),
-		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: l.SecondaryOffset + backupHeaderGap}
+		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: backupHeaderAt(l)}
 	if t.Resizable() {
 		a.OrigSize = length
 	}
@@ -700,9 +709,9 @@ func (r *volumeRun) startDecrypt(ctx context.Context, res *VolumeResult) (*Volum
 		return nil, err
 	}
 	records, anchorOff := runAreaAt(r.size)
-	a := &anchor{Version: formatVer, Kind: KindVolume, Direction: Decrypt, Mode: modeShift, Length: l.DataLength, Source: l.DataOffset, Dest: 0,
+	a := &anchor{Version: newRunVersion, Kind: KindVolume, Direction: Decrypt, Mode: modeShift, Length: l.DataLength, Source: l.DataOffset, Dest: 0,
 		OrigSize: r.size, FinalSize: r.size, Zone: min(l.DataOffset/chunk*chunk, maxZone), SectorSize: uint32(l.SectorSize),
-		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: l.SecondaryOffset + backupHeaderGap}
+		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: backupHeaderAt(l)}
 	if t.Resizable() {
 		a.FinalSize = l.DataLength
 	}
