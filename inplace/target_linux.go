@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
@@ -140,19 +141,10 @@ func (t *FileTarget) Reserve(size int64) error {
 	return nil
 }
 
-// loopsBackedBy lists the loop devices whose backing file is fi.
+// loopsBackedBy lists the loop devices whose backing file is fi, by its
+// device and inode (a hard link of the file is the file).
 func loopsBackedBy(fi fs.FileInfo) []string {
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	var devs []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil && os.SameFile(fi, bfi) {
-			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
-		}
-	}
+	devs, _ := loopdev.BackedByFile(fi)
 	return devs
 }
 

@@ -150,6 +150,20 @@ func TestInPlaceRefusals(t *testing.T) {
 		expectFail(t, exitDevice, "attached to "+dev, append(plainEnc, img)...)
 		unchanged(t, img, data)
 	})
+	t.Run("image on a loop device by another name", func(t *testing.T) {
+		// Attached by one name, which is then removed: sysfs shows
+		// "NAME (deleted)", and only the device and inode tell.
+		reset()
+		other := filepath.Join(dir, "attached.img")
+		if err := os.Link(img, other); err != nil {
+			t.Fatal(err)
+		}
+		dev := attachLoop(t, other, false)
+		os.Remove(other)
+		expectFail(t, exitDevice, "attached to "+dev, append(volEnc, img)...)
+		expectFail(t, exitDevice, "attached to "+dev, append(plainEnc, img)...)
+		unchanged(t, img, data)
+	})
 	t.Run("open in xtsctl", func(t *testing.T) {
 		reset()
 		// What open holds while it serves an image (read-only here: a
