@@ -184,6 +184,7 @@ func (e *engine) writeRecord(r record) error {
 		return err
 	}
 	e.rec = r
+	step("record")
 	return nil
 }
 

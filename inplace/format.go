@@ -261,6 +261,8 @@ func (a *anchor) check() error {
 		return errors.New("a size or offset is out of range")
 	case a.Length == 0 || a.Zone <= 0 || a.Zone%chunk != 0 || a.Zone > maxZone:
 		return errors.New("bad data length or zone size")
+	case a.IVMode > 1:
+		return fmt.Errorf("unknown IV mode %d", a.IVMode)
 	case a.SectorSize != 512 && a.SectorSize != 1024 && a.SectorSize != 2048 && a.SectorSize != 4096:
 		return fmt.Errorf("bad sector size %d", a.SectorSize)
 	case a.Length%int64(a.SectorSize) != 0 || a.Source%int64(a.SectorSize) != 0 && a.Kind == KindVolume:

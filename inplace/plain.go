@@ -395,13 +395,8 @@ func loadPlain(e *engine, jf JournalFile, name string, p volume.Plain, dir Direc
 	if st.Direction != dir && !st.Finished {
 		return false, &DirectionError{Kind: a.Kind, Direction: a.Direction}
 	}
-	want := fmt.Sprintf("--sector-size %d", a.SectorSize)
-	if a.IVMode == uint32(sector.Plain64LargeSectors) {
-		want += " --iv-large-sectors"
-	}
-	want += fmt.Sprintf(" --skip %d --offset %d", a.IVOffset, a.Offset)
-	if uint32(p.Sector.Size) != a.SectorSize || uint32(p.Sector.IVMode) != a.IVMode || p.Sector.IVOffset != a.IVOffset || p.Offset != a.Offset {
-		return false, &MismatchError{What: "used " + want, Finished: st.Finished}
+	if !st.sameParams(p) {
+		return false, &MismatchError{What: "used " + st.params(), Finished: st.Finished}
 	}
 	e.a, e.asum, e.g, e.rdev = a, asum, geometryOf(a), jf
 	if err := e.loadRecords(); err != nil {

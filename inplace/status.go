@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -107,4 +108,20 @@ func ProbeJournal(r io.ReaderAt) (*Status, error) {
 	st := statusOf(r, a, asum)
 	st.Started = true
 	return st, nil
+}
+
+// sameParams: the plain run s describes has p's parameters.
+func (s *Status) sameParams(p volume.Plain) bool {
+	return s.SectorSize == p.Sector.Size && s.LargeSectors == (p.Sector.IVMode == sector.Plain64LargeSectors) &&
+		s.Skip == p.Sector.IVOffset && s.Offset == p.Offset
+}
+
+// params names the parameters of the plain run s describes, as the options
+// that give them.
+func (s *Status) params() string {
+	want := fmt.Sprintf("--sector-size %d", s.SectorSize)
+	if s.LargeSectors {
+		want += " --iv-large-sectors"
+	}
+	return want + fmt.Sprintf(" --skip %d --offset %d", s.Skip, s.Offset)
 }

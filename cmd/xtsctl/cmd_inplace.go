@@ -325,7 +325,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	defer secret.Wipe(key)
 	switch {
 	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
-		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume; the journal then says the run finished, so that running the command again converts nothing",
+		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
 			verb, target, plainCipher(p, 8*len(key)), j.Path)
 	case plan.Resume:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
@@ -345,6 +345,22 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
 		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
 	return nil
+}
+
+// checkPlainImage refuses to read or write the plain image file image as a
+// whole (open, decrypt) while the journal beside it says an in-place run
+// of it was interrupted, naming the command that finishes it.
+func checkPlainImage(image string) error {
+	err := inplace.CheckPlainImage(image)
+	var ue *inplace.UnfinishedError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if ue.Status == nil {
+		return withCode(exitInput, fmt.Errorf("%s: %w", image, err), "if no in-place run of "+image+" was interrupted, the file is not xtsctl's: move it away")
+	}
+	return withCode(exitInput, fmt.Errorf("%s: %w", image, err), "finish it first: "+resumeCommand(ue.Found, image),
+		"xtsctl info "+image+" shows how far it got")
 }
 
 // inPlaceError maps the errors of package inplace to exit codes and hints.

@@ -183,6 +183,11 @@ func openImage(a *app, cmd *cobra.Command, pf *plainFlags, typ, backendName, pas
 	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
 		return withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
 	}
+	if typ == typePlain && fi.Mode().IsRegular() {
+		if err := checkPlainImage(image); err != nil {
+			return err
+		}
+	}
 	req.Image, req.Path = img, abs
 	viaFD := fmt.Sprintf("/proc/self/fd/%d", img.Fd())
 

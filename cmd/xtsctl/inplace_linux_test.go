@@ -397,3 +397,57 @@ func TestInPlaceBlockDevice(t *testing.T) {
 		t.Fatal("running the finished plain run again changed the device")
 	}
 }
+
+// TestPlainImageInterrupted: a plain image with the journal of an
+// interrupted in-place run beside it (part of it converted) is not opened
+// or decrypted as a whole: the refusal names the journal and the command
+// that finishes the run; once it finished, both work.
+func TestPlainImageInterrupted(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(i * 3 >> 10)
+	}
+	img := filepath.Join(dir, "disk.img")
+	os.WriteFile(img, data, 0o644)
+	enc := []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, img}
+	if killed, code, stderr := runKilledAt(t, "record", enc...); !killed {
+		t.Fatalf("not interrupted: exit %d: %s", code, stderr)
+	}
+	half, _ := os.ReadFile(img)
+	out := filepath.Join(dir, "out")
+	resume := "xtsctl encrypt --in-place --type plain --key-file KEYFILE " + img
+	for _, args := range [][]string{
+		{"decrypt", "--type", "plain", "--key-file", key, img, out},
+		{"open", "--type", "plain", "--key-file", key, img, "xtsctl-test-interrupted"},
+	} {
+		c, _, stderr := runOut(t, args...)
+		if c != exitInput || !strings.Contains(stderr, "an in-place encryption of it was interrupted") ||
+			!strings.Contains(stderr, inplace.DefaultJournal(img)) || !strings.Contains(stderr, "finish it first: "+resume) {
+			t.Fatalf("xtsctl %s: exit %d: %s", args[0], c, stderr)
+		}
+	}
+	unchanged(t, img, half)
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a refused decrypt wrote its output")
+	}
+	// A journal that is not one: refused all the same.
+	j := inplace.DefaultJournal(img)
+	jb, _ := os.ReadFile(j)
+	os.WriteFile(j, []byte("not a journal"), 0o600)
+	expectFail(t, exitInput, "cannot be read", "decrypt", "--type", "plain", "--key-file", key, img, out)
+	os.WriteFile(j, jb, 0o600)
+	// Finished: its journal says so, and the image decrypts.
+	if c, _, stderr := runOut(t, enc...); c != 0 {
+		t.Fatalf("resume: %d %s", c, stderr)
+	}
+	if c, _, stderr := runOut(t, "decrypt", "-q", "--type", "plain", "--key-file", key, img, out); c != 0 {
+		t.Fatalf("decrypt after the run finished: %d %s", c, stderr)
+	}
+	unchanged(t, out, data)
+}

@@ -129,6 +129,10 @@ func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bo
 		}
 	} else if size, err = p.DataSize(inPath, in.Size); err != nil {
 		return withCode(exitInput, err)
+	} else if in.File != nil && in.Info != nil && in.Info.Mode().IsRegular() {
+		if err := checkPlainImage(inPath); err != nil {
+			return err
+		}
 	}
 	codec, keyBits, err := plainCodec(a, pf, p)
 	if err != nil {
