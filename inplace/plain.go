@@ -92,7 +92,7 @@ func (e *FinishedError) Error() string {
 	if e.OtherKey {
 		return fmt.Sprintf("its journal %s records a finished in-place %s of it with a different key", e.Journal, e.Direction)
 	}
-	return fmt.Sprintf("its journal %s records a finished in-place %s of it, and it has changed since: it is not converted again", e.Journal, e.Direction)
+	return fmt.Sprintf("its journal %s records a finished in-place %s, and it is not what that run left (it changed since, or the journal is another target's): it is not converted again", e.Journal, e.Direction)
 }
 
 // ConvertedError: a new run's target already looks converted (the guess
@@ -176,6 +176,7 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 			res.Resumed, res.ResumedAt = true, e.done()
 		}
 	case errors.Is(err, fs.ErrNotExist):
+		step("no journal")
 	default:
 		return nil, err
 	}

@@ -451,3 +451,129 @@ func TestPlainImageInterrupted(t *testing.T) {
 	}
 	unchanged(t, out, data)
 }
+
+// TestInPlaceRollback: an in-place run killed, resumed and killed again
+// further on; then its records (a volume's run area, a plain run's
+// journal) are put back as they were after the first kill. Resuming would
+// convert again what the second run converted: it is refused, nothing
+// written. With the newest records put back it finishes, to the straight
+// result; with the newest record zeroed (the one before it in force) it
+// finishes too, or is refused.
+func TestInPlaceRollback(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	pass := filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("rollback"), 0o600)
+	data := make([]byte, 48<<20)
+	for i := range data {
+		data[i] = byte(i*7>>10) ^ byte(i>>19)
+	}
+	orig := filepath.Join(dir, "orig.img")
+	os.WriteFile(orig, data, 0o644)
+	vol, plainEnc := filepath.Join(dir, "orig.vol"), filepath.Join(dir, "orig.enc")
+	for _, args := range [][]string{
+		{"encrypt", "-q", "--passphrase-file", pass, orig, vol},
+		{"encrypt", "-q", "--type", "plain", "--key-file", key, "--offset", "2048", orig, plainEnc},
+	} {
+		if c, _, stderr := runOut(t, args...); c != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	img := filepath.Join(dir, "target")
+	journal := inplace.DefaultJournal(img)
+	// records reads (or writes back) what holds the run's records.
+	volumeRecords := func(b []byte) []byte {
+		f, err := os.OpenFile(img, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		size, _ := f.Seek(0, 2)
+		off := size - 16<<10
+		if b != nil {
+			f.WriteAt(b, off)
+			return nil
+		}
+		b = make([]byte, 8<<10) // the two record slots
+		f.ReadAt(b, off)
+		return b
+	}
+	plainJournal := func(b []byte) []byte {
+		if b != nil {
+			os.WriteFile(journal, b, 0o600)
+			return nil
+		}
+		b, _ = os.ReadFile(journal)
+		return b
+	}
+	for _, c := range []struct {
+		name     string
+		from     string
+		args     []string
+		records  func([]byte) []byte
+		finished func(t *testing.T) bool
+	}{
+		{"volume encrypt", orig, []string{"encrypt", "--in-place", "-q", "--passphrase-file", pass}, volumeRecords, func(t *testing.T) bool {
+			c, stdout, _ := runOut(t, "verify", "--passphrase-file", pass, img)
+			return c == 0 && strings.Contains(stdout, "digest: ok")
+		}},
+		{"volume decrypt", vol, []string{"decrypt", "--in-place", "-q", "--passphrase-file", pass}, volumeRecords, func(t *testing.T) bool {
+			return sameContent(t, img, orig)
+		}},
+		{"plain encrypt", orig, []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--offset", "2048"}, plainJournal, func(t *testing.T) bool {
+			return sameContent(t, img, plainEnc)
+		}},
+		{"plain decrypt", plainEnc, []string{"decrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--offset", "2048"}, plainJournal, func(t *testing.T) bool {
+			return sameContent(t, img, orig)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(c.args, img)
+			copyFile(t, c.from, img)
+			os.Remove(journal)
+			if killed, code, stderr := runKilledAt(t, "record:4", args...); !killed {
+				t.Fatalf("not interrupted: exit %d: %s", code, stderr)
+			}
+			early := c.records(nil)
+			if killed, code, stderr := runKilledAt(t, "record:8", args...); !killed {
+				t.Fatalf("the resumed run was not interrupted: exit %d: %s", code, stderr)
+			}
+			late := c.records(nil)
+
+			c.records(early)
+			target, _ := os.ReadFile(img) // a volume's records are in it
+			expectFail(t, exitInput, "records are older than its data", args...)
+			unchanged(t, img, target)
+
+			// The newest record zeroed: the one before it in force.
+			zeroed := bytes.Clone(late)
+			base := 0
+			if strings.HasPrefix(c.name, "plain") {
+				base = 4096 // the journal's records follow its anchor
+			}
+			slot := 0
+			if bytes.Compare(zeroed[base+24:base+32], zeroed[base+4096+24:base+4096+32]) < 0 {
+				slot = 1 // the higher sequence number (both are below 2^62)
+			}
+			clear(zeroed[base+slot*4096 : base+(slot+1)*4096])
+			c.records(zeroed)
+			target, _ = os.ReadFile(img)
+			if code, _, stderr := runOut(t, args...); code != 0 {
+				if code != exitInput {
+					t.Fatalf("the newest record zeroed: exit %d: %s", code, stderr)
+				}
+				unchanged(t, img, target)
+				c.records(late)
+				if code, _, stderr := runOut(t, args...); code != 0 {
+					t.Fatalf("the newest records put back: exit %d: %s", code, stderr)
+				}
+			}
+			if !c.finished(t) {
+				t.Fatal("the resumed run's result differs from the straight one")
+			}
+		})
+	}
+}

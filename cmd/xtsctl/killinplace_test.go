@@ -305,3 +305,113 @@ func TestInPlaceKillAtFinish(t *testing.T) {
 		}
 	}
 }
+
+// pauseAtEnv and pauseFileEnv make xtsctl, started by a test, stand still
+// at a moment of its in-place run until a file it makes is removed.
+const (
+	pauseAtEnv   = "XTSCTL_TEST_PAUSE_AT"
+	pauseFileEnv = "XTSCTL_TEST_PAUSE_FILE"
+)
+
+// startPausedAt starts xtsctl with args and returns once its in-place run
+// stands still at step; release lets it go on and returns its exit code
+// and stderr.
+func startPausedAt(t *testing.T, step string, args ...string) (release func() (int, string)) {
+	t.Helper()
+	flag := filepath.Join(t.TempDir(), "paused")
+	cmd := exec.Command("xtsctl", args...)
+	cmd.Env = append(os.Environ(), pauseAtEnv+"="+step, pauseFileEnv+"="+flag)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		if _, err := os.Stat(flag); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("xtsctl exited (%v) before it reached %q: %s", err, step, errb.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return func() (int, string) {
+		os.Remove(flag)
+		err := <-done
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), errb.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, errb.String()
+	}
+}
+
+// TestInPlaceSharedJournal: two plain runs naming one --journal never both
+// run. One that holds it refuses the other; and of two that both found no
+// journal, the second to make one is refused instead of putting its
+// journal over the first's (which would leave the first's target half
+// converted with no journal, to be converted twice).
+func TestInPlaceSharedJournal(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	journal := filepath.Join(dir, "shared.journal")
+	imgs := map[string][]byte{}
+	for i, name := range []string{"one.img", "two.img"} {
+		b := make([]byte, 40<<20)
+		for j := range b {
+			b[j] = byte(j*(i+3)>>10) ^ byte(i)
+		}
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, b, 0o644)
+		imgs[path] = b
+	}
+	one, two := filepath.Join(dir, "one.img"), filepath.Join(dir, "two.img")
+	enc := func(img string) []string {
+		return []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--journal", journal, img}
+	}
+	straight := func(img string) string {
+		t.Helper()
+		orig, out := filepath.Join(dir, "orig"), img+".straight"
+		os.WriteFile(orig, imgs[img], 0o644)
+		if c, _, stderr := runOut(t, "encrypt", "-q", "--type", "plain", "--key-file", key, orig, out); c != 0 {
+			t.Fatal(stderr)
+		}
+		return out
+	}
+
+	// The first found no journal and stands still; the second makes one
+	// and is killed half-way.
+	release := startPausedAt(t, "no journal", enc(one)...)
+	if killed, code, stderr := runKilledAt(t, "record", enc(two)...); !killed {
+		t.Fatalf("the second run was not interrupted: exit %d: %s", code, stderr)
+	}
+	code, stderr := release()
+	if code != exitDevice || !strings.Contains(stderr, "appeared while this run was starting") {
+		t.Fatalf("the first run: exit %d: %s", code, stderr)
+	}
+	unchanged(t, one, imgs[one])
+
+	// The second's run holds the journal: a run of the first is refused.
+	release = startPausedAt(t, "record", enc(two)...)
+	expectFail(t, exitDevice, "is in use by another xtsctl", enc(one)...)
+	unchanged(t, one, imgs[one])
+	if code, stderr := release(); code != 0 {
+		t.Fatalf("the second run, resumed: exit %d: %s", code, stderr)
+	}
+	if !sameContent(t, two, straight(two)) {
+		t.Fatal("the second run's result differs from encrypt --type plain")
+	}
+	// Its journal now records its finished run (of two.img): the first,
+	// another target, is not mistaken for it.
+	expectFail(t, exitInput, "is not what that run left", enc(one)...)
+	unchanged(t, one, imgs[one])
+}
