@@ -168,6 +168,16 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 		case finished && e.a.Direction == dir:
 			return alreadyPlain(e, jf, j.Name())
 		case finished:
+			// The other direction starts anew, on the target the run
+			// left: its size tells one that a run started since (and
+			// grew or shrank) from it, which an older copy of the
+			// journal put back would hide. Its content may have changed
+			// (written through open): the guards below judge that.
+			if size, err := t.Size(); err != nil {
+				return nil, &ReadError{err}
+			} else if size != e.a.FinalSize {
+				return nil, &FinishedError{Journal: j.Name(), Direction: e.a.Direction}
+			}
 			old = jf
 		default:
 			if err := resumePlain(e); err != nil {

@@ -78,7 +78,9 @@ func TestPlainRoundTrip(t *testing.T) {
 				t.Fatalf("decrypting again: %+v %v", res, err)
 			}
 
-			// A block device: the data, then the room the offset needs.
+			// A block device: the data, then the room the offset needs
+			// (and a journal of its own).
+			j = &memJournal{}
 			room := int(c.p.OffsetBytes()) + 4096
 			dev := &memDev{b: append(bytes.Clone(in), pattern(room, 2)...), fixed: true}
 			if _, err := EncryptPlain(ctx, dev, j, c.p, int64(room), testKey, Options{}); err != nil {

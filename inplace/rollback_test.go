@@ -3,6 +3,7 @@ package inplace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -273,5 +274,75 @@ func TestPlainRollback(t *testing.T) {
 				t.Logf("%d operations: %d resumes refused, %d gave the straight result", len(log.ops), out.refused, out.finished)
 			})
 		}
+	}
+}
+
+// TestPlainOlderFinishedJournal: the journal of a finished run put back
+// over the journal of an interrupted run of the other direction, started
+// since. The finished journal lets the other direction start anew, and
+// the new run must not start over the half-converted target: the target's
+// size tells (an image the new run grew), or else the guards (a target
+// whose start the new run converted, holding a filesystem).
+func TestPlainOlderFinishedJournal(t *testing.T) {
+	ctx := context.Background()
+	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}
+	in := pattern(6<<20, 24)
+	tg := &memDev{b: bytes.Clone(in)}
+	j := &memJournal{}
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecryptPlain(ctx, tg, j, p, testKey, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	finishedDecrypt := j.dev.bytes()
+	// An encryption (shift mode, from the end; the image grows first),
+	// interrupted.
+	tg.failAfter = 3
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+		t.Fatalf("not interrupted: %v", err)
+	}
+	tg.failAfter = 0
+	half, interrupted := bytes.Clone(tg.b), j.dev.bytes()
+	j.dev = &memDev{b: finishedDecrypt, name: "journal"}
+	var fe *FinishedError
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.As(err, &fe) || fe.Direction != Decrypt {
+		t.Fatalf("the older journal put back: %v", err)
+	}
+	if !bytes.Equal(tg.b, half) {
+		t.Fatal("a refused run changed the target")
+	}
+	j.dev = &memDev{b: interrupted, name: "journal"}
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil || !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) {
+		t.Fatalf("the newest journal put back: %v", err)
+	}
+
+	// Journal mode, a filesystem: the decryption converts the start
+	// first, and the guard sees it.
+	images := realImages(t, "ext4")
+	if len(images) == 0 {
+		t.Skip("no mkfs.ext4")
+	}
+	p = volume.Plain{Sector: sector.Params{Size: 512}}
+	in = append(bytes.Clone(images[0].data), pattern(6<<20, 25)...)
+	tg = &memDev{b: bytes.Clone(in)}
+	j = &memJournal{}
+	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	finishedEncrypt := j.dev.bytes()
+	tg.failAfter = 2
+	if _, err := DecryptPlain(ctx, tg, j, p, testKey, Options{}); !errors.Is(err, errInjected) {
+		t.Fatalf("not interrupted: %v", err)
+	}
+	tg.failAfter = 0
+	half = bytes.Clone(tg.b)
+	j.dev = &memDev{b: finishedEncrypt, name: "journal"}
+	var ce *ConvertedError
+	if _, err := DecryptPlain(ctx, tg, j, p, testKey, Options{}); !errors.As(err, &ce) {
+		t.Fatalf("the older journal put back: %v", err)
+	}
+	if !bytes.Equal(tg.b, half) {
+		t.Fatal("a refused run changed the target")
 	}
 }
