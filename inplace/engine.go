@@ -125,9 +125,9 @@ type engine struct {
 	tr       transform
 	workers  int
 	progress func(done int64)
-	// ahead is the ahead MAC being computed for the next record, while
-	// the zone before it is converted (prefetchAhead).
-	ahead *aheadJob
+	// ahead computes the ahead MACs of the records to come, zone after
+	// zone, while the zones before them are converted (startAhead).
+	ahead *aheadPipe
 }
 
 // WriteError and ReadError name which side of a run failed.
@@ -251,13 +251,18 @@ func (e *engine) aheadOf(next int64, hasData bool) (off, n int64) {
 // 4 KiB pieces (many at a time, numbered by position), then one MAC over
 // them with the sample key.
 func (e *engine) aheadMAC(off, n int64) ([macSize]byte, error) {
+	return e.aheadMACBuf(off, n, make([]byte, min(n, chunk)))
+}
+
+// aheadMACBuf is aheadMAC reading through buf (at least a chunk, or n).
+func (e *engine) aheadMACBuf(off, n int64, buf []byte) ([macSize]byte, error) {
 	h, _ := blake2b.New256(e.keys.sample)
 	var hdr [24]byte
 	copy(hdr[:], "ahead\x00\x00\x00")
 	put64(hdr[:], 8, uint64(off))
 	put64(hdr[:], 16, uint64(n))
 	h.Write(hdr[:])
-	buf := make([]byte, min(n, chunk))
+	defer clear(buf)
 	tags := make([]byte, chunk/pieceSize*16)
 	for pos := int64(0); pos < n; {
 		b := buf[:min(int64(len(buf)), n-pos)]
@@ -276,54 +281,78 @@ func (e *engine) aheadMAC(off, n int64) ([macSize]byte, error) {
 	return mac, nil
 }
 
-// aheadJob is an ahead MAC computed on a goroutine of its own.
-type aheadJob struct {
-	off, n int64
-	done   chan struct{}
-	mac    [macSize]byte
-	err    error
+// aheadPipe computes the ahead MACs of zones next, next + 1, ... in order,
+// on a goroutine of its own, at most two zones ahead of the records that
+// take them. The source of zone j is not written before record j (j - 1
+// with data, journal mode) is in force: every zone converted before it
+// writes elsewhere (a zone's destination never covers the source of a
+// later zone). So its MAC may be computed any time before that record,
+// while earlier zones are converted.
+type aheadPipe struct {
+	next    int64 // the zone of the next result
+	results chan aheadResult
+	stop    chan struct{}
+	done    chan struct{}
 }
 
-// prefetchAhead starts computing the ahead MAC of the record (next,
-// hasData) that the run writes once the zone it is converting is done:
-// that zone's writes do not touch it (see aheadOf), so it can be read
-// meanwhile, on another core.
-func (e *engine) prefetchAhead(next int64, hasData bool) {
-	off, n := e.aheadOf(next, hasData)
-	if n == 0 || e.ahead != nil && e.ahead.off == off && e.ahead.n == n {
+type aheadResult struct {
+	mac [macSize]byte
+	err error
+}
+
+// startAhead starts computing the ahead MACs from zone from on.
+func (e *engine) startAhead(from int64) {
+	e.stopAhead()
+	if e.a.Version < 2 || from >= e.g.zones() {
 		return
 	}
-	e.waitAhead()
-	j := &aheadJob{off: off, n: n, done: make(chan struct{})}
-	e.ahead = j
+	p := &aheadPipe{next: from, results: make(chan aheadResult, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	e.ahead = p
 	go func() {
-		j.mac, j.err = e.aheadMAC(off, n)
-		close(j.done)
+		defer close(p.done)
+		buf := make([]byte, min(e.g.zone, chunk))
+		for k := from; k < e.g.zones(); k++ {
+			lo, hi := e.g.span(k)
+			var r aheadResult
+			r.mac, r.err = e.aheadMACBuf(e.g.src+lo, hi-lo, buf)
+			select {
+			case p.results <- r:
+			case <-p.stop:
+				return
+			}
+			if r.err != nil {
+				return
+			}
+		}
 	}()
 }
 
-// waitAhead waits for the ahead MAC being computed, if any, and forgets
-// it: a run never returns while one reads the target.
-func (e *engine) waitAhead() {
-	if e.ahead != nil {
-		<-e.ahead.done
+// stopAhead ends the goroutine of startAhead, if any: a run never returns
+// while it reads the target.
+func (e *engine) stopAhead() {
+	if p := e.ahead; p != nil {
+		close(p.stop)
+		<-p.done
 		e.ahead = nil
 	}
 }
 
-// aheadFor is the ahead MAC of the record (next, hasData): the one
-// prefetched, or computed now.
+// aheadFor is the ahead MAC of the record (next, hasData): from the pipe
+// when it is the zone the pipe has next, computed now otherwise.
 func (e *engine) aheadFor(next int64, hasData bool) (off, n int64, mac [macSize]byte, err error) {
 	off, n = e.aheadOf(next, hasData)
 	if n == 0 {
 		return 0, 0, mac, nil
 	}
-	if j := e.ahead; j != nil && j.off == off && j.n == n {
-		<-j.done
-		e.ahead = nil
-		return off, n, j.mac, j.err
+	k := next
+	if hasData {
+		k++
 	}
-	e.waitAhead()
+	if p := e.ahead; p != nil && p.next == k {
+		r := <-p.results
+		p.next++
+		return off, n, r.mac, r.err
+	}
 	mac, err = e.aheadMAC(off, n)
 	return off, n, mac, err
 }
@@ -464,7 +493,7 @@ func (e *engine) slotData(r *record) ([]byte, error) {
 // run converts every zone from the record in force on, leaving a record
 // that says all are done (Next == zones, no data).
 func (e *engine) run(ctx context.Context) error {
-	defer e.waitAhead()
+	defer e.stopAhead()
 	g, z := e.g, e.g.zones()
 	k0 := e.rec.Next
 	if e.rec.HasData {
@@ -488,6 +517,9 @@ func (e *engine) run(ctx context.Context) error {
 		e.progress(done(k0))
 	}
 	if k0 < z {
+		// The first record this run writes is k0 + 1 (shift mode) or
+		// (k0, has data): both carry zone k0 + 1's ahead MAC.
+		e.startAhead(k0 + 1)
 		var err error
 		if e.a.Mode == modeJournal {
 			err = e.runJournal(ctx, k0)
@@ -545,9 +577,6 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 				if err := e.tr.written(slot, buf, x); err != nil {
 					return err
 				}
-			}
-			if off%g.zone == 0 {
-				e.prefetchAhead(k0+off/g.zone+1, false)
 			}
 			end := off + int64(len(buf))
 			if e.progress != nil {
@@ -671,9 +700,6 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 		lo, hi := g.span(k)
 		if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
 			return err
-		}
-		if off%g.zone == 0 {
-			e.prefetchAhead(k, true)
 		}
 		cur.x = append(cur.x, x)
 		cur.mac = append(cur.mac, macs[slot])
