@@ -393,12 +393,13 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 // checkStartLeftovers checks, before an encryption that stopped before its
 // header was written starts again, that the target is what such a start
 // leaves: its size, and (an image) nothing but zeros after the data except
-// where the start writes. The anchor is not authenticated (there is no key
-// yet); these checks make sure that starting again only overwrites what a
-// start would overwrite anyway.
+// where the start writes (the header's copies). The anchor is not
+// authenticated (there is no key yet); these checks make sure that
+// starting again only overwrites what a start would overwrite anyway.
 func checkStartLeftovers(t Target, size int64, a *anchor, room int64) error {
 	l, err := volume.NewLayout(a.Length, int(a.SectorSize), 0)
-	if err != nil || a.Direction != Encrypt || a.Source != 0 || a.Dest != l.DataOffset {
+	if err != nil || a.Direction != Encrypt || a.Source != 0 || a.Dest != l.DataOffset ||
+		a.BackupHdr != 0 && a.BackupHdr != a.HeaderOff+backupHeaderGap {
 		return errors.New("the in-place run's anchor is invalid")
 	}
 	if size != a.FinalSize {
@@ -419,7 +420,9 @@ func checkStartLeftovers(t Target, size int64, a *anchor, room int64) error {
 		}
 		for i := range n {
 			pos := off + i
-			if buf[i] != 0 && (pos < a.HeaderOff || pos >= a.HeaderOff+volume.CopySize) {
+			inCopy := pos >= a.HeaderOff && pos < a.HeaderOff+volume.CopySize ||
+				a.BackupHdr != 0 && pos >= a.BackupHdr && pos < a.BackupHdr+volume.CopySize
+			if buf[i] != 0 && !inCopy {
 				return fmt.Errorf("%w: it holds data after the data length of the interrupted run (byte %d)", ErrNotThisTarget, pos)
 			}
 		}
