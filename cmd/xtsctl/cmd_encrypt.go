@@ -146,7 +146,7 @@ says how.`,
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume, plain or luks2")
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists; with --in-place --type plain: convert TARGET even if it looks converted already")
 	pf.register(cmd.Flags())
 	cmd.Flags().Lookup("sector-size").Usage = fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, defaultVolumeSectorSize)
 	cf.register(cmd.Flags())

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/inplace"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/secret"
@@ -129,6 +130,10 @@ func convertPlain(a *app, pf *plainFlags, verb, inPath, outPath string, force bo
 		}
 	} else if size, err = p.DataSize(inPath, in.Size); err != nil {
 		return withCode(exitInput, err)
+	} else if in.File != nil && in.Info != nil && in.Info.Mode().IsRegular() {
+		if err := inplace.CheckPlainImage(inPath); err != nil {
+			return withCode(exitInput, err)
+		}
 	}
 	codec, keyBits, err := plainCodec(a, pf, p)
 	if err != nil {
