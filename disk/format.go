@@ -195,3 +195,31 @@ func DescribeImage(f Format, r io.ReaderAt, size int64) string {
 	}
 	return f.Info().Title
 }
+
+// A Guard refuses an image before its header is used, for a reason a
+// package's own state gives (an interrupted in-place run beside a plain
+// image, which only that package can tell). Packages register guards in
+// their init functions.
+type Guard func(img *Image, f Format) error
+
+var guards []Guard
+
+// RegisterGuard adds g to the guards CheckGuards runs.
+func RegisterGuard(g Guard) {
+	registry.Lock()
+	defer registry.Unlock()
+	guards = append(guards, g)
+}
+
+// CheckGuards runs every guard on img read as f; the first refusal wins.
+func CheckGuards(img *Image, f Format) error {
+	registry.RLock()
+	gs := slices.Clone(guards)
+	registry.RUnlock()
+	for _, g := range gs {
+		if err := g(img, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -60,8 +60,11 @@ func TestPlainRoundTrip(t *testing.T) {
 			if !bytes.Equal(tg.b, want) {
 				t.Fatalf("in-place encryption differs from encrypt --type plain (%d vs %d bytes)", len(tg.b), len(want))
 			}
-			if j.dev != nil {
-				t.Fatal("the journal is left behind")
+			finishedJournal(t, j, Encrypt)
+			// Run again: nothing to do, nothing converted.
+			res, err := EncryptPlain(ctx, tg, j, c.p, 0, testKey, Options{})
+			if err != nil || !res.AlreadyDone || res.Resumed || !bytes.Equal(tg.b, want) {
+				t.Fatalf("encrypting again: %+v %v", res, err)
 			}
 			if _, err := DecryptPlain(ctx, tg, j, c.p, testKey, Options{}); err != nil {
 				t.Fatal(err)
@@ -69,8 +72,15 @@ func TestPlainRoundTrip(t *testing.T) {
 			if !bytes.Equal(tg.b, in) {
 				t.Fatal("in-place decryption does not give the original back")
 			}
+			finishedJournal(t, j, Decrypt)
+			res, err = DecryptPlain(ctx, tg, j, c.p, testKey, Options{})
+			if err != nil || !res.AlreadyDone || !bytes.Equal(tg.b, in) {
+				t.Fatalf("decrypting again: %+v %v", res, err)
+			}
 
-			// A block device: the data, then the room the offset needs.
+			// A block device: the data, then the room the offset needs
+			// (and a journal of its own).
+			j = &memJournal{}
 			room := int(c.p.OffsetBytes()) + 4096
 			dev := &memDev{b: append(bytes.Clone(in), pattern(room, 2)...), fixed: true}
 			if _, err := EncryptPlain(ctx, dev, j, c.p, int64(room), testKey, Options{}); err != nil {
@@ -86,6 +96,19 @@ func TestPlainRoundTrip(t *testing.T) {
 				t.Fatal("in-place decryption of a device does not give the original back")
 			}
 		})
+	}
+}
+
+// finishedJournal checks that j holds the journal of a finished run of
+// dir, cut to its records.
+func finishedJournal(t *testing.T, j *memJournal, dir Direction) {
+	t.Helper()
+	if j.dev == nil {
+		t.Fatal("no journal left: the finished run is not recorded")
+	}
+	st, err := ProbeJournal(j.dev)
+	if err != nil || !st.Finished || st.Direction != dir || st.Done != st.Length || len(j.dev.b) != journalData {
+		t.Fatalf("the journal of the finished run: %+v %v (%d bytes)", st, err, len(j.dev.b))
 	}
 }
 
@@ -283,5 +306,27 @@ func TestPlainResumeChecks(t *testing.T) {
 	}
 	if !bytes.Equal(tg3.b, straightPlain(t, in, p, testKey)) {
 		t.Fatal("the resumed run differs from encrypt --type plain")
+	}
+}
+
+// TestPlainWriteErrorStops: a write in place that fails in journal mode
+// ends the run with its error, at any zone (a chunk of the zone after next
+// used to wait for ever for the buffer that write would free), and the
+// run then resumes to the straight result.
+func TestPlainWriteErrorStops(t *testing.T) {
+	ctx := context.Background()
+	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	in := pattern(int(8*journalZone)+512, 42)
+	want := straightPlain(t, in, p, testKey)
+	for n := 1; n <= 8; n++ {
+		tg := &memDev{b: bytes.Clone(in), failAfter: n}
+		j := &memJournal{}
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+			t.Fatalf("write %d failing: %v", n, err)
+		}
+		tg.failAfter = 0
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil || !bytes.Equal(tg.b, want) {
+			t.Fatalf("write %d failing, resumed: %v", n, err)
+		}
 	}
 }

@@ -175,8 +175,16 @@ func TestPreparePlain(t *testing.T) {
 	if _, err := plan.RunPlain(ctx, testKey, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) || j.dev != nil {
+	if !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) {
 		t.Fatal("the resumed run is not the straight result")
+	}
+	// Finished: its journal says so; the same direction is nothing to
+	// resume, the other starts anew.
+	if plan, err = PreparePlain(tg, j, p, Encrypt, 0); err != nil || plan.Resume || !plan.Status.Finished {
+		t.Fatalf("finished: %+v, %v", plan, err)
+	}
+	if plan, err = PreparePlain(tg, j, p, Decrypt, 0); err != nil || plan.Resume || !plan.Status.Finished {
+		t.Fatalf("finished, the other direction: %+v, %v", plan, err)
 	}
 }
 
@@ -187,12 +195,11 @@ type sizeJournal struct{ size int64 }
 var errRefused = errors.New("refused")
 
 func (j *sizeJournal) Open() (JournalFile, error) { return nil, os.ErrNotExist }
-func (j *sizeJournal) Create(size int64, _ func(Device) error) (JournalFile, error) {
+func (j *sizeJournal) Create(size int64, _ func(Device) error, _ bool) (JournalFile, error) {
 	j.size = size
 	return nil, errRefused
 }
-func (j *sizeJournal) Remove() error { return nil }
-func (j *sizeJournal) Name() string  { return "sized" }
+func (j *sizeJournal) Name() string { return "sized" }
 
 // TestMaxJournalSize: the journal of a large journal-mode run, with the
 // zones xtsctl uses, takes MaxJournalSize, which messages quote.

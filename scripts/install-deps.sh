@@ -28,6 +28,14 @@ declare -A need=(
   [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
   [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
   [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
+  # inplace TestRecognise: the signatures of real filesystems and tables
+  [mkfs.xfs]=xfsprogs
+  [mkfs.btrfs]=btrfs-progs
+  [mkfs.vfat]=dosfstools
+  [mkfs.exfat]=exfatprogs
+  [mkfs.ntfs]=ntfs-3g
+  [mkswap]=util-linux
+  [sfdisk]=fdisk
 )
 missing=()
 for cmd in "${!need[@]}"; do

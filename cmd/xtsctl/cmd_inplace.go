@@ -143,11 +143,6 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 	if err != nil {
 		return err
 	}
-	if f.force {
-		if found, _ := detectAt(target); found == nil {
-			return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
-		}
-	}
 	ip := &f.ip
 	pf, err := f.img.plainFlags(cmd)
 	if err != nil {
@@ -157,7 +152,10 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 		if err := rejectFlags(cmd, typ, slices.Concat(createOnly, []string{"digest"})); err != nil {
 			return err
 		}
-		return plainInPlace(a, pf, ip, target, inplace.Encrypt)
+		return plainInPlace(a, pf, ip, target, inplace.Encrypt, f.force)
+	}
+	if found, _ := detectAt(target); f.force && (found == nil || found.Info().Name == typ) {
+		return usageError(errors.New("--force does not apply to --in-place of a volume: there is no output file"))
 	}
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
@@ -251,11 +249,6 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	if err != nil {
 		return err
 	}
-	if f.force {
-		if found, _ := detectAt(target); found == nil {
-			return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
-		}
-	}
 	passFile, ip := f.img.passFile, &f.ip
 	pf, err := f.img.plainFlags(cmd)
 	if err != nil {
@@ -268,7 +261,10 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 		if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 			return err
 		}
-		return plainInPlace(a, pf, ip, target, inplace.Decrypt)
+		return plainInPlace(a, pf, ip, target, inplace.Decrypt, f.force)
+	}
+	if found, _ := detectAt(target); f.force && (found == nil || found.Info().Name == typ) {
+		return usageError(errors.New("--force does not apply to --in-place of a volume: there is no output file"))
 	}
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
@@ -324,8 +320,10 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	return nil
 }
 
-// plainInPlace runs a plain in-place encryption or decryption.
-func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir inplace.Direction) error {
+// plainInPlace runs a plain in-place encryption or decryption; force skips
+// the guards that guess from the data that the target is converted
+// already.
+func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir inplace.Direction, force bool) error {
 	p, err := pf.params()
 	if err != nil {
 		return err
@@ -352,21 +350,29 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	}
 	defer secret.Wipe(key)
 	switch {
-	case plan.Status == nil:
-		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
+	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
+		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
 			verb, target, plainCipher(p, 8*len(key)), j.Path)
 	case plan.Resume:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
 	}
-	res, err := plan.RunPlain(a.ctx, key, r.options())
+	opts := r.options()
+	opts.Force = force
+	res, err := plan.RunPlain(a.ctx, key, opts)
 	r.finishProgress()
 	if err != nil {
 		return inPlaceError(target, err)
+	}
+	if res.AlreadyDone {
+		a.infof("%s was %s in place already (its journal %s records the finished run): nothing was converted", target,
+			map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir], j.Path)
+		return nil
 	}
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
 		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
 	return nil
 }
+
 
 // inPlaceError maps the errors of package inplace to exit codes and hints.
 func inPlaceError(target string, err error) error {
@@ -374,8 +380,10 @@ func inPlaceError(target string, err error) error {
 		return nil
 	}
 	var (
-		ce  *cliError
+		cle *cliError
 		be  *inplace.BusyError
+		fe  *inplace.FinishedError
+		ce  *inplace.ConvertedError
 		ne  *inplace.NeedRoomError
 		me  *inplace.MismatchError
 		de  *inplace.DirectionError
@@ -393,7 +401,7 @@ func inPlaceError(target string, err error) error {
 		return withCode(code, fmt.Errorf("%s: %w", target, err), hints...)
 	}
 	switch {
-	case errors.As(err, &ce):
+	case errors.As(err, &cle):
 		return err
 	case errors.Is(err, context.Canceled):
 		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted: run the same command again to resume (xtsctl info %s shows how far it got)", target, target))
@@ -407,6 +415,16 @@ func inPlaceError(target string, err error) error {
 		return wrap(exitKey, "give the key (or passphrase) the interrupted run was started with")
 	case errors.Is(err, inplace.ErrNotThisTarget):
 		return wrap(exitInput, "resume the run on the target it was started on; nothing was changed")
+	case errors.Is(err, inplace.ErrRolledBack):
+		return wrap(exitInput, "put back the newest copy of the journal (or of the image) if there is one; nothing was changed")
+	case errors.As(err, &fe) && fe.OtherKey:
+		return wrap(exitKey, "give the key that run used; if "+target+" no longer holds what it left, move "+fe.Journal+" away first; nothing was changed")
+	case errors.As(err, &fe):
+		return wrap(exitInput, "if "+target+" now holds other data to "+fe.Direction.Verb()+", move "+fe.Journal+" away first; nothing was changed")
+	case errors.As(err, &ce):
+		return wrap(exitInput, fmt.Sprintf("nothing was changed; if you are sure it is not %sed, give --force", ce.Direction.Verb()))
+	case errors.As(err, &me) && me.Finished:
+		return wrap(exitUsage, "give the options that run used (if "+target+" no longer holds what it left, move its journal away); nothing was changed")
 	case errors.As(err, &me):
 		return wrap(exitUsage, "give the options the interrupted run was started with; nothing was changed")
 	case errors.As(err, &de):
@@ -460,10 +478,14 @@ type inPlaceJSON struct {
 	Recorded bool `json:"recorded"`
 	// Started: false for a run that stopped while starting (nothing was
 	// converted).
-	Started bool   `json:"started"`
-	Journal string `json:"journal,omitempty"`
-	Resume  string `json:"resume"`
+	Started bool `json:"started"`
+	// Finished: a plain run's journal says it finished (which only the
+	// key authenticates); Resume is then "".
+	Finished bool   `json:"finished,omitempty"`
+	Journal  string `json:"journal,omitempty"`
+	Resume   string `json:"resume"`
 }
+
 
 // infoInPlace shows an interrupted in-place run of image (a volume's run
 // area at its end, or a plain run's journal), and the header when there is
@@ -478,28 +500,12 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 	case st == nil:
 		return false, nil
 	}
-	resume := fmt.Sprintf("xtsctl %s --in-place", st.Direction.Verb())
-	if st.Kind == inplace.KindPlain {
-		resume += " --type plain --key-file KEYFILE"
-		if st.Journal != inplace.DefaultJournal(image) {
-			resume += " --journal " + st.Journal
-		}
-		if st.SectorSize != 512 {
-			resume += fmt.Sprintf(" --sector-size %d", st.SectorSize)
-		}
-		if st.LargeSectors {
-			resume += " --iv-large-sectors"
-		}
-		if st.Skip != 0 {
-			resume += fmt.Sprintf(" --skip %d", st.Skip)
-		}
-		if st.Offset != 0 {
-			resume += fmt.Sprintf(" --offset %d", st.Offset)
-		}
+	resume := st.ResumeCommand(image)
+	if st.Finished {
+		resume = ""
 	}
-	resume += " " + image
 	j := &inPlaceJSON{Kind: st.Kind.String(), Direction: st.Direction.Verb(), DataLength: st.Length, Done: st.Done,
-		Recorded: st.Recorded, Started: st.Started, Journal: st.Journal, Resume: resume}
+		Recorded: st.Recorded, Started: st.Started, Finished: st.Finished, Journal: st.Journal, Resume: resume}
 	if st.Length > 0 {
 		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
 	}
@@ -544,6 +550,10 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 	}
 	progress := fmt.Sprintf("%s of %s (%.1f%%) converted, as its last record says (which only the key authenticates)", bytesize.Human(st.Done), bytesize.Human(st.Length), j.Percent)
 	switch {
+	case st.Finished:
+		a.resultf("%-16s %s %s, finished, as its journal says (which only the key authenticates): running it again converts nothing", "in-place run:", what, st.Direction)
+		a.resultf("%-16s %s", "journal:", st.Journal)
+		return true, nil
 	case !st.Started:
 		progress = "stopped while starting: nothing was converted"
 	case !st.Recorded:

@@ -390,6 +390,9 @@ func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, forc
 	if err := f.checkFlags(format); err != nil {
 		return nil, err
 	}
+	if err := disk.CheckGuards(img, format); err != nil {
+		return nil, err
+	}
 	h, err := format.Open(img, f.options())
 	if err != nil {
 		return nil, notFormat(img, err)

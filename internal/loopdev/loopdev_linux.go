@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -218,6 +219,54 @@ func BackedBy(file string) ([]string, error) {
 		devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
 	}
 	return devs, nil
+}
+
+// BackedByFile lists the loop devices (as /dev/loopN) whose backing file
+// is the file fi describes (from os.Stat or File.Stat), compared by device
+// and inode number as LOOP_GET_STATUS64 reports them: another name of the
+// file (a hard link, a path in another mount namespace, a name removed
+// since the device was attached) is found too, where a comparison of the
+// path sysfs shows is not. A device whose node cannot be opened is
+// compared by that path.
+func BackedByFile(fi fs.FileInfo) ([]string, error) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("loopdev: no device and inode number for %s", fi.Name())
+	}
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var devs []string
+	for _, f := range files {
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if sameBacking(dev, f, fi, st) {
+			devs = append(devs, dev)
+		}
+	}
+	return devs, nil
+}
+
+// sameBacking reports whether loop device dev (whose sysfs backing_file
+// is sysfsFile) is backed by the file fi, with stat st.
+func sameBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool {
+	if b, err := os.ReadFile(sysfsFile); err == nil {
+		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil && os.SameFile(fi, bfi) {
+			return true
+		}
+	}
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+	if err != nil {
+		return false
+	}
+	// The kernel encodes lo_device as stat(2) encodes st_dev
+	// (new_encode_dev); compare the numbers, not the encodings.
+	return info.Inode == uint64(st.Ino) && unix.Major(info.Device) == unix.Major(uint64(st.Dev)) && unix.Minor(info.Device) == unix.Minor(uint64(st.Dev))
 }
 
 // DetachPath detaches the loop device at path (e.g. /dev/loop3) from its
