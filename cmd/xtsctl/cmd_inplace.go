@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/inplace"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -24,6 +25,9 @@ import (
 // (docs/INPLACE.md).
 
 // inPlaceFlags are the flags of encrypt and decrypt that --in-place uses.
+// createOnly lists the flags of a new volume that a plain run refuses.
+var createOnly = []string{"key-size", "integrity", "tag-size", "label", "passphrase-file", "kdf-time", "kdf-memory", "kdf-iterations"}
+
 type inPlaceFlags struct {
 	on      bool
 	journal string
@@ -134,15 +138,24 @@ func describeStatus(st *inplace.Status) string {
 	return fmt.Sprintf("%s of %s (%s) converted", bytesize.Human(st.Done), bytesize.Human(st.Length), st.Percent())
 }
 
-func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string, withDigest bool) error {
+func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, withDigest bool) error {
+	typ, err := inPlaceType(&f.img, target, true, f.force)
+	if err != nil {
+		return err
+	}
+	ip := &f.ip
+	pf, err := f.img.plainFlags(cmd)
+	if err != nil {
+		return err
+	}
 	if typ == typePlain {
 		if err := rejectFlags(cmd, typ, slices.Concat(createOnly, []string{"digest"})); err != nil {
 			return err
 		}
-		return plainInPlace(a, pf, ip, target, inplace.Encrypt, cmd.Flags().Changed("force"))
+		return plainInPlace(a, pf, ip, target, inplace.Encrypt, f.force)
 	}
-	if cmd.Flags().Changed("force") {
-		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+	if found, _ := detectAt(target); f.force && (found == nil || found.Info().Name == typ) {
+		return usageError(errors.New("--force does not apply to --in-place of a volume: there is no output file"))
 	}
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
@@ -162,7 +175,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 		if cmd.Flags().Changed("digest") {
 			a.warningf("--digest applies when a run starts: the interrupted one's choice stands")
 		}
-		pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file", prompt: "the passphrase for " + target})
+		pass, err := readPassphrase(a, passphraseRequest{file: f.img.passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
 		if err != nil {
 			return err
 		}
@@ -175,7 +188,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 		if p.Status != nil {
 			a.infof("%s: an in-place encryption stopped before it converted anything: starting again", target)
 		}
-		if res, err = startVolumeEncryption(r, p, cmd, cf, withDigest); err != nil {
+		if res, err = startVolumeEncryption(r, p, cmd, f, withDigest); err != nil {
 			return err
 		}
 	}
@@ -197,32 +210,33 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 
 // startVolumeEncryption reads the new volume's flags, makes the checks that
 // need no passphrase, asks for the new passphrase and runs.
-func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, cf *createFlags, withDigest bool) (*inplace.VolumeResult, error) {
+func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, f *encryptFlags, withDigest bool) (*inplace.VolumeResult, error) {
 	a := r.a
-	ss, err := volumeSectorSize(cmd)
+	cf := &f.cf
+	// The volume format checks the options as for encrypt IN OUT.
+	do := &disk.CreateOptions{Name: r.target, TypeName: "volume", Digest: withDigest, Warn: a.warningf}
+	cf.options(do)
+	plan, err := volume.Format.(disk.Creator).PlanCreate(do)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := cf.options(cmd, ss)
-	if err != nil {
-		return nil, err
-	}
-	opts.NoDigest = !withDigest
-	if opts.NoDigest && opts.TagSize == 0 {
-		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", r.target)
-	}
+	opts := plan.Plan.(volume.CreateOptions)
 	length, err := p.CheckVolume(opts)
 	if err != nil {
 		return nil, inPlaceError(r.target, err)
 	}
-	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
+	pass, err := readPassphrase(a, passphraseRequest{file: f.img.passFile, flag: "passphrase-file",
 		prompt: "the new passphrase for " + r.target, confirm: true})
 	if err != nil {
 		return nil, err
 	}
 	defer clear(pass)
 	opts.Passphrase = pass
-	if opts.KDF, err = cf.kdf.params(a); err != nil {
+	kdf, err := cf.kdf.newKDF(a, "volume")
+	if err != nil {
+		return nil, err
+	}
+	if opts.KDF, err = volume.NewSlotKDF(kdf); err != nil {
 		return nil, err
 	}
 	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, bytesize.Human(length))
