@@ -554,12 +554,32 @@ func format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions,
 	return h, key, nil
 }
 
-// writable checks that h is a LUKS2 header this package may rewrite.
+// writable checks that h is a LUKS2 header this package may rewrite: one
+// it decrypts, whose keyslots, digests, segments and tokens are named by
+// their numbers' canonical spelling (the edits find them by number) and
+// whose data segment has a usable digest (the key to write is checked
+// against it).
 func (h *Header) writable() error {
 	if h.Version != 2 || h.meta == nil {
 		return unsupported(FeatureVersion, "1 (writing)", "only LUKS2 headers are written")
 	}
-	return h.Supported()
+	if err := h.Supported(); err != nil {
+		return err
+	}
+	for _, sec := range []string{"keyslots", "digests", "segments", "tokens"} {
+		for _, m := range h.meta.get(sec).obj {
+			if m.key != nameOf(atoi(m.key)) {
+				return unsupported(FeatureNames, fmt.Sprintf("(%s %q)", sec[:len(sec)-1], m.key), "cryptsetup cannot change such a header either")
+			}
+		}
+	}
+	switch d := h.digest(h.segmentDigest(h.Segment.ID)); {
+	case d == nil:
+		return corrupt("header", "no digest for the data segment")
+	case d.Err != nil:
+		return d.Err
+	}
+	return nil
 }
 
 // AddKeyslot adds a keyslot holding key (the volume key, checked against
@@ -604,7 +624,7 @@ func (h *Header) AddKeyslot(f ReadWriterAt, devSize int64, key, passphrase []byt
 	}
 	meta := h.meta.clone()
 	meta.get("keyslots").set(strconv.Itoa(id), ks)
-	d := meta.get("digests").get(strconv.Itoa(segmentDigest(h.Digests, h.Segment.ID).ID))
+	d := meta.get("digests").get(nameOf(h.segmentDigest(h.Segment.ID)))
 	d.get("keyslots").arr = append(d.get("keyslots").arr, jstr(strconv.Itoa(id)))
 	if _, err := h.current(f, devSize); err != nil {
 		return -1, err
@@ -639,7 +659,7 @@ func (h *Header) RemoveKeyslot(f ReadWriterAt, devSize int64, id int, opt Remove
 	if k == nil {
 		return fmt.Errorf("keyslot %d is not active", id)
 	}
-	d := segmentDigest(h.Digests, h.Segment.ID)
+	d := h.digest(h.segmentDigest(h.Segment.ID))
 	if containsInt(d.Keyslots, id) && len(d.Keyslots) == 1 && !opt.AllowLast {
 		return fmt.Errorf("keyslot %d: %w", id, ErrLastKeyslot)
 	}
@@ -696,7 +716,7 @@ func (h *Header) ChangeKeyslot(f ReadWriterAt, devSize int64, id int, key, passp
 	if err := h.VerifyKey(key, opt.Limits); err != nil {
 		return err
 	}
-	if d := segmentDigest(h.Digests, h.Segment.ID); !containsInt(d.Keyslots, id) {
+	if d := h.digest(h.segmentDigest(h.Segment.ID)); !containsInt(d.Keyslots, id) {
 		return fmt.Errorf("keyslot %d does not hold the volume key", id)
 	}
 	aSize := areaSize(len(key))
