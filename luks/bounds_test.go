@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -265,5 +266,63 @@ func TestShortDevices(t *testing.T) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("%q: %v, want %v", c.data[:min(len(c.data), 10)], err, c.want)
 		}
+	}
+}
+
+// TestLargeHeader: a 4 MiB JSON area with thousands of keyslots,
+// segments, tokens and references reads, in time that grows with its size
+// and not with its square (a hostile header cannot make info hang).
+func TestLargeHeader(t *testing.T) {
+	const hdrSize = 4 << 20
+	const n = 12000
+	var b strings.Builder
+	b.WriteString(`{"keyslots":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d":{"type":"x","key_size":1,"area":{"type":"x","offset":"%d","size":"512"}}`, i, 2*hdrSize+512*i)
+	}
+	b.WriteString(`},"tokens":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d":{"type":"x","keyslots":["%d"]}`, i, n-1-i)
+	}
+	b.WriteString(`},"segments":{"0":{"type":"crypt","offset":"142606336","size":"4096","iv_tweak":"0","encryption":"aes-xts-plain64","sector_size":4096}`)
+	for i := 1; i < n; i++ {
+		size := `"512"`
+		if i == n-1 {
+			size = `"dynamic"`
+		}
+		fmt.Fprintf(&b, `,"%d":{"type":"x","offset":"%d","size":%s}`, i, 142606336+4096+512*(i-1), size)
+	}
+	b.WriteString(`},"digests":{"0":{"type":"x","keyslots":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d"`, i)
+	}
+	b.WriteString(`],"segments":["0"]}},"config":{"json_size":"4190208","keyslots_size":"134217728"}}`)
+	if b.Len() >= hdrSize-binHeaderSize {
+		t.Fatalf("%d bytes of JSON do not fit", b.Len())
+	}
+	area := make([]byte, hdrSize-binHeaderSize)
+	copy(area, b.String())
+	h, err := parseMetadata(area, hdrSize, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Keyslots) != n || len(h.Tokens) != n || h.Segments != n || !errors.Is(h.Supported(), ErrUnsupported) {
+		t.Fatalf("%d keyslots, %d tokens, %d segments, %v", len(h.Keyslots), len(h.Tokens), h.Segments, h.Supported())
+	}
+	// The same with two areas overlapping, far apart in the text.
+	text := strings.Replace(b.String(), fmt.Sprintf(`"offset":"%d"`, 2*hdrSize+512*(n-1)), fmt.Sprintf(`"offset":"%d"`, 2*hdrSize+100), 1)
+	clear(area)
+	copy(area, text)
+	if _, err := parseMetadata(area, hdrSize, 1<<40); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("overlapping areas: %v", err)
 	}
 }

@@ -46,7 +46,8 @@ type Header struct {
 	// the end of its last key material. A header backup is this long.
 	HeaderSize uint64 `json:"header_size"`
 
-	meta        *jvalue // LUKS2 metadata, kept whole for rewriting
+	meta        *jvalue        // LUKS2 metadata, kept whole for rewriting
+	digestIdx   map[string]int // digest names to places in Digests
 	salts       [2][saltLen2]byte
 	checksumAlg string
 }
@@ -412,6 +413,12 @@ func cryptsetupHash(name string) bool {
 	return false
 }
 
+// Detached reports whether the data segment starts at offset 0 of the
+// data device: the layout of a detached header (cryptsetup --header), whose
+// data is on another device. Read from the image itself, without a data
+// device given apart, such a header would be read (and written) as data.
+func (h *Header) Detached() bool { return h.Segment.Offset == 0 }
+
 // Keyslot returns the keyslot with the given ID, or nil: the one
 // cryptsetup finds by that number (a keyslot whose name is not the
 // number's canonical spelling, such as "01", is listed but never found).
@@ -459,12 +466,23 @@ func (h *Header) checkKeyLen(key []byte) error {
 // digest returns the digest cryptsetup finds by number id: the one named
 // by the number's canonical spelling, or nil.
 func (h *Header) digest(id int) *Digest {
-	for i := range h.Digests {
-		if h.Digests[i].name == nameOf(id) {
-			return &h.Digests[i]
-		}
+	if h.digestIdx == nil {
+		h.indexDigests()
+	}
+	if i, ok := h.digestIdx[nameOf(id)]; ok {
+		return &h.Digests[i]
 	}
 	return nil
+}
+
+// indexDigests maps the digests' names to their place in h.Digests.
+func (h *Header) indexDigests() {
+	h.digestIdx = make(map[string]int, len(h.Digests))
+	for i, d := range h.Digests {
+		if _, ok := h.digestIdx[d.name]; !ok {
+			h.digestIdx[d.name] = i
+		}
+	}
 }
 
 // segmentDigest returns the ID of the digest of segment seg, as

@@ -247,7 +247,8 @@ func (p *jparser) lit(word string) bool {
 
 func (p *jparser) object(depth int) (*jvalue, error) {
 	v := &jvalue{kind: jObject, obj: []jmember{}}
-	p.i++ // {
+	pos := map[string]int{} // where each key is, so that a large object parses in linear time
+	p.i++                   // {
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
@@ -281,7 +282,13 @@ func (p *jparser) object(depth int) (*jvalue, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.set(k, e) // a repeated key: the last value, in the first's place
+		// A repeated key: the last value, in the first's place.
+		if i, ok := pos[k]; ok {
+			v.obj[i].val = e
+		} else {
+			pos[k] = len(v.obj)
+			v.obj = append(v.obj, jmember{k, e})
+		}
 		p.space()
 		if p.err != nil {
 			return nil, p.err

@@ -107,6 +107,7 @@ func parseLUKS1(b []byte, devSize uint64) (*Header, error) {
 		return nil, corrupt(where, "key material ends at byte %d, beyond the %d-byte header device", h.HeaderSize, devSize)
 	}
 	h.Digests = []Digest{d}
+	h.indexDigests()
 	h.checkSlots()
 	return h, nil
 }

@@ -349,11 +349,29 @@ func metadataHeader(root *jvalue, hdrSize uint64) *Header {
 	}
 	sort.SliceStable(h.OtherSegments, func(i, j int) bool { return h.OtherSegments[i].ID < h.OtherSegments[j].ID })
 
-	for _, m := range root.get("digests").obj {
+	digests := root.get("digests")
+	for _, m := range digests.obj {
 		h.Digests = append(h.Digests, digestOf(m))
 	}
+	// LUKS2_digest_by_keyslot: a keyslot's digest is the first that names
+	// it.
+	firstDigest := map[string]string{}
+	for _, d := range digests.obj {
+		for _, e := range d.val.get("keyslots").elems() {
+			if _, ok := firstDigest[e.stringValue()]; !ok {
+				firstDigest[e.stringValue()] = d.key
+			}
+		}
+	}
+	byName := index(digests)
 	for pos, m := range root.get("keyslots").obj {
-		h.Keyslots = append(h.Keyslots, keyslotOf(root, pos, m))
+		k := keyslotOf(pos, m)
+		if d, ok := firstDigest[nameOf(k.ID)]; ok {
+			k.Digest = atoi(d)
+			dv := byName[nameOf(k.Digest)]
+			k.Unbound = dv != nil && len(dv.get("segments").elems()) == 0
+		}
+		h.Keyslots = append(h.Keyslots, k)
 	}
 	sort.SliceStable(h.Keyslots, func(i, j int) bool { return h.Keyslots[i].ID < h.Keyslots[j].ID })
 	sort.SliceStable(h.Digests, func(i, j int) bool { return h.Digests[i].ID < h.Digests[j].ID })
@@ -368,6 +386,7 @@ func metadataHeader(root *jvalue, hdrSize uint64) *Header {
 
 	h.Cipher = h.Segment.Cipher
 	h.KeySize = volumeKeySize(root, nameOf(h.Segment.ID))
+	h.indexDigests()
 	return h
 }
 
@@ -486,22 +505,14 @@ func base64Field(v *jvalue, key string) ([]byte, error) {
 
 var errJSONMissing = errors.New("missing")
 
-// keyslotOf extracts a validated keyslot object.
-func keyslotOf(root *jvalue, pos int, m jmember) Keyslot {
+// keyslotOf extracts a validated keyslot object (its digest is the
+// caller's to find).
+func keyslotOf(pos int, m jmember) Keyslot {
 	v := m.val
 	k := Keyslot{ID: atoi(m.key), name: m.key, pos: pos, Type: v.get("type").cs(), Priority: PriorityNormal, Digest: -1}
 	k.KeySize = int(uint32(v.get("key_size").int64Value()))
 	if p := v.get("priority"); p != nil {
 		k.Priority = Priority(p.intValue())
-	}
-	// LUKS2_digest_by_keyslot: the first digest naming the keyslot.
-	for _, d := range root.get("digests").obj {
-		if containsName(d.val.get("keyslots"), nameOf(k.ID)) {
-			k.Digest = atoi(d.key)
-			dv := root.get("digests").get(nameOf(k.Digest))
-			k.Unbound = dv != nil && len(dv.get("segments").elems()) == 0
-			break
-		}
 	}
 	area := v.get("area")
 	k.Area.Type = area.get("type").cs()

@@ -1,8 +1,11 @@
 package luks
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -147,13 +150,13 @@ func stringArray(obj *jvalue, what, key string) (*jvalue, error) {
 
 // references checks an array of names, each naming an object of target
 // (validate_keyslots_array, validate_segments_array).
-func references(obj *jvalue, what, key string, target *jvalue, targetName string) error {
+func references(obj *jvalue, what, key string, target map[string]*jvalue, targetName string) error {
 	arr, err := stringArray(obj, what, key)
 	if err != nil {
 		return err
 	}
 	for _, e := range arr.arr {
-		if t := target.get(e.cs()); t == nil || t.kind != jObject {
+		if t := target[e.cs()]; t == nil || t.kind != jObject {
 			return fmt.Errorf("%s: %q names %s %q, which does not exist", what, key, targetName, e.cs())
 		}
 	}
@@ -224,6 +227,19 @@ func onlineReencrypt(reqs []string) bool {
 	return false
 }
 
+// index maps an object's names to their values, for lookups in time
+// independent of the object's size (a hostile header may have thousands
+// of members).
+func index(obj *jvalue) map[string]*jvalue {
+	m := make(map[string]*jvalue, len(obj.obj))
+	for _, e := range obj.obj {
+		if _, ok := m[e.key]; !ok {
+			m[e.key] = e.val
+		}
+	}
+	return m
+}
+
 // elems returns an array's elements, or nothing for any other value.
 func (v *jvalue) elems() []*jvalue {
 	if v == nil || v.kind != jArray {
@@ -241,6 +257,7 @@ func validateTokens(root *jvalue) error {
 	if err != nil {
 		return err
 	}
+	slots := index(keyslots)
 	for _, m := range tokens.obj {
 		what := fmt.Sprintf("token %q", m.key)
 		if !numbered(m.key) {
@@ -249,7 +266,7 @@ func validateTokens(root *jvalue) error {
 		if _, err := stringField(m.val, what, "type"); err != nil {
 			return err
 		}
-		if err := references(m.val, what, "keyslots", keyslots, "keyslot"); err != nil {
+		if err := references(m.val, what, "keyslots", slots, "keyslot"); err != nil {
 			return err
 		}
 	}
@@ -269,6 +286,7 @@ func validateDigests(root *jvalue) error {
 	if err != nil {
 		return err
 	}
+	slots, segs := index(keyslots), index(segments)
 	for _, m := range digests.obj {
 		what := fmt.Sprintf("digest %q", m.key)
 		if !numbered(m.key) {
@@ -277,10 +295,10 @@ func validateDigests(root *jvalue) error {
 		if _, err := stringField(m.val, what, "type"); err != nil {
 			return err
 		}
-		if err := references(m.val, what, "keyslots", keyslots, "keyslot"); err != nil {
+		if err := references(m.val, what, "keyslots", slots, "keyslot"); err != nil {
 			return err
 		}
-		if err := references(m.val, what, "segments", segments, "segment"); err != nil {
+		if err := references(m.val, what, "segments", segs, "segment"); err != nil {
 			return err
 		}
 	}
@@ -307,16 +325,20 @@ func hasFlag(seg *jvalue, flag string) bool {
 	return false
 }
 
-// segmentHasDigest reports whether a digest names the segment.
-func segmentHasDigest(root *jvalue, name string) bool {
+// digestNames returns, for each name a digest's keyslots (or segments)
+// array holds, how many digests hold it.
+func digestNames(root *jvalue, key string) map[string]int {
+	n := map[string]int{}
 	for _, d := range root.get("digests").obj {
-		for _, e := range d.val.get("segments").elems() {
-			if e.stringValue() == name {
-				return true
+		seen := map[string]bool{}
+		for _, e := range d.val.get(key).elems() {
+			if s := e.stringValue(); !seen[s] {
+				seen[s] = true
+				n[s]++
 			}
 		}
 	}
-	return false
+	return n
 }
 
 func validateSegments(root *jvalue) error {
@@ -331,6 +353,8 @@ func validateSegments(root *jvalue) error {
 	if root.get("digests") == nil {
 		return fmt.Errorf("no \"digests\" section")
 	}
+	withDigest := digestNames(root, "segments")
+	segs := index(segments)
 	firstBackup := -1
 	for _, m := range segments.obj {
 		what := fmt.Sprintf("segment %q", m.key)
@@ -378,7 +402,7 @@ func validateSegments(root *jvalue) error {
 			return fmt.Errorf("%s: a data segment after backup segment %d", what, firstBackup)
 		}
 		if typ.cs() == "crypt" {
-			if err := validateCryptSegment(root, m.val, m.key, size); err != nil {
+			if err := validateCryptSegment(m.val, m.key, size, withDigest[m.key] > 0); err != nil {
 				return err
 			}
 		}
@@ -391,10 +415,9 @@ func validateSegments(root *jvalue) error {
 	case firstBackup < 0:
 		firstBackup = count
 	}
-	type interval struct{ off, length uint64 } // length MaxUint64: dynamic
 	ivs := make([]interval, firstBackup)
 	for i := range ivs {
-		s := segments.get(nameOf(i))
+		s := segs[nameOf(i)]
 		if s == nil {
 			return fmt.Errorf("no segment %d: segments must be numbered from 0 without gaps", i)
 		}
@@ -403,35 +426,62 @@ func validateSegments(root *jvalue) error {
 		if n == 0 {
 			n = math.MaxUint64
 		}
-		ivs[i] = interval{off, n}
+		ivs[i] = interval{strconv.Itoa(i), off, n}
 	}
 	for i, a := range ivs {
 		if a.length == math.MaxUint64 && i != len(ivs)-1 {
 			return fmt.Errorf("segment %d: only the last data segment may have a \"dynamic\" size", i)
 		}
-		for j, b := range ivs {
-			if i == j {
-				continue
-			}
-			if b.length != math.MaxUint64 && b.off > math.MaxUint64-b.length {
-				return fmt.Errorf("segment %d: offset %d + size %d overflow 64 bits", j, b.off, b.length)
-			}
-			if a.off >= b.off && (b.length == math.MaxUint64 || a.off < b.off+b.length) {
-				return fmt.Errorf("segments %d and %d overlap", i, j)
-			}
+		if len(ivs) > 1 && a.length != math.MaxUint64 && a.off > math.MaxUint64-a.length {
+			return fmt.Errorf("segment %d: offset %d + size %d overflow 64 bits", i, a.off, a.length)
 		}
 	}
+	if a, b, ok := overlap(ivs); ok {
+		return fmt.Errorf("segments %s and %s overlap", a, b)
+	}
 	for i := firstBackup; i < count; i++ {
-		if segments.get(nameOf(i)) == nil {
+		if segs[nameOf(i)] == nil {
 			return fmt.Errorf("no segment %d: segments must be numbered from 0 without gaps", i)
 		}
 	}
-	return validateReencryptSegments(root, segments, firstBackup, count)
+	return validateReencryptSegments(root, segs, firstBackup, count)
+}
+
+// interval is a keyslot area or a segment; length MaxUint64 is a
+// "dynamic" segment, to the end of the device.
+type interval struct {
+	name        string
+	off, length uint64
+}
+
+// overlap reports two intervals of which one starts inside the other, as
+// cryptsetup's pairwise checks do (an interval of length 0 contains
+// nothing; one whose end overflows is refused before), in n log n.
+func overlap(ivs []interval) (a, b string, ok bool) {
+	s := slices.Clone(ivs)
+	slices.SortStableFunc(s, func(x, y interval) int { return cmp.Compare(x.off, y.off) })
+	var last interval // the interval seen so far that ends last
+	for i, v := range s {
+		if i > 0 && (v.off < end(last) || v.off == last.off && last.length > 0) {
+			return v.name, last.name, true
+		}
+		if i == 0 || end(v) > end(last) {
+			last = v
+		}
+	}
+	return "", "", false
+}
+
+func end(v interval) uint64 {
+	if v.length == math.MaxUint64 || v.off > math.MaxUint64-v.length {
+		return math.MaxUint64
+	}
+	return v.off + v.length
 }
 
 // validateCryptSegment checks the fields of a "crypt" segment
 // (hdr_validate_crypt_segment).
-func validateCryptSegment(root, seg *jvalue, name string, size uint64) error {
+func validateCryptSegment(seg *jvalue, name string, size uint64, hasDigest bool) error {
 	what := fmt.Sprintf("segment %q", name)
 	if _, err := stringField(seg, what, "iv_tweak"); err != nil {
 		return err
@@ -465,7 +515,7 @@ func validateCryptSegment(root, seg *jvalue, name string, size uint64) error {
 	if size%uint64(ss) != 0 {
 		return fmt.Errorf("%s: size %d is not a multiple of the %d-byte sector", what, size, ss)
 	}
-	if !segmentHasDigest(root, name) {
+	if !hasDigest {
 		return fmt.Errorf("%s: no digest covers this crypt segment", what)
 	}
 	return nil
@@ -474,13 +524,13 @@ func validateCryptSegment(root, seg *jvalue, name string, size uint64) error {
 // validateReencryptSegments: with an online reencryption in progress, the
 // backup segments must hold the old and the new one, and every data
 // segment must be like one of them (validate_reencrypt_segments).
-func validateReencryptSegments(root, segments *jvalue, firstBackup, count int) error {
+func validateReencryptSegments(root *jvalue, segs map[string]*jvalue, firstBackup, count int) error {
 	if !onlineReencrypt(mandatoryRequirements(root)) {
 		return nil
 	}
 	var final, previous *jvalue
 	for i := firstBackup; i < count; i++ {
-		s := segments.get(nameOf(i))
+		s := segs[nameOf(i)]
 		switch {
 		case hasFlag(s, "backup-final"):
 			final = s
@@ -492,7 +542,7 @@ func validateReencryptSegments(root, segments *jvalue, firstBackup, count int) e
 		return fmt.Errorf("reencryption in progress without its backup-final and backup-previous segments")
 	}
 	for i := range firstBackup {
-		s := segments.get(nameOf(i))
+		s := segs[nameOf(i)]
 		if hasFlag(s, "in-reencryption") {
 			if !sameSegment(s, final) {
 				return fmt.Errorf("segment %d in reencryption differs from the backup-final segment", i)
@@ -614,11 +664,7 @@ func validateAreas(root *jvalue) error {
 	jsonSize, ksSize, _ := configSizes(root.get("config"))
 	meta := jsonSize + binHeaderSize
 	end := 2*meta + ksSize
-	type area struct {
-		name      string
-		off, size uint64
-	}
-	var areas []area
+	var areas []interval
 	for _, m := range keyslots.obj {
 		what := fmt.Sprintf("keyslot %q", m.key)
 		a, err := field(m.val, what, "area", jObject)
@@ -637,30 +683,22 @@ func validateAreas(root *jvalue) error {
 		if err != nil {
 			return err
 		}
-		areas = append(areas, area{m.key, off, size})
+		areas = append(areas, interval{fmt.Sprintf("keyslot %q", m.key), off, size})
 	}
-	for i, a := range areas {
+	for _, a := range areas {
 		switch {
 		case a.off < 2*meta:
-			return fmt.Errorf("keyslot %q area at offset %d lies in the header copies (the keyslots area starts at %d)", a.name, a.off, 2*meta)
-		case a.size == 0:
-			return fmt.Errorf("keyslot %q area is empty", a.name)
-		case a.off > math.MaxUint64-a.size:
-			return fmt.Errorf("keyslot %q area: offset %d + size %d overflow 64 bits", a.name, a.off, a.size)
-		case a.off+a.size > end:
-			return fmt.Errorf("keyslot %q area [%d, %d) runs past the keyslots area, which ends at %d", a.name, a.off, a.off+a.size, end)
+			return fmt.Errorf("%s area at offset %d lies in the header copies (the keyslots area starts at %d)", a.name, a.off, 2*meta)
+		case a.length == 0:
+			return fmt.Errorf("%s area is empty", a.name)
+		case a.off > math.MaxUint64-a.length:
+			return fmt.Errorf("%s area: offset %d + size %d overflow 64 bits", a.name, a.off, a.length)
+		case a.off+a.length > end:
+			return fmt.Errorf("%s area [%d, %d) runs past the keyslots area, which ends at %d", a.name, a.off, a.off+a.length, end)
 		}
-		for j, b := range areas {
-			if i == j {
-				continue
-			}
-			if b.off > math.MaxUint64-b.size {
-				return fmt.Errorf("keyslot %q area: offset %d + size %d overflow 64 bits", b.name, b.off, b.size)
-			}
-			if a.off >= b.off && a.off < b.off+b.size {
-				return fmt.Errorf("keyslot %q and keyslot %q areas overlap", a.name, b.name)
-			}
-		}
+	}
+	if a, b, ok := overlap(areas); ok {
+		return fmt.Errorf("%s and %s areas overlap", a, b)
 	}
 	return nil
 }
@@ -683,6 +721,7 @@ func validateJSONSize(root *jvalue, jsonSize uint64) error {
 // one of them. Keyslots of other types are not checked.
 func validateKeyslotTypes(root *jvalue) error {
 	reqs := mandatoryRequirements(root)
+	inDigests := digestNames(root, "keyslots")
 	reencrypt := 0
 	for _, m := range root.get("keyslots").obj {
 		what := fmt.Sprintf("keyslot %q", m.key)
@@ -691,17 +730,7 @@ func validateKeyslotTypes(root *jvalue) error {
 			if err := validateLUKS2Keyslot(m.val, what); err != nil {
 				return err
 			}
-			name := nameOf(atoi(m.key))
-			n := 0
-			for _, d := range root.get("digests").obj {
-				for _, e := range d.val.get("keyslots").elems() {
-					if e.stringValue() == name {
-						n++
-						break
-					}
-				}
-			}
-			if n != 1 {
+			if n := inDigests[nameOf(atoi(m.key))]; n != 1 {
 				return fmt.Errorf("%s is in %d digests, not exactly one", what, n)
 			}
 		case "reencrypt":
