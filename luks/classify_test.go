@@ -71,6 +71,28 @@ func TestRestoreRefusesWhatReadRefuses(t *testing.T) {
 	}
 }
 
+// TestRestoreWholeFields: a backup whose label fills its field (no NUL,
+// which cryptsetup reads) restores with that label, and cryptsetup reads
+// the result.
+func TestRestoreWholeFields(t *testing.T) {
+	img, _ := makeLUKS2(t)
+	f, h := openHeader(t, img)
+	var buf bytes.Buffer
+	if _, err := h.Backup(f, &buf); err != nil {
+		t.Fatal(err)
+	}
+	label := strings.Repeat("L", labelLen)
+	b := editImage(t, buf.Bytes(), nil, nil, func(bin []byte, _ bool) { copy(bin[offLabel:], label) }, false)
+	r, err := Restore(f, 17<<20, bytes.NewReader(b), int64(len(b)), RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Label != label || r.UUID != h.UUID {
+		t.Fatalf("restored label %q, UUID %q", r.Label, r.UUID)
+	}
+	cs(t, "luksDump", img)
+}
+
 // TestDataDevice: a header with no data after it (a header backup given
 // as the image) or an image cut short is wrong input, a *DataDeviceError,
 // not a damaged header; Decrypt says the same.

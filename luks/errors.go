@@ -19,7 +19,10 @@ var ErrWrongPassphrase = errors.New("no keyslot opens with this passphrase")
 // ErrUnsupported matches every *UnsupportedError with errors.Is.
 var ErrUnsupported = errors.New("unsupported LUKS feature")
 
-// Feature names what an UnsupportedError refuses.
+// Feature names what an UnsupportedError refuses. FeatureAF and
+// FeatureKeyslotArea are no longer returned: cryptsetup refuses a luks2
+// keyslot with another AF or area type on load (a damaged header, here
+// too) and ignores the AF stripe count.
 type Feature string
 
 const (

@@ -600,10 +600,6 @@ func (v *jvalue) cs() string {
 // exponent.
 func (v *jvalue) isInt() bool { return v != nil && v.kind == jNumber && !v.dbl }
 
-// isString reports whether v is a string that is not empty to C
-// (cryptsetup's json_contains_string).
-func (v *jvalue) isString() bool { return v != nil && v.kind == jString && v.cs() != "" }
-
 // int64Value is json_object_get_int64: an integer saturated to int64, a
 // double truncated, a string's leading decimal number, a boolean as 0 or
 // 1, anything else 0.
