@@ -105,6 +105,9 @@ func (h *Header) unlock(ctx context.Context, hdr io.ReaderAt, passphrase []byte,
 		return h.unlockDigest(ctx, hdr, passphrase, opt, h.segmentDigest(h.Segment.ID))
 	}
 	targets := h.testTargets(len(opt.Keyslots) > 0)
+	if len(targets) == 0 {
+		return nil, nil, &UnusableKeyslotsError{Errs: []error{errors.New("no segment has a key digest")}}
+	}
 	var k *Keyslot
 	var key []byte
 	for _, want := range targets {
