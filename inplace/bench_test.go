@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/internal/stream"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
@@ -30,7 +30,7 @@ func BenchmarkInPlace(b *testing.B) {
 	const size = 256 << 20
 	data := pattern(size, 3)
 	path := dir + "/target"
-	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}}
 	old := journalZone
 	journalZone = 16 << 20 // what xtsctl uses, not the tests' small zones
 	defer func() { journalZone = old }()

@@ -143,14 +143,14 @@ func (e *WriteError) Unwrap() error { return e.Err }
 
 func writeAt(d Device, b []byte, off int64) error {
 	if _, err := d.WriteAt(b, off); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	return nil
 }
 
 func syncDev(d Device) error {
 	if err := d.Sync(); err != nil {
-		return &WriteError{fmt.Errorf("sync: %w", err)}
+		return &WriteError{Err: fmt.Errorf("sync: %w", err)}
 	}
 	return nil
 }
@@ -163,7 +163,7 @@ func readAt(d io.ReaderAt, b []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = fmt.Errorf("%d bytes at byte %d: the image ends first", len(b), off)
 	}
-	return &ReadError{err}
+	return &ReadError{Err: err}
 }
 
 // writeRecord writes r as the next record (sequence + 1, into the other

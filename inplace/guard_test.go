@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 // realImage is an image made by a real tool, and what recognise must
@@ -113,7 +113,7 @@ func TestPlainGuards(t *testing.T) {
 		t.Skip("no mkfs.ext4")
 	}
 	in := append(bytes.Clone(images[0].data), pattern(3<<20, 31)...)
-	for _, p := range []volume.Plain{
+	for _, p := range []plain.Mapping{
 		{Sector: sector.Params{Size: 512}},
 		{Sector: sector.Params{Size: 4096, IVOffset: 8}, Offset: 8},
 		{Sector: sector.Params{Size: 512}, Offset: 2048},

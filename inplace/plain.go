@@ -7,8 +7,8 @@ import (
 	"io/fs"
 
 	"github.com/xtsctl/xtsctl/internal/testhooks"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 // A plain image has no header and no room of its own: a plain run keeps its
@@ -112,24 +112,24 @@ func (e *ConvertedError) Error() string {
 
 // EncryptPlain encrypts the target in place as cryptsetup plain mode
 // with the parameters p: the result is byte for byte what
-// volume.EncryptPlain writes for the target's old content (p.Offset × 512
+// plain.Encrypt writes for the target's old content (p.Offset × 512
 // zero bytes, then the ciphertext; an image grows by that much, a block
 // device needs that much room at its end, given as room: the data is the
 // device but its last room bytes). An interrupted run, found by its
 // journal, is resumed; a finished one is not run again.
-func EncryptPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int64, key []byte, opts Options) (*Result, error) {
+func EncryptPlain(ctx context.Context, t Target, j Journal, p plain.Mapping, room int64, key []byte, opts Options) (*Result, error) {
 	return runPlain(ctx, t, j, p, room, key, Encrypt, opts)
 }
 
 // DecryptPlain decrypts the target in place: the result is what
-// volume.DecryptPlain writes (the plaintext of the data after the offset,
+// plain.Decrypt writes (the plaintext of the data after the offset,
 // at the start; an image shrinks by the offset, a block device keeps its
 // size and its last p.Offset × 512 bytes are zeroed).
-func DecryptPlain(ctx context.Context, t Target, j Journal, p volume.Plain, key []byte, opts Options) (*Result, error) {
+func DecryptPlain(ctx context.Context, t Target, j Journal, p plain.Mapping, key []byte, opts Options) (*Result, error) {
 	return runPlain(ctx, t, j, p, 0, key, Decrypt, opts)
 }
 
-func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int64, key []byte, dir Direction, opts Options) (*Result, error) {
+func runPlain(ctx context.Context, t Target, j Journal, p plain.Mapping, room int64, key []byte, dir Direction, opts Options) (*Result, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 			// journal put back would hide. Its content may have changed
 			// (written through open): the guards below judge that.
 			if size, err := t.Size(); err != nil {
-				return nil, &ReadError{err}
+				return nil, &ReadError{Err: err}
 			} else if size != e.a.FinalSize {
 				return nil, &FinishedError{Journal: j.Name(), Direction: e.a.Direction}
 			}
@@ -221,7 +221,7 @@ func runPlain(ctx context.Context, t Target, j Journal, p volume.Plain, room int
 		}
 	case dir == Decrypt && a.Source > 0 && t.Resizable():
 		if err := t.Truncate(a.FinalSize); err != nil {
-			return res, &WriteError{err}
+			return res, &WriteError{Err: err}
 		}
 	case dir == Decrypt && a.Source > 0:
 		if err := zero(t, a.Length, a.Source); err != nil {
@@ -259,7 +259,7 @@ func shrinkJournal(jf JournalFile) error {
 		return nil // already
 	}
 	if err := jf.Truncate(journalData); err != nil {
-		return &WriteError{fmt.Errorf("cannot shrink the journal: %w", err)}
+		return &WriteError{Err: fmt.Errorf("cannot shrink the journal: %w", err)}
 	}
 	return syncDev(jf)
 }
@@ -288,7 +288,7 @@ func (e *engine) finishedRecord() (record, error) {
 func alreadyPlain(e *engine, jf JournalFile, name string) (*Result, error) {
 	size, err := e.t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	if size != e.a.FinalSize || e.checkSample() != nil {
 		return nil, &FinishedError{Journal: name, Direction: e.a.Direction}
@@ -303,10 +303,10 @@ func alreadyPlain(e *engine, jf JournalFile, name string) (*Result, error) {
 // startPlain begins a new run: the guards first, then the journal,
 // durably (replacing a finished run's, with replace), then (an image that
 // grows) the new size.
-func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction, replace bool) (JournalFile, error) {
+func startPlain(e *engine, j Journal, p plain.Mapping, room int64, dir Direction, replace bool) (JournalFile, error) {
 	size, err := e.t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	off, ss := p.OffsetBytes(), int64(p.Sector.Size)
 	a := &anchor{Version: newRunVersion, Kind: KindPlain, Direction: dir, SectorSize: uint32(ss), IVMode: uint32(p.Sector.IVMode),
@@ -359,7 +359,7 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction,
 	var we *WriteError
 	var be *BusyError
 	if err != nil && !errors.As(err, &we) && !errors.As(err, &be) {
-		err = &WriteError{err}
+		err = &WriteError{Err: err}
 	}
 	if err != nil {
 		return nil, err
@@ -368,7 +368,7 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction,
 	if a.FinalSize > size {
 		if err := e.t.Truncate(a.FinalSize); err != nil {
 			jf.Close()
-			return nil, &WriteError{err}
+			return nil, &WriteError{Err: err}
 		}
 		if err := syncDev(e.t); err != nil {
 			jf.Close()
@@ -382,7 +382,7 @@ func startPlain(e *engine, j Journal, p volume.Plain, room int64, dir Direction,
 // plain run with p's parameters (and, a finished one of the other
 // direction aside, of dir) whose records authenticate with the key:
 // finished says it is over.
-func loadPlain(e *engine, jf JournalFile, name string, p volume.Plain, dir Direction) (finished bool, err error) {
+func loadPlain(e *engine, jf JournalFile, name string, p plain.Mapping, dir Direction) (finished bool, err error) {
 	b := make([]byte, anchorSize)
 	if err := readAt(jf, b, 0); err != nil {
 		return false, fmt.Errorf("cannot read the journal: %w", err)
@@ -433,7 +433,7 @@ func resumePlain(e *engine) error {
 	// (its first step after the journal), what it was.
 	size, err := e.t.Size()
 	if err != nil {
-		return &ReadError{err}
+		return &ReadError{Err: err}
 	}
 	grow := false
 	switch {
@@ -453,7 +453,7 @@ func resumePlain(e *engine) error {
 	}
 	if grow {
 		if err := e.t.Truncate(a.FinalSize); err != nil {
-			return &WriteError{err}
+			return &WriteError{Err: err}
 		}
 	}
 	return nil
@@ -466,10 +466,10 @@ func resumePlain(e *engine) error {
 // something recognisable where the data starts (or at 0) while decrypting
 // it gives nothing recognisable. It never decides anything else, and
 // --force skips it.
-func guardPlain(t Target, p volume.Plain, dir Direction, codec *sector.Codec) error {
+func guardPlain(t Target, p plain.Mapping, dir Direction, codec *sector.Codec) error {
 	size, err := t.Size()
 	if err != nil {
-		return &ReadError{err}
+		return &ReadError{Err: err}
 	}
 	ss, off := int64(p.Sector.Size), p.OffsetBytes()
 	read := func(at int64) []byte {

@@ -7,15 +7,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
 var testKey = pattern(64, 9)
 
 // straightPlain is what encrypt --type plain IN OUT writes.
-func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
+func straightPlain(t *testing.T, in []byte, p plain.Mapping, key []byte) []byte {
 	t.Helper()
 	c, err := xts.NewCipher(key)
 	if err != nil {
@@ -23,7 +23,7 @@ func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
 	}
 	codec, _ := sector.NewCodec(c, p.Sector)
 	var out bytes.Buffer
-	if _, err := volume.EncryptPlain(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
+	if _, err := plain.Encrypt(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
@@ -31,15 +31,15 @@ func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
 
 var plainCases = []struct {
 	name string
-	p    volume.Plain
+	p    plain.Mapping
 	size int
 }{
-	{"journal", volume.Plain{Sector: sector.Params{Size: 512}}, 5<<20 + 3*512},
-	{"journal 4096 large skip", volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 77}}, 6 << 20},
-	{"journal small offset", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 8}, 5<<20 + 512},
-	{"shift", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}, 5<<20 + 7*512},
-	{"shift 3 MiB", volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 6144}, 9 << 20},
-	{"tiny", volume.Plain{Sector: sector.Params{Size: 512}}, 4096},
+	{"journal", plain.Mapping{Sector: sector.Params{Size: 512}}, 5<<20 + 3*512},
+	{"journal 4096 large skip", plain.Mapping{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 77}}, 6 << 20},
+	{"journal small offset", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 8}, 5<<20 + 512},
+	{"shift", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}, 5<<20 + 7*512},
+	{"shift 3 MiB", plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 6144}, 9 << 20},
+	{"tiny", plain.Mapping{Sector: sector.Params{Size: 512}}, 4096},
 }
 
 // TestPlainRoundTrip: an in-place encryption gives the bytes of encrypt
@@ -115,7 +115,7 @@ func finishedJournal(t *testing.T, j *memJournal, dir Direction) {
 // TestPlainNeedsRoom: a block device without room for the offset is
 // refused before anything changes.
 func TestPlainNeedsRoom(t *testing.T) {
-	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}
 	in := pattern(4<<20, 3)
 	dev := &memDev{b: bytes.Clone(in), fixed: true}
 	j := &memJournal{}
@@ -146,14 +146,14 @@ func TestPlainPowerLoss(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, c := range []struct {
 		name  string
-		p     volume.Plain
+		p     plain.Mapping
 		size  int
 		fixed bool
 	}{
-		{"journal", volume.Plain{Sector: sector.Params{Size: 512}}, 3<<20 + 512, false},
-		{"journal offset", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 16}, 3<<20 + 512, false},
-		{"shift", volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 2048}, 3<<20 + 4096, false},
-		{"shift device", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}, 3 << 20, true},
+		{"journal", plain.Mapping{Sector: sector.Params{Size: 512}}, 3<<20 + 512, false},
+		{"journal offset", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 16}, 3<<20 + 512, false},
+		{"shift", plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 2048}, 3<<20 + 4096, false},
+		{"shift device", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}, 3 << 20, true},
 	} {
 		in := pattern(c.size, 4)
 		room := 0
@@ -227,7 +227,7 @@ func TestPlainPowerLoss(t *testing.T) {
 // resume changes nothing.
 func TestPlainResumeChecks(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}}
 	in := pattern(5<<20, 11)
 	tg := &memDev{b: bytes.Clone(in), failAfter: 2}
 	j := &memJournal{}
@@ -252,7 +252,7 @@ func TestPlainResumeChecks(t *testing.T) {
 			return err
 		}, func(err error) bool { return errors.Is(err, ErrWrongKey) }},
 		"other sector size": {func(tg *memDev, j *memJournal) error {
-			_, err := EncryptPlain(ctx, tg, j, volume.Plain{Sector: sector.Params{Size: 4096}}, 0, testKey, Options{})
+			_, err := EncryptPlain(ctx, tg, j, plain.Mapping{Sector: sector.Params{Size: 4096}}, 0, testKey, Options{})
 			return err
 		}, func(err error) bool { return errors.As(err, &me) }},
 		"decrypt": {func(tg *memDev, j *memJournal) error {
@@ -315,7 +315,7 @@ func TestPlainResumeChecks(t *testing.T) {
 // run then resumes to the straight result.
 func TestPlainWriteErrorStops(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}}
 	in := pattern(int(8*journalZone)+512, 42)
 	want := straightPlain(t, in, p, testKey)
 	for n := 1; n <= 8; n++ {

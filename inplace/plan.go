@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -34,7 +35,7 @@ type Plan struct {
 	room    int64
 	dir     Direction
 	journal Journal
-	plain   volume.Plain
+	plain   plain.Mapping
 }
 
 // Why a run cannot start; nothing was changed.
@@ -101,7 +102,7 @@ func (e *JournalError) Unwrap() error { return e.Err }
 func PrepareVolume(t Target, dir Direction, room int64) (*Plan, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	if t.Resizable() && room != 0 {
 		return nil, ErrRoomOnImage
@@ -173,7 +174,7 @@ func (p *Plan) DecryptVolume(ctx context.Context, unlock func(*volume.Headers) (
 // run is found by its journal, which must describe one; a run its journal
 // says finished is not resumed (the same direction then converts nothing,
 // the other starts anew); a new run's data must be whole sectors.
-func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64) (*Plan, error) {
+func PreparePlain(t Target, j Journal, p plain.Mapping, dir Direction, room int64) (*Plan, error) {
 	if t.Resizable() && room != 0 {
 		return nil, ErrRoomOnImage
 	}
@@ -199,7 +200,7 @@ func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64
 		return nil, err
 	}
 	if plan.size, err = t.Size(); err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	if _, err := plainLength(plan.size, room, p, dir); err != nil {
 		return nil, err
@@ -219,7 +220,7 @@ func (p *Plan) RunPlain(ctx context.Context, key []byte, opts Options) (*Result,
 // plainLength is the length of the data of a new plain run on a target of
 // size bytes: all but the room at its end (an encryption), all after the
 // offset (a decryption).
-func plainLength(size, room int64, p volume.Plain, dir Direction) (int64, error) {
+func plainLength(size, room int64, p plain.Mapping, dir Direction) (int64, error) {
 	off, ss := p.OffsetBytes(), int64(p.Sector.Size)
 	n := size - room
 	if dir == Decrypt {

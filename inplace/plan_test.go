@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -133,7 +134,7 @@ func TestPrepareVolumeInterrupted(t *testing.T) {
 // only; a journal that is not one is refused, named.
 func TestPreparePlain(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 8}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 8}
 	in := pattern(3<<20, 7)
 
 	var nd *NoDataError
@@ -209,7 +210,7 @@ func TestMaxJournalSize(t *testing.T) {
 	defer func() { journalZone = old }()
 	j := &sizeJournal{}
 	tg := &memDev{b: make([]byte, 3*defaultJournalZone)}
-	_, err := EncryptPlain(context.Background(), tg, j, volume.Plain{Sector: sector.Params{Size: 512}}, 0, testKey, Options{})
+	_, err := EncryptPlain(context.Background(), tg, j, plain.Mapping{Sector: sector.Params{Size: 512}}, 0, testKey, Options{})
 	if !errors.Is(err, errRefused) || j.size != MaxJournalSize {
 		t.Fatalf("journal of %d bytes (%v); MaxJournalSize is %d", j.size, err, MaxJournalSize)
 	}
@@ -233,7 +234,7 @@ func TestFindRun(t *testing.T) {
 	}
 
 	// A plain run, its journal beside the image.
-	p := volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 16}
+	p := plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 16}
 	tg := &memDev{b: bytes.Clone(in), failAfter: 3}
 	j := &memJournal{}
 	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -201,12 +202,12 @@ func TestPlainRollback(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		p    volume.Plain
+		p    plain.Mapping
 		size int
 	}{
-		{"journal", volume.Plain{Sector: sector.Params{Size: 512}}, 6<<20 + 512},
-		{"journal offset", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 16}, 6<<20 + 512},
-		{"shift", volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 2048}, 6<<20 + 4096},
+		{"journal", plain.Mapping{Sector: sector.Params{Size: 512}}, 6<<20 + 512},
+		{"journal offset", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 16}, 6<<20 + 512},
+		{"shift", plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 2048}, 6<<20 + 4096},
 	} {
 		in := pattern(c.size, 22)
 		enc := straightPlain(t, in, c.p, testKey)
@@ -285,7 +286,7 @@ func TestPlainRollback(t *testing.T) {
 // whose start the new run converted, holding a filesystem).
 func TestPlainOlderFinishedJournal(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}
 	in := pattern(6<<20, 24)
 	tg := &memDev{b: bytes.Clone(in)}
 	j := &memJournal{}
@@ -323,7 +324,7 @@ func TestPlainOlderFinishedJournal(t *testing.T) {
 	if len(images) == 0 {
 		t.Skip("no mkfs.ext4")
 	}
-	p = volume.Plain{Sector: sector.Params{Size: 512}}
+	p = plain.Mapping{Sector: sector.Params{Size: 512}}
 	in = append(bytes.Clone(images[0].data), pattern(6<<20, 25)...)
 	tg = &memDev{b: bytes.Clone(in)}
 	j = &memJournal{}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -111,7 +112,7 @@ func ProbeJournal(r io.ReaderAt) (*Status, error) {
 }
 
 // sameParams: the plain run s describes has p's parameters.
-func (s *Status) sameParams(p volume.Plain) bool {
+func (s *Status) sameParams(p plain.Mapping) bool {
 	return s.SectorSize == p.Sector.Size && s.LargeSectors == (p.Sector.IVMode == sector.Plain64LargeSectors) &&
 		s.Skip == p.Sector.IVOffset && s.Offset == p.Offset
 }

@@ -238,7 +238,7 @@ func (r *volumeRun) repairHeaders() error {
 func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, room int64, opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	r := &volumeRun{t: t, size: size, opts: opts}
 	defer r.wipe()
@@ -265,7 +265,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		length = a.Length
 		if t.Resizable() {
 			if err := t.Truncate(length); err != nil {
-				return nil, &WriteError{err}
+				return nil, &WriteError{Err: err}
 			}
 			if err := syncDev(t); err != nil {
 				return nil, err
@@ -302,7 +302,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		}
 	} else if rs, ok := t.(interface{ Reserve(int64) error }); ok {
 		if err := rs.Reserve(final); err != nil {
-			return nil, &WriteError{err}
+			return nil, &WriteError{Err: err}
 		}
 	}
 
@@ -376,7 +376,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, err
 	}
 	if err := volume.WriteHeaderCopy(t, h, l.SecondaryOffset); err != nil {
-		return nil, &WriteError{err}
+		return nil, &WriteError{Err: err}
 	}
 	if err := syncDev(t); err != nil {
 		return nil, err
@@ -471,7 +471,7 @@ func (r *volumeRun) newEngine() error {
 func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([]byte, int, error), opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	r := &volumeRun{t: t, size: size, opts: opts}
 	defer r.wipe()
@@ -531,7 +531,7 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 		}
 		if hs, err := volume.ReadHeaders(t, size); err != nil || len(hs.Warnings) > 0 {
 			if err := volume.WriteHeaders(t, r.hs, r.h); err != nil {
-				return nil, &WriteError{err}
+				return nil, &WriteError{Err: err}
 			}
 		}
 		return res, r.clearRunArea()
@@ -667,7 +667,7 @@ func (r *volumeRun) checkAnchor() error {
 func DecryptVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([]byte, int, error), opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	a, _, aerr := readAnchor(t, size)
 	switch {
@@ -758,7 +758,7 @@ func (r *volumeRun) startDecrypt(ctx context.Context, res *VolumeResult) (*Volum
 		return nil, err
 	}
 	if err := volume.WriteHeaders(t, r.hs, &marked); err != nil {
-		return nil, &WriteError{err}
+		return nil, &WriteError{Err: err}
 	}
 	// The second copy: the first zone goes over the primary one.
 	if err := r.writeBackupHeader(&marked); err != nil {
@@ -885,10 +885,10 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 		return err
 	}
 	if err := volume.InitState(t, h, r.key); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	if err := volume.WriteHeaderCopy(t, h, 0); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	if err := syncDev(t); err != nil {
 		return err
@@ -904,7 +904,7 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 	}
 	hs := &volume.Headers{Header: h, Primary: volume.CopyStatus{Generation: h.Generation}, Secondary: volume.CopyStatus{Generation: h.Generation}}
 	if err := volume.WriteHeaders(t, hs, &done); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	res.Header = done
 	if d, ok, err := done.OpenDigest(r.key); err == nil && ok {
@@ -930,7 +930,7 @@ func (r *volumeRun) zeroBackupHeader() error {
 func (r *volumeRun) clearRunArea() error {
 	size, err := r.t.Size()
 	if err != nil {
-		return &ReadError{err}
+		return &ReadError{Err: err}
 	}
 	records, anchorOff := runAreaAt(size)
 	if r.a.BackupHdr+volume.CopySize <= records {
@@ -1158,7 +1158,7 @@ func (r *volumeRun) finishDecrypt(res *VolumeResult) error {
 	}
 	if t.Resizable() {
 		if err := t.Truncate(l.DataLength); err != nil {
-			return &WriteError{err}
+			return &WriteError{Err: err}
 		}
 		if err := syncDev(t); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -471,7 +472,7 @@ func TestVersion1Runs(t *testing.T) {
 	defer func(v uint32) { newRunVersion = v }(newRunVersion)
 	in := pattern(8<<20+4096, 41)
 	for i, n := range []int{1, 2, 3, 5, 7, 9} {
-		p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048} // shift mode: a write per MiB
+		p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048} // shift mode: a write per MiB
 		if i < 2 {
 			p.Offset = 0 // journal mode: a write per zone
 		}

@@ -63,8 +63,8 @@ func (plainFormat) Info() disk.FormatInfo {
 // Probe is false: a plain image has no signature, so it is never guessed.
 func (plainFormat) Probe(io.ReaderAt, int64) bool { return false }
 
-// Params reads the mapping from the options.
-func Params(opt disk.Options) (volume.Plain, error) {
+// ParamsOf reads the mapping from the options.
+func ParamsOf(opt disk.Options) (Mapping, error) {
 	num := func(name string) (uint64, error) {
 		v, ok := opt[name]
 		if !ok {
@@ -80,30 +80,30 @@ func Params(opt disk.Options) (volume.Plain, error) {
 	if v, ok := opt[OptSectorSize]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return volume.Plain{}, disk.WithKind(disk.KindUsage, fmt.Errorf("--sector-size %q is not a number", v))
+			return Mapping{}, disk.WithKind(disk.KindUsage, fmt.Errorf("--sector-size %q is not a number", v))
 		}
 		ss = n
 	}
 	offset, err := num(OptOffset)
 	if err != nil {
-		return volume.Plain{}, err
+		return Mapping{}, err
 	}
 	skip, err := num(OptSkip)
 	if err != nil {
-		return volume.Plain{}, err
+		return Mapping{}, err
 	}
-	p := volume.Plain{Sector: sector.Params{Size: ss, IVOffset: skip}, Offset: offset}
+	p := Mapping{Sector: sector.Params{Size: ss, IVOffset: skip}, Offset: offset}
 	if opt.Bool(OptIVLargeSectors) {
 		p.Sector.IVMode = sector.Plain64LargeSectors
 	}
 	if err := p.Check(); err != nil {
-		return volume.Plain{}, disk.WithKind(disk.KindUsage, err)
+		return Mapping{}, disk.WithKind(disk.KindUsage, err)
 	}
 	return p, nil
 }
 
 func (plainFormat) Open(img *disk.Image, opt disk.Options) (disk.Header, error) {
-	p, err := Params(opt)
+	p, err := ParamsOf(opt)
 	if err != nil {
 		return nil, err
 	}
@@ -112,13 +112,13 @@ func (plainFormat) Open(img *disk.Image, opt disk.Options) (disk.Header, error) 
 
 type plainHeader struct {
 	img *disk.Image
-	p   volume.Plain
+	p   Mapping
 }
 
 func (h *plainHeader) Format() disk.Format { return Format }
 
 // Mapping is the plain mapping the options gave.
-func (h *plainHeader) Mapping() volume.Plain { return h.p }
+func (h *plainHeader) Mapping() Mapping { return h.p }
 
 func (h *plainHeader) Report(disk.ReportOptions) (*disk.Report, error) {
 	return nil, disk.WithKind(disk.KindInput, fmt.Errorf("%s: a plain image has no header to show: %w", h.img.Path, disk.ErrUnsupported))
@@ -223,7 +223,7 @@ func (h *plainHeader) Decrypt(ctx context.Context, u *disk.Unlocked, w io.Writer
 		return nil, disk.WithKind(disk.KindKey, err)
 	}
 	defer codec.Wipe()
-	n, err := volume.DecryptPlain(ctx, w, r, size, h.p, codec, opt.Progress)
+	n, err := Decrypt(ctx, w, r, size, h.p, codec, opt.Progress)
 	if err == nil && n == 0 { // an empty stream, refused as an empty file is
 		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", h.img.Path)}
 	}
@@ -236,7 +236,7 @@ func (h *plainHeader) Decrypt(ctx context.Context, u *disk.Unlocked, w io.Writer
 // Summary describes a plain mapping for people, as cryptsetup's options
 // set it: "aes-xts-plain64, 512-bit key, 4096-byte sectors,
 // iv_large_sectors, skip 16, offset 8".
-func Summary(p volume.Plain, keyBits int) string {
+func Summary(p Mapping, keyBits int) string {
 	s := fmt.Sprintf("%s, %d-bit key, %d-byte sectors", disk.XTSPlain64, keyBits, p.Sector.Size)
 	if p.Sector.IVMode == sector.Plain64LargeSectors {
 		s += ", iv_large_sectors"
@@ -253,7 +253,7 @@ func Summary(p volume.Plain, keyBits int) string {
 // PlanCreate checks the mapping of a new plain image; its key comes from
 // a key file, and it streams: written in order, nothing after the data.
 func (plainFormat) PlanCreate(o *disk.CreateOptions) (*disk.CreatePlan, error) {
-	p, err := Params(o.Options)
+	p, err := ParamsOf(o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (plainFormat) PlanCreate(o *disk.CreateOptions) (*disk.CreatePlan, error) {
 // through cryptsetup's plain mapping: the offset's zeros, then the
 // ciphertext, as it comes (a stream is read to its end).
 func (plainFormat) Create(ctx context.Context, plan *disk.CreatePlan, in *disk.CreateInput, out *disk.CreateOutput, sec *disk.Secret) (*disk.CreateResult, error) {
-	p := plan.Plan.(volume.Plain)
+	p := plan.Plan.(Mapping)
 	if len(sec.KeyFiles) != 1 {
 		return nil, disk.WithKind(disk.KindUsage, errors.New("--type plain needs --key-file"))
 	}
@@ -296,7 +296,7 @@ func (plainFormat) Create(ctx context.Context, plan *disk.CreatePlan, in *disk.C
 	} else {
 		r = io.LimitReader(r, size)
 	}
-	n, err := volume.EncryptPlain(ctx, out.W, r, size, p, codec, plan.Options.Progress)
+	n, err := Encrypt(ctx, out.W, r, size, p, codec, plan.Options.Progress)
 	if err == nil && n == 0 { // an empty stream, refused as an empty file is
 		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.Name)}
 	}

@@ -373,7 +373,6 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	return nil
 }
 
-
 // inPlaceError maps the errors of package inplace to exit codes and hints.
 func inPlaceError(target string, err error) error {
 	if err == nil {
@@ -485,7 +484,6 @@ type inPlaceJSON struct {
 	Journal  string `json:"journal,omitempty"`
 	Resume   string `json:"resume"`
 }
-
 
 // infoInPlace shows an interrupted in-place run of image (a volume's run
 // area at its end, or a plain run's journal), and the header when there is

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/dmtable"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 // plainFlags are the options of cryptsetup's plain mode that xtsctl
@@ -30,15 +30,15 @@ var plainOnly = []string{"key-file", "iv-large-sectors", "offset", "skip"}
 const plainSectorSize = 512
 
 // params validates the flags and returns the plain-mode layout.
-func (pf *plainFlags) params() (volume.Plain, error) {
+func (pf *plainFlags) params() (plain.Mapping, error) {
 	if pf.keyFile == "" {
-		return volume.Plain{}, usageError(fmt.Errorf("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+		return plain.Mapping{}, usageError(fmt.Errorf("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	}
 	size := pf.sectorSize
 	if !pf.fs.Changed("sector-size") {
 		size = plainSectorSize
 	}
-	p := volume.Plain{
+	p := plain.Mapping{
 		Sector: sector.Params{Size: size, IVOffset: pf.skip},
 		Offset: pf.offset,
 	}
@@ -46,7 +46,7 @@ func (pf *plainFlags) params() (volume.Plain, error) {
 		p.Sector.IVMode = sector.Plain64LargeSectors
 	}
 	if err := p.Check(); err != nil {
-		return volume.Plain{}, usageError(err)
+		return plain.Mapping{}, usageError(err)
 	}
 	return p, nil
 }
@@ -69,7 +69,7 @@ var rejectHints = map[string][]string{
 }
 
 // plainCipher describes a plain image's encryption.
-func plainCipher(p volume.Plain, keyBits int) blockdev.Cipher {
+func plainCipher(p plain.Mapping, keyBits int) blockdev.Cipher {
 	return blockdev.Cipher{
 		Name: dmtable.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
 		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors, IVOffset: p.Sector.IVOffset,
