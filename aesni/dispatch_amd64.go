@@ -39,6 +39,7 @@ func init() {
 	available[AESNI8] = useAESNI
 	available[VAES256] = useVAES256
 	available[VAES512] = useVAES512
+	available[VAES512C] = useVAES512
 
 	widest = chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM)
 	registerImpls()
@@ -114,6 +115,8 @@ func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
+	case VAES512C:
+		xtsEncVAES512C(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
 		xtsEncVAES256(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI8:
@@ -133,6 +136,8 @@ func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsDecVAES512(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
+	case VAES512C:
+		xtsDecVAES512C(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
 		xtsDecVAES256(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI8:
@@ -161,6 +166,9 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 		switch batchPick() {
 		case VAES512:
 			xtsEncSectorsVAES512(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
+			return
+		case VAES512C:
+			xtsEncSectorsVAES512C(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
 		case VAES256:
 			xtsEncSectorsVAES256(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
@@ -193,6 +201,9 @@ func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 		switch batchPick() {
 		case VAES512:
 			xtsDecSectorsVAES512(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
+			return
+		case VAES512C:
+			xtsDecSectorsVAES512C(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
 		case VAES256:
 			xtsDecSectorsVAES256(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)

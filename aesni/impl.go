@@ -16,13 +16,14 @@ const (
 	AESNI4               // AES-NI, 4-way stride
 	AESNI8               // AES-NI, 8-way stride
 	VAES256              // VAES on ymm (2 blocks a register)
-	VAES512              // VAES on zmm (4 blocks a register)
+	VAES512              // VAES on zmm (4 blocks a register), tweaks advanced by shifts and XORs
+	VAES512C             // VAES on zmm, tweaks advanced by carry-less multiplication
 	numImpls
 
 	implAuto Impl = -1 // no forced choice: dispatch by CPU and length
 )
 
-var implNames = [numImpls]string{"generic", "portable", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512"}
+var implNames = [numImpls]string{"generic", "portable", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512", "vaes512c"}
 
 func (i Impl) String() string {
 	if i >= 0 && i < numImpls {
