@@ -340,9 +340,6 @@ func (r *Report) derive() {
 	for i := range r.Results {
 		res := &r.Results[i]
 		k := key{res.KeyBits, res.Size, res.Op}
-		if res.Impl != ImplXtsctl {
-			continue
-		}
 		if res.Mode == ModeBatch {
 			if res.Threads == 1 {
 				if oneWorker[k] == nil {
@@ -350,6 +347,9 @@ func (r *Report) derive() {
 				}
 				oneWorker[k][res.label()] = res.MBps.Median
 			}
+			continue
+		}
+		if res.Impl != ImplXtsctl {
 			continue
 		}
 		// xtsctl's figure for ratios: the dispatched variant, else the first.
@@ -366,7 +366,7 @@ func (r *Report) derive() {
 		if b := best[res.KeyBits]; b > 0 && res.Mode == ModeUnit {
 			res.RooflineFraction = res.MBps.Median / b
 		}
-		if o := ours[k]; res.Impl != ImplXtsctl && o > 0 && res.MBps.Median > 0 {
+		if o := ours[k]; res.Impl != ImplXtsctl && res.Mode == ModeUnit && o > 0 && res.MBps.Median > 0 {
 			res.Ratio = o / res.MBps.Median
 		}
 		if one := oneWorker[k][res.label()]; res.Mode == ModeBatch && one > 0 {
