@@ -76,6 +76,21 @@ type DispatchRange struct {
 // forced through internal/impl.
 func DispatchTable() []DispatchRange { return dispatchTable() }
 
+// DispatchSource says where the automatic choice on this CPU came from:
+// the per-CPU table in internal/cpuid (naming the row), a timing of the
+// row's candidates at start-up, or the CPU's features alone.
+func DispatchSource() string { return dispatchSource() }
+
+// parseImplName returns the Impl called name.
+func parseImplName(name string) (Impl, bool) {
+	for i, n := range implNames {
+		if n == name {
+			return Impl(i), true
+		}
+	}
+	return implAuto, false
+}
+
 // PrefersYMM reports whether this CPU is one where the 256-bit VAES kernel
 // is chosen over the 512-bit one although both could run (Intel cores that
 // lower their clock under 512-bit instructions).

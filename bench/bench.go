@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
@@ -83,10 +84,16 @@ type Report struct {
 	Dispatch  []Dispatch `json:"dispatch"`
 	Rule      []Rule     `json:"dispatch_rule"`
 	PreferYMM bool       `json:"prefers_ymm"`
-	Peer      string     `json:"peer,omitempty"` // openssl version, with --peers
-	Roofline  []Roofline `json:"roofline,omitempty"`
-	Results   []Result   `json:"results"`
-	Notes     []string   `json:"notes,omitempty"`
+	// DispatchSource says where the XTS choice came from: the per-CPU
+	// table's row (internal/cpuid), a timing at start-up, or the features.
+	DispatchSource string `json:"dispatch_source"`
+	// Blake2b is the BLAKE2b compression function single messages use,
+	// and where that choice came from.
+	Blake2b  string     `json:"blake2b_compress"`
+	Peer     string     `json:"peer,omitempty"` // openssl version, with --peers
+	Roofline []Roofline `json:"roofline,omitempty"`
+	Results  []Result   `json:"results"`
+	Notes    []string   `json:"notes,omitempty"`
 }
 
 // Timing records how the figures were taken.
@@ -292,6 +299,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		r.Rule = append(r.Rule, Rule{MinLen: d.MinLen, Variant: d.Impl.String()})
 	}
 	r.PreferYMM = aesni.PrefersYMM()
+	r.DispatchSource = aesni.DispatchSource()
+	r.Blake2b = blake2b.CompressDispatch()
 
 	var peer *openssl
 	if c.Peers {

@@ -68,6 +68,12 @@ func writeHeader(b *strings.Builder, r *Report) {
 		d = append(d, fmt.Sprintf("%d:%s", x.Size, x.Variant))
 	}
 	fmt.Fprintf(b, "dispatch  %s\n", strings.Join(d, " "))
+	if r.DispatchSource != "" {
+		fmt.Fprintf(b, "          from %s\n", r.DispatchSource)
+	}
+	if r.Blake2b != "" {
+		fmt.Fprintf(b, "blake2b   compression function for single messages: %s\n", r.Blake2b)
+	}
 	if r.Peer != "" {
 		fmt.Fprintf(b, "peer      %s (openssl speed -evp, CPU time)\n", r.Peer)
 	}
