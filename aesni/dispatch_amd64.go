@@ -100,12 +100,20 @@ func calibrate(cands []Impl) Impl {
 	buf := make([]byte, 4096)
 	var tw [16]byte
 	i := cpuid.Fastest(len(cands), func(i int) {
+		f := unitKernels[cands[i]]
 		for k := range 32 {
 			tw[0] = byte(k)
-			encryptWith(cands[i], &c, &buf[0], &buf[0], len(buf), &tw)
+			f(&c.enc, &c.tweak, c.rounds, &buf[0], &buf[0], len(buf), &tw)
 		}
 	})
 	return cands[i]
+}
+
+// unitKernels are the encrypting unit kernels calibrate may time (the
+// dispatch itself switches on the Impl, without function values).
+var unitKernels = [numImpls]func(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[16]byte){
+	AESNI1: xtsEncAESNI1, AESNI4: xtsEncAESNI4, AESNI8: xtsEncAESNI8,
+	VAES256: xtsEncVAES256, VAES512: xtsEncVAES512, VAES512C: xtsEncVAES512C,
 }
 
 // chooseWidest picks the kernel family: zmm where it runs, unless the core
@@ -179,11 +187,7 @@ func expandKey(c *Cipher, k1, k2 []byte) {
 // a switch (no function values); d and s hold n >= 16 bytes (checked by
 // the caller).
 func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
-	encryptWith(Pick(n), c, d, s, n, tweak)
-}
-
-func encryptWith(k Impl, c *Cipher, d, s *byte, n int, tweak *[16]byte) {
-	switch k {
+	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES512C:
