@@ -84,17 +84,17 @@ func init() {
 
 // chooseCompress applies the per-CPU table's row: its one compression
 // function that runs here, or the fastest of its candidates (calib); a
-// CPU without a row times every one it runs. Where none of the row's
-// runs (GODEBUG masks), the scalar code.
+// CPU without a row, or where none of the row's runs (GODEBUG masks),
+// times every one it runs.
 func chooseCompress(row cpuid.Tuning, hasRow bool, calib func([]implID) implID) (implID, string) {
-	var cands []implID
-	if !hasRow {
-		for _, i := range []implID{implScalar, implAVX2, implAVX512} {
-			if compressAvailable[i] {
-				cands = append(cands, i)
-			}
+	var all, cands []implID
+	for _, i := range []implID{implScalar, implAVX2, implAVX512} {
+		if compressAvailable[i] {
+			all = append(all, i)
 		}
-		return calib(cands), "timed at start-up (" + implList(cands) + "): no row for this CPU"
+	}
+	if !hasRow {
+		return calib(all), "timed at start-up (" + implList(all) + "): no row for this CPU"
 	}
 	for _, name := range row.Compress {
 		for i := range numImpls {
@@ -105,7 +105,7 @@ func chooseCompress(row cpuid.Tuning, hasRow bool, calib func([]implID) implID) 
 	}
 	switch len(cands) {
 	case 0:
-		return implScalar, "none of the row's functions for " + row.CPU + " runs here"
+		return calib(all), "timed at start-up (" + implList(all) + "): none of the functions of the row for " + row.CPU + " runs here"
 	case 1:
 		return cands[0], "the table's row for " + row.CPU
 	}
