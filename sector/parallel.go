@@ -66,17 +66,24 @@ const maxSpin = 100 * time.Microsecond
 // yieldEvery is how often a spinning goroutine yields its core.
 const yieldEvery = 5 * time.Microsecond
 
-// Helper states.
+// Helper states. The state word also holds a ticket, which each
+// assignment advances: a caller sends away only the assignment it made
+// (CAS on its own ticket), never one another caller made after the helper
+// had finished its job and come back.
 const (
-	idle     uint32 = iota // spinning, or about to park: recruit by CAS to reserved
+	idle     uint64 = iota // spinning, or about to park: recruit by CAS to reserved
 	parked                 // blocked on wake: recruit by CAS to reserved, then send on wake
 	reserved               // a caller is filling in job and part
 	assigned               // job and part are set; the helper has not started
 	running                // the helper is working on job
 )
 
+func stateOf(v uint64) uint64       { return v & 0xff }
+func ticketOf(v uint64) uint64      { return v >> 8 }
+func word(ticket, st uint64) uint64 { return ticket<<8 | st }
+
 type helper struct {
-	state    atomic.Uint32
+	state    atomic.Uint64 // a state and a ticket (word)
 	job      *job          // set by the recruiting caller while reserved
 	part     int           // the helper's range in job
 	sent     atomic.Int64  // when it was assigned (now), for wakeDelay
@@ -126,6 +133,7 @@ type job struct {
 	claim     int // sectors per claim, at least
 	spans     []span
 	recruited []*helper
+	tickets   []uint64 // the ticket of each recruited helper's assignment
 	woken     []*helper
 	// pending is twice the number of recruited helpers that have not
 	// finished (or been sent away), plus 1 while the caller is blocked on
@@ -295,22 +303,28 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 
 	// Recruit spinning helpers first, then parked ones if the call is
 	// long enough to pay for waking them.
-	j.recruited, j.woken = j.recruited[:0], j.woken[:0]
+	j.recruited, j.tickets, j.woken = j.recruited[:0], j.tickets[:0], j.woken[:0]
+	recruit := func(h *helper, from uint64) bool {
+		v := h.state.Load()
+		if stateOf(v) != from || !h.state.CompareAndSwap(v, word(ticketOf(v), reserved)) {
+			return false
+		}
+		j.recruited = append(j.recruited, h)
+		j.tickets = append(j.tickets, ticketOf(v)+1)
+		return true
+	}
 	for _, h := range hs {
 		if 1+len(j.recruited) == want {
 			break
 		}
-		if h.state.CompareAndSwap(idle, reserved) {
-			j.recruited = append(j.recruited, h)
-		}
+		recruit(h, idle)
 	}
 	if 1+len(j.recruited) < want && wakeWorth(len(src)) {
 		for _, h := range hs {
 			if 1+len(j.recruited) == want {
 				break
 			}
-			if h.state.CompareAndSwap(parked, reserved) {
-				j.recruited = append(j.recruited, h)
+			if recruit(h, parked) {
 				j.woken = append(j.woken, h)
 			}
 		}
@@ -333,7 +347,7 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 			sent = t
 		}
 		h.sent.Store(sent)
-		h.state.Store(assigned)
+		h.state.Store(word(j.tickets[i], assigned))
 	}
 	if len(j.woken) > 0 {
 		for _, h := range j.woken {
@@ -350,8 +364,8 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 	// over.
 	finished := false
 	defer func() {
-		for _, h := range j.recruited {
-			if h.state.CompareAndSwap(assigned, idle) {
+		for i, h := range j.recruited {
+			if t := j.tickets[i]; h.state.CompareAndSwap(word(t, assigned), word(t, idle)) {
 				j.leave()
 			}
 		}
@@ -381,15 +395,17 @@ func (h *helper) loop() {
 	for {
 		start := now()
 		last := start
+		var ticket uint64
 		for {
 			if f := testHelperWaits.Load(); f != nil {
 				(*f)()
 			}
-			st := h.state.Load()
-			if st == assigned && h.state.CompareAndSwap(assigned, running) {
+			v := h.state.Load()
+			if stateOf(v) == assigned && h.state.CompareAndSwap(v, word(ticketOf(v), running)) {
+				ticket = ticketOf(v)
 				break
 			}
-			if st != idle {
+			if stateOf(v) != idle {
 				continue // reserved: the caller is about to assign
 			}
 			t := now()
@@ -400,31 +416,32 @@ func (h *helper) loop() {
 				}
 				continue
 			}
-			if h.state.CompareAndSwap(idle, parked) {
+			if pv := word(ticketOf(v), parked); h.state.CompareAndSwap(v, pv) {
 				<-h.wake
 				start = now()
 				last = start
 				if sent := h.sent.Load(); sent != 0 {
 					average(&pool.wakeDelay, start-sent)
 				}
-				h.state.CompareAndSwap(parked, idle) // a stale token: spin again
+				h.state.CompareAndSwap(pv, word(ticketOf(v), idle)) // a stale token: spin again
 			}
 		}
 		j, part := h.job, h.part
 		h.job = nil
 		begin := now()
-		h.run(j, part)
+		h.run(j, part, ticket)
 		spin = min(max(now()-begin, int64(10*time.Microsecond)), int64(maxSpin))
 	}
 }
 
-// run works on j as participant part; a panic is handed to the caller.
-func (h *helper) run(j *job, part int) {
+// run works on j as participant part (assignment ticket); a panic is
+// handed to the caller.
+func (h *helper) run(j *job, part int, ticket uint64) {
 	defer func() {
 		if r := recover(); r != nil {
 			j.failed.CompareAndSwap(nil, &r)
 		}
-		h.state.Store(idle)
+		h.state.Store(word(ticket, idle))
 		j.leave()
 	}()
 	h.bytes.Add(int64(j.work(part)))

@@ -2,6 +2,7 @@ package sector
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -220,6 +221,52 @@ func TestSpanClaims(t *testing.T) {
 			if seen[i] != 1 {
 				t.Fatalf("%+v: sector %d claimed %d times", c, i, seen[i])
 			}
+		}
+	}
+}
+
+// TestParallelConcurrentCalls: many goroutines splitting calls over the
+// same helpers at once. A helper that finished one caller's job could be
+// recruited by the next before the first caller sent its helpers away; the
+// first then sent away the second's assignment, and both waited forever
+// (seen under -tags purego, whose slow kernels widen the window). Each
+// assignment now has a ticket, and a caller sends away only its own.
+func TestParallelConcurrentCalls(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one core: no helpers")
+	}
+	testAlwaysWake.Store(true)
+	defer testAlwaysWake.Store(false)
+	r := rand.New(rand.NewPCG(9, 9))
+	key := randomBytes(r, 64)
+	s, _ := newCodec(t, key, Params{Size: 512})
+	s.SetWorkers(runtime.GOMAXPROCS(0))
+	sizes := []int{parallelMin, 2 * parallelMin, 5*parallelMin + 512}
+	pts := make([][]byte, len(sizes))
+	wants := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		pts[i] = randomBytes(r, n)
+		wants[i] = perSector(t, s, key, pts[i], uint64(i)<<20)
+	}
+	const goroutines, calls = 8, 60
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		go func() {
+			for c := range calls {
+				i := (g + c) % len(sizes)
+				got := make([]byte, len(pts[i]))
+				s.Encrypt(got, pts[i], uint64(i)<<20)
+				if !bytes.Equal(got, wants[i]) {
+					errs <- fmt.Errorf("goroutine %d, call %d: %d bytes differ from per-sector encryption", g, c, len(got))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
