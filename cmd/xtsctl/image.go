@@ -89,11 +89,17 @@ func keyFileUsage() string {
 }
 
 // registerFormatOptions adds every format's own options as flags, once.
+// disk.Register keeps the formats' option names apart; one that is a
+// flag of the verb itself would take the verb's value silently, so it
+// stops the program at start-up, where every test sees it.
 func registerFormatOptions(fs *pflag.FlagSet) {
 	for _, f := range disk.Formats() {
 		for _, o := range f.Info().Options {
-			if fs.Lookup(o.Name) != nil {
-				continue
+			if fl := fs.Lookup(o.Name); fl != nil {
+				if fl.Usage == o.Usage {
+					continue
+				}
+				panic(fmt.Sprintf("option --%s of format %s is already a flag of the command", o.Name, f.Info().Name))
 			}
 			if o.Bool {
 				fs.Bool(o.Name, false, o.Usage)
