@@ -156,6 +156,7 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 	// The key derivation and the data are phases of their own: the data's
 	// clock starts when the format says the data starts (Total).
 	prog := newPhases(a)
+	o.KDF.Info, o.KDF.Warn, o.Warn = prog.say(o.KDF.Info), prog.say(o.KDF.Warn), prog.say(o.Warn)
 	if plan.Need.Passphrase != disk.WantNone {
 		prog.kdf("deriving the new passphrase's key", o.DataSize)
 	}

@@ -47,6 +47,9 @@ type phaseReporter interface {
 	// end closes the phase: finished, or interrupted (an error or a
 	// signal stopped the job while the phase ran).
 	end(interrupted bool)
+	// clear takes a bar off its line so that a message can be written
+	// there; it comes back at its next frame.
+	clear()
 }
 
 func newPhases(a *app) *phases { return &phases{a: a, now: time.Now} }
@@ -106,6 +109,20 @@ func (p *phases) endPhase(interrupted bool) {
 	}
 }
 
+// say wraps a message function (a.infof, a.warningf) so that a message
+// written while a bar is drawn gets a line of its own.
+func (p *phases) say(f func(format string, args ...any)) func(format string, args ...any) {
+	if f == nil {
+		return nil
+	}
+	return func(format string, args ...any) {
+		if p.cur != nil {
+			p.cur.clear()
+		}
+		f(format, args...)
+	}
+}
+
 func (p *phases) barWanted(size int64) bool {
 	return !p.a.quiet && size >= progressMin && p.a.stderrIsTerminal()
 }
@@ -138,6 +155,8 @@ func (b *dataBar) update(n int64) {
 	b.done = n
 	_ = b.bar.Set64(n - b.start)
 }
+
+func (b *dataBar) clear() { _ = b.bar.Clear() }
 
 func (b *dataBar) end(interrupted bool) {
 	_ = b.bar.Finish() // clears the line
@@ -183,6 +202,8 @@ func newSpinner(w io.Writer, desc string) *spinner {
 }
 
 func (s *spinner) update(int64) {}
+
+func (s *spinner) clear() { _ = s.bar.Clear() }
 
 func (s *spinner) end(interrupted bool) {
 	_ = s.bar.Finish()
@@ -262,6 +283,8 @@ func (p *jsonProgress) update(n int64) {
 		p.emit(t)
 	}
 }
+
+func (p *jsonProgress) clear() {}
 
 func (p *jsonProgress) end(interrupted bool) {
 	p.mu.Lock()
