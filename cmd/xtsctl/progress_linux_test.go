@@ -81,6 +81,17 @@ func TestProgressJSONPhases(t *testing.T) {
 		checkDataPhase(t, runs[1], false)
 	})
 
+	t.Run("decrypt", func(t *testing.T) {
+		// The unlock comes before the data's phase starts: its clock
+		// counts the data alone.
+		r := mustRun(t, "decrypt", "--progress-json", "--passphrase-file", pw, filepath.Join(dir, "disk.vol"), filepath.Join(dir, "disk.out"))
+		names, runs := phaseRuns(t, lines(r))
+		if !slices.Equal(names, []string{phaseData}) {
+			t.Fatalf("phases %v:\n%s", names, r.stderr)
+		}
+		checkDataPhase(t, runs[0], false)
+	})
+
 	t.Run("in-place", func(t *testing.T) {
 		r := mustRun(t, "encrypt", "--in-place", "--progress-json", "--passphrase-file", pw, img)
 		if strings.Contains(r.stderr, "resumed at") || strings.Contains(r.stderr, `"resumed":true`) {
