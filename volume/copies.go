@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 // Device is what the volume code reads and writes: an image file or a block
@@ -89,38 +92,33 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 	p.Name, s.Name = "primary", "secondary"
 	p.read(r, 0, size)
 
-	// The secondary copy ends the volume: the primary says where; without
-	// it, the device size does.
-	s.Offset = (size/CopyRegion - 1) * CopyRegion
-	if p.Parsed {
-		s.Offset = p.hdr.SecondaryOffset
-	}
+	// The secondary copy ends the volume: the primary says where. When it
+	// cannot (its header block is unusable, or it claims a volume larger
+	// than the image: cut short, or rewritten to hide an intact secondary
+	// at the real end), the copy is looked for near the image's end.
 	var truncated error
-	if p.Parsed && p.hdr.Size > size {
-		// Either the image was cut short, or the primary was rewritten to
-		// claim a larger volume, which would hide an intact secondary copy
-		// at the real end: look there before calling it truncated.
+	switch {
+	case !p.Parsed:
+		hs.findSecondary(r, size, nil)
+	case p.hdr.Size > size:
 		truncated = &TruncatedError{Expected: p.hdr.Size, Actual: size}
-		s.Offset = (size/CopyRegion - 1) * CopyRegion
-	}
-	if s.Offset+CopySize > size {
-		s.Err = errors.New("beyond the end of the image")
-	} else {
-		s.read(r, s.Offset, size)
-		if s.Parsed && s.hdr.SecondaryOffset != s.Offset {
-			s.Err = fmt.Errorf("it says it lives at byte %d, not %d", s.hdr.SecondaryOffset, s.Offset)
-			s.Parsed, s.hdr = false, nil
-		}
+		hs.findSecondary(r, size, p.hdr)
+	default:
+		s.read(r, p.hdr.SecondaryOffset, size)
+		s.checkPlace()
 	}
 	if truncated != nil {
-		if s.Err != nil {
+		switch {
+		case s.Err != nil:
 			s.Err = fmt.Errorf("not found (the primary copy says the volume is %d bytes, the image has %d)", p.hdr.Size, size)
-		} else {
-			// The secondary fits the image: the primary's claim is what
-			// is wrong.
+		case s.hdr.Size <= size:
+			// The secondary describes a volume the image holds: the
+			// primary's claim is what is wrong.
 			p.Err = fmt.Errorf("it says the volume is %d bytes, but the image has %d and its secondary copy fits it", p.hdr.Size, size)
 			truncated = nil
 		}
+		// Otherwise both copies describe the volume the image was cut
+		// from: truncated, with its header found.
 	}
 
 	// A newer version or unknown features: this code must neither trust
@@ -180,6 +178,88 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 }
 
 func hasMagicAt(c *CopyStatus) bool { return string(c.raw[:len(Magic)]) == Magic }
+
+// SecondaryWindow is how far below the image's end ReadHeaders looks for
+// the secondary copy when the primary cannot say where it is: an image
+// that grew (copied onto a larger partition or logical volume, whose
+// sizes are rounded to MiB or 4 MiB extents) or shrank by less than the
+// unused tail of the copy's 64 KiB still has its secondary found. Only
+// multiples of CopyRegion are candidates, as only there can a copy be.
+const SecondaryWindow = 16 << 20
+
+// checkPlace takes a copy that does not say it lives where it was read
+// for damage: a copy is found only at its own place.
+func (c *CopyStatus) checkPlace() {
+	if c.Parsed && c.hdr.SecondaryOffset != c.Offset {
+		c.Err = fmt.Errorf("it says it lives at byte %d, not %d", c.hdr.SecondaryOffset, c.Offset)
+		c.Parsed, c.hdr = false, nil
+	}
+}
+
+// findSecondary looks for the secondary copy when the primary cannot say
+// where it is: at every multiple of CopyRegion from the last one where a
+// copy fits in the image down to SecondaryWindow below it, nearest the end
+// first, reading the window in large sequential pieces. A candidate counts
+// only if it parses and says it lives where it was found. With primary (a
+// header block that parsed but claims more than the image holds), a copy
+// of its volume (UUID) is preferred; without it, copies of two different
+// volumes in the window (an image copied over an older volume's end) are
+// refused rather than guessed between. The copy found is authenticated
+// like any other, by its MAC once unlocked. Without a candidate, the
+// secondary's status is that of the first place (nearest the end) where
+// the magic was found, or "not found".
+func (hs *Headers) findSecondary(r io.ReaderAt, size int64, primary *Header) {
+	s := &hs.Secondary
+	if size < CopySize+CopyRegion {
+		s.Offset, s.Err = max(size-CopySize, 0), errors.New("beyond the end of the image")
+		return
+	}
+	top := (size - CopySize) / CopyRegion * CopyRegion
+	bottom := max(CopyRegion, top-SecondaryWindow)
+	var found, damaged *CopyStatus
+	var others []string
+	const piece = 16 // candidates per read: 1 MiB
+	buf := make([]byte, (piece-1)*CopyRegion+len(Magic))
+	for hi := top; hi >= bottom; hi -= piece * CopyRegion {
+		lo := max(bottom, hi-(piece-1)*CopyRegion)
+		b := buf[:hi-lo+int64(len(Magic))]
+		if _, err := r.ReadAt(b, lo); err != nil && !errors.Is(err, io.EOF) {
+			s.Offset, s.Err = hi, fmt.Errorf("cannot read: %w", err)
+			return
+		}
+		for off := hi; off >= lo; off -= CopyRegion {
+			if string(b[off-lo:][:len(Magic)]) != Magic {
+				continue
+			}
+			c := &CopyStatus{Name: s.Name}
+			c.read(r, off, size)
+			c.checkPlace()
+			switch {
+			case !c.Parsed:
+				if damaged == nil {
+					damaged = c
+				}
+			case found == nil && (primary == nil || c.hdr.UUID == primary.UUID):
+				found = c
+			case primary == nil && c.hdr.UUID != found.hdr.UUID:
+				others = append(others, fmt.Sprintf("byte %d (UUID %s)", off, uuidString(c.hdr.UUID)))
+			}
+		}
+	}
+	switch {
+	case found != nil && len(others) > 0:
+		s.Offset = found.Offset
+		s.Err = fmt.Errorf("the last %s of the image hold header copies of different volumes, at byte %d (UUID %s) and %s: cannot tell which is this volume's",
+			bytesize.Exact(SecondaryWindow), found.Offset, uuidString(found.hdr.UUID), strings.Join(others, ", "))
+	case found != nil:
+		*s = *found
+	case damaged != nil:
+		*s = *damaged
+	default:
+		s.Offset = top
+		s.Err = fmt.Errorf("not found at byte %d nor in the %s before it", top, bytesize.Exact(SecondaryWindow))
+	}
+}
 
 func (hs *Headers) which() string {
 	if hs.Header == hs.Primary.hdr {
