@@ -1,6 +1,8 @@
 package volume
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -384,6 +386,14 @@ type UnlockOptions struct {
 	// Trying, if not nil, is called before a slot's KDF runs (to say so
 	// when it will take long).
 	Trying func(slot int, p KDFParams)
+	// Context, if not nil, stops the unlock when it is cancelled (the
+	// command line's SIGINT and SIGTERM): before the next slot, and in
+	// the middle of a slot's Argon2id (wrappingKeyCtx says how). The
+	// error is then the context's. It is an option rather than a
+	// parameter so that it travels with the rest to the callers that
+	// unlock on a caller's behalf (OpenWithPassphrase, ChangeSlots,
+	// package inplace).
+	Context context.Context
 }
 
 // SlotsTooCostlyError: the passphrase opened no slot that could be tried,
@@ -408,29 +418,45 @@ func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
 	return hs.UnlockWith(passphrase, UnlockOptions{Slot: -1, Limits: DefaultKDFLimits()})
 }
 
-// UnlockWith is Unlock with options. Slots whose KDF costs exceed
-// opts.Limits are not tried; if no other slot opens, the error is a
-// *SlotsTooCostlyError naming them.
+// UnlockWith is Unlock with options. Slots are tried cheapest first (the
+// Argon2id work, memory × passes; by number among equals), so slots that
+// someone who can write the image made expensive run last. Slots whose
+// KDF costs exceed opts.Limits, per slot or with the work of the slots
+// already run over this call, are not tried; if no other slot opens, the
+// error is a *SlotsTooCostlyError naming them. If opts.Context is
+// cancelled, the error is its error.
 func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte, slot int, err error) {
 	h := hs.Header
-	tried := 0
-	var costly []*KDFCostError
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var order []int
 	for i := range h.Slots {
-		s := &h.Slots[i]
-		if !s.Active || opts.Slot >= 0 && i != opts.Slot {
-			continue
+		if h.Slots[i].Active && (opts.Slot < 0 || i == opts.Slot) {
+			order = append(order, i)
 		}
-		tried++
-		if err := opts.Limits.Check(s.KDF); err != nil {
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.Slots[a].KDF.Work(), h.Slots[b].KDF.Work()) })
+	tried := len(order)
+	var costly []*KDFCostError
+	var spent uint64
+	for _, i := range order {
+		s := &h.Slots[i]
+		if err := opts.Limits.checkAfter(s.KDF, spent); err != nil {
 			ce := err.(*KDFCostError)
 			ce.Slot = i
 			costly = append(costly, ce)
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		if opts.Trying != nil {
 			opts.Trying(i, s.KDF)
 		}
-		key, err := s.unwrap(passphrase, h.UUID, i, h.KeySize)
+		spent += s.KDF.Work()
+		key, err := s.unwrap(ctx, passphrase, h.UUID, i, h.KeySize)
 		if errors.Is(err, errWrongPassphrase) {
 			continue
 		}
@@ -443,6 +469,7 @@ func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte
 		}
 		return key, i, nil
 	}
+	slices.SortFunc(costly, func(a, b *KDFCostError) int { return cmp.Compare(a.Slot, b.Slot) })
 	switch {
 	case len(costly) > 0:
 		return nil, 0, &SlotsTooCostlyError{Slots: costly}

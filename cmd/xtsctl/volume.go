@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -142,6 +143,8 @@ func volumeError(image string, err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return err
+	case errors.Is(err, context.Canceled):
+		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted", image))
 	case errors.Is(err, volume.ErrInUse):
 		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, volume.ErrNotVolume):
@@ -160,6 +163,8 @@ func volumeError(image string, err error) error {
 		return wrap(exitIntegrity, "restore a header backup: xtsctl header restore "+image+" BACKUP")
 	case errors.Is(err, volume.ErrWrongPassphrase):
 		return wrap(exitKey)
+	case errors.As(err, &tc) && tc.Slots[0].OverTotal():
+		return wrap(exitKey, fmt.Sprintf("--key-slot %d tries that slot alone; if you trust this image, --allow-expensive-kdf tries every slot (it may take very long)", tc.Slots[0].Slot))
 	case errors.As(err, &tc):
 		return wrap(exitKey, "xtsctl made no such slot unless told to; if you trust this image, --allow-expensive-kdf tries it (it may take very long and much memory)")
 	case errors.Is(err, volume.ErrNoKeySlots):
@@ -188,7 +193,7 @@ func volumeError(image string, err error) error {
 func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
-			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
+			fmt.Sprintf("%d GiB×passes, or %d GiB×passes over all slots tried", volume.MaxKDFWork>>20, volume.MaxUnlockWork>>20)+"): they may take very long")
 	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
 	registerKeyWindow(a, fs)
 }
@@ -199,7 +204,7 @@ const largeKDFWork = 16 << 20
 
 // unlockOptions are the options every unlock of image uses.
 func (a *app) unlockOptions(image string) volume.UnlockOptions {
-	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits()}
+	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits(), Context: a.ctx}
 	if a.allowExpensiveKDF {
 		opts.Limits = volume.UnlimitedKDF
 	}
