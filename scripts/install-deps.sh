@@ -28,7 +28,8 @@ declare -A need=(
   [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
   [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
   [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
-  # inplace TestRecognise: the signatures of real filesystems and tables
+  # inplace TestRecognise and internal/fsblock: the signatures and
+  # superblocks of real filesystems and tables
   [mkfs.xfs]=xfsprogs
   [mkfs.btrfs]=btrfs-progs
   [mkfs.vfat]=dosfstools
