@@ -216,7 +216,11 @@ func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, f
 	// The volume format checks the options as for encrypt IN OUT.
 	do := &disk.CreateOptions{Name: r.target, TypeName: "volume", Digest: withDigest, Warn: a.warningf}
 	cf.options(do)
-	plan, err := volume.Format.(disk.Creator).PlanCreate(do)
+	size, err := r.t.Size()
+	if err != nil {
+		return nil, withCode(exitInput, fmt.Errorf("%s: %w", r.target, err))
+	}
+	plan, err := planFitted(a, cmd.Flags(), volume.Format.(disk.Creator), do, r.target, r.t, size)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +347,17 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	plan, err := inplace.PreparePlain(r.t, j, p, dir, r.room)
 	if err != nil {
 		return inPlaceError(target, err)
+	}
+	if dir == inplace.Encrypt && plan.Status == nil {
+		// A new run: its --sector-size must suit the filesystem the data
+		// holds (the default, 512, suits them all).
+		size, err := r.t.Size()
+		if err != nil {
+			return withCode(exitInput, fmt.Errorf("%s: %w", target, err))
+		}
+		if _, err := fitSectorSize(a, pf.fs, target, r.t, size, p.Sector.Size); err != nil {
+			return err
+		}
 	}
 	key, err := readKeyFile(a, pf.keyFile)
 	if err != nil {
