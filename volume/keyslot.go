@@ -88,8 +88,8 @@ const MinKDFMemoryKiB = 32 << 10
 // one unlock runs, when it tries every slot: twice what xtsctl writes into
 // one slot, so a passphrase in the second of two of the costliest slots
 // xtsctl makes still opens unasked, while eight slots rewritten to the
-// per-slot bound cost two of them, not eight (about four minutes rather
-// than fifteen here). Slots are tried cheapest first, so slots made
+// per-slot bound cost two of them, not eight (a few minutes rather than
+// a quarter of an hour). Slots are tried cheapest first, so slots made
 // expensive by someone who can write the image do not use up the budget
 // before the genuine ones run.
 const MaxUnlockWork = 2 * MaxKDFWork
@@ -129,9 +129,8 @@ type KDFCostError struct {
 	Slot   int
 	KDF    KDFParams
 	Limits KDFLimits
-	// Spent is the work (KiB × passes) the same unlock had already run
-	// for other slots; not zero when the slot was skipped because it
-	// would take the unlock above Limits.MaxTotalWork.
+	// Spent is the work (KiB × passes) the same unlock had run for other
+	// slots when this one was checked, which Limits.MaxTotalWork counts.
 	Spent uint64
 }
 
