@@ -201,7 +201,7 @@ func (c *CopyStatus) checkPlace() {
 // findSecondary looks for the secondary copy when the primary cannot say
 // where it is: at every multiple of CopyRegion from the last one where a
 // copy fits in the image down to SecondaryWindow below it, nearest the end
-// first, reading the window in large sequential pieces. A candidate counts
+// first. A candidate counts
 // only if it parses and says it lives where it was found. With primary (a
 // header block that parsed but claims more than the image holds), a copy
 // of its volume (UUID) is preferred; without it, copies of two different
@@ -220,32 +220,29 @@ func (hs *Headers) findSecondary(r io.ReaderAt, size int64, primary *Header) {
 	bottom := max(CopyRegion, top-SecondaryWindow)
 	var found, damaged *CopyStatus
 	var others []string
-	const piece = 16 // candidates per read: 1 MiB
-	buf := make([]byte, (piece-1)*CopyRegion+len(Magic))
-	for hi := top; hi >= bottom; hi -= piece * CopyRegion {
-		lo := max(bottom, hi-(piece-1)*CopyRegion)
-		b := buf[:hi-lo+int64(len(Magic))]
-		if _, err := r.ReadAt(b, lo); err != nil && !errors.Is(err, io.EOF) {
-			s.Offset, s.Err = hi, fmt.Errorf("cannot read: %w", err)
+	var magic [len(Magic)]byte
+	for off := top; off >= bottom; off -= CopyRegion {
+		// Only the magic at each place: a few pages read, not the window
+		// (every detection of an image that is no volume comes here).
+		if _, err := r.ReadAt(magic[:], off); err != nil {
+			s.Offset, s.Err = off, fmt.Errorf("cannot read: %w", err)
 			return
 		}
-		for off := hi; off >= lo; off -= CopyRegion {
-			if string(b[off-lo:][:len(Magic)]) != Magic {
-				continue
+		if string(magic[:]) != Magic {
+			continue
+		}
+		c := &CopyStatus{Name: s.Name}
+		c.read(r, off, size)
+		c.checkPlace()
+		switch {
+		case !c.Parsed:
+			if damaged == nil {
+				damaged = c
 			}
-			c := &CopyStatus{Name: s.Name}
-			c.read(r, off, size)
-			c.checkPlace()
-			switch {
-			case !c.Parsed:
-				if damaged == nil {
-					damaged = c
-				}
-			case found == nil && (primary == nil || c.hdr.UUID == primary.UUID):
-				found = c
-			case primary == nil && c.hdr.UUID != found.hdr.UUID:
-				others = append(others, fmt.Sprintf("byte %d (UUID %s)", off, uuidString(c.hdr.UUID)))
-			}
+		case found == nil && (primary == nil || c.hdr.UUID == primary.UUID):
+			found = c
+		case primary == nil && c.hdr.UUID != found.hdr.UUID:
+			others = append(others, fmt.Sprintf("byte %d (UUID %s)", off, uuidString(c.hdr.UUID)))
 		}
 	}
 	switch {
