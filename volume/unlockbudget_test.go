@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xtsctl/xtsctl/disk"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -217,5 +218,48 @@ func TestUnlockCancel(t *testing.T) {
 	<-wiped
 	if !slices.Equal(gotKey, make([]byte, len(gotKey))) || !slices.Equal(gotPass, make([]byte, len(gotPass))) {
 		t.Fatalf("after the abandoned run: key %x, passphrase %q", gotKey, gotPass)
+	}
+}
+
+// TestDiskUnlockCancel: the format layer's Unlock of a volume stops when
+// its context is cancelled in the middle of a slot's Argon2id, and says
+// the unlock was interrupted (disk.KindInterrupted), not that it failed.
+func TestDiskUnlockCancel(t *testing.T) {
+	dev, _ := newTestVolume(t, make([]byte, 64<<10), 4096, 16, 64)
+	path := writeTestImage(t, dev)
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	h, err := Format.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	old := argon2IDKey
+	argon2IDKey = func(pass, salt []byte, time, mem uint32, threads uint8, n uint32) []byte {
+		close(started)
+		<-release
+		return make([]byte, n)
+	}
+	defer func() { argon2IDKey = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := h.Unlock(ctx, &disk.Request{Slot: -1, ReadOnly: true}, &disk.Secret{Passphrase: []byte("any")})
+		res <- err
+	}()
+	<-started
+	cancel()
+	select {
+	case err = <-res:
+	case <-time.After(time.Minute): // a hang guard, not a measurement
+		close(release)
+		t.Fatal("Unlock did not return on cancel while the KDF ran")
+	}
+	close(release)
+	if !errors.Is(err, context.Canceled) || disk.KindOf(err) != disk.KindInterrupted {
+		t.Fatalf("cancelled unlock: %v (kind %v)", err, disk.KindOf(err))
 	}
 }
