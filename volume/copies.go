@@ -384,12 +384,13 @@ type UnlockOptions struct {
 	// when it will take long).
 	Trying func(slot int, p KDFParams)
 	// Context, if not nil, stops the unlock when it is cancelled (the
-	// command line's SIGINT and SIGTERM): before the next slot, and in
-	// the middle of a slot's Argon2id (wrappingKeyCtx says how). The
-	// error is then the context's. It is an option rather than a
-	// parameter so that it travels with the rest to the callers that
-	// unlock on a caller's behalf (OpenWithPassphrase, ChangeSlots,
-	// package inplace).
+	// command line's SIGINT, SIGTERM, SIGHUP): before the next slot, and
+	// in the middle of a slot's Argon2id (wrappingKeyCtx says how). The
+	// error is then the context's cause (context.Cause: a
+	// context.Canceled, or what the canceller said). It is an option
+	// rather than a parameter so that it travels with the rest to the
+	// callers that unlock on a caller's behalf (OpenWithPassphrase,
+	// ChangeSlots, package inplace, the format layer).
 	Context context.Context
 }
 
@@ -421,7 +422,7 @@ func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
 // KDF costs exceed opts.Limits, per slot or with the work of the slots
 // already run over this call, are not tried; if no other slot opens, the
 // error is a *SlotsTooCostlyError naming them. If opts.Context is
-// cancelled, the error is its error.
+// cancelled, the error is its cause.
 func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte, slot int, err error) {
 	h := hs.Header
 	ctx := opts.Context
@@ -446,8 +447,8 @@ func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte
 			costly = append(costly, ce)
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+		if ctx.Err() != nil {
+			return nil, 0, context.Cause(ctx)
 		}
 		if opts.Trying != nil {
 			opts.Trying(i, s.KDF)

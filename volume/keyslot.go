@@ -290,8 +290,9 @@ func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
 	return argon2IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
 }
 
-// wrappingKeyCtx is wrappingKey that returns ctx's error as soon as ctx is
-// cancelled (SIGINT, SIGTERM), even in the middle of the run.
+// wrappingKeyCtx is wrappingKey that returns ctx's cause (context.Cause)
+// as soon as ctx is cancelled (SIGINT, SIGTERM), even in the middle of
+// the run.
 //
 // x/crypto/argon2 cannot be stopped part-way, and splitting the run at its
 // passes would mean an Argon2 of our own (the passes share state that the
@@ -309,8 +310,8 @@ func wrappingKeyCtx(ctx context.Context, passphrase, salt []byte, p KDFParams) (
 	if ctx.Done() == nil {
 		return wrappingKey(passphrase, salt, p), nil
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	pass, salt := bytes.Clone(passphrase), bytes.Clone(salt)
 	done := make(chan []byte) // unbuffered: a key is handed over or wiped, never left in a buffer
@@ -330,7 +331,7 @@ func wrappingKeyCtx(ctx context.Context, passphrase, salt []byte, p KDFParams) (
 	case wk := <-done:
 		return wk, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -370,7 +371,7 @@ var errWrongPassphrase = errors.New("wrong passphrase")
 
 // unwrap recovers the master key; an intact slot that does not open means a
 // wrong passphrase (the slot checksum has already told damage apart). It
-// returns ctx's error if ctx is cancelled before the KDF has run.
+// returns ctx's cause if ctx is cancelled before the KDF has run.
 func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
 	defer burnStack()
 	wk, err := wrappingKeyCtx(ctx, passphrase, s.Salt[:], s.KDF)

@@ -190,7 +190,9 @@ func TestUnlockCancel(t *testing.T) {
 	}
 	abandonedKDFTestHook = func() { close(wiped) }
 	defer func() { abandonedKDFTestHook = nil }()
-	ctx, cancel = context.WithCancel(context.Background())
+	// The cause is returned, as the command line's signal names itself.
+	stopped := fmt.Errorf("stopped by the test: %w", context.Canceled)
+	ctx, cancelCause := context.WithCancelCause(context.Background())
 	type result struct {
 		key []byte
 		err error
@@ -202,7 +204,7 @@ func TestUnlockCancel(t *testing.T) {
 		res <- result{key, err}
 	}()
 	<-started
-	cancel()
+	cancelCause(stopped)
 	var r result
 	select {
 	case r = <-res:
@@ -210,7 +212,7 @@ func TestUnlockCancel(t *testing.T) {
 		close(release)
 		t.Fatal("UnlockWith did not return on cancel while the KDF ran")
 	}
-	if !errors.Is(r.err, context.Canceled) || r.key != nil {
+	if !errors.Is(r.err, stopped) || !errors.Is(r.err, context.Canceled) || r.key != nil {
 		t.Fatalf("cancelled in a run: %v", r.err)
 	}
 	clear(pass) // what the caller does at once: the run has its own copy

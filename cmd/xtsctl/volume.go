@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -143,8 +142,6 @@ func volumeError(image string, err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return err
-	case errors.Is(err, context.Canceled):
-		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted", image))
 	case errors.Is(err, volume.ErrInUse):
 		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
 	case errors.Is(err, volume.ErrNotVolume):
