@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/volume"
+	"golang.org/x/sys/unix"
 )
 
 // The attacks of issue 13 as a user meets them: the attacker can write the
@@ -107,7 +108,7 @@ func TestUnlockInterrupted(t *testing.T) {
 		stderr.Write(rest)
 		err = cmd.Wait()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "disk.vol: interrupted") {
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "disk.vol: interrupted by "+unix.SignalName(sig)) {
 			t.Errorf("%v during the KDF: %v; stderr %q", sig, err, stderr.String())
 		}
 	}
