@@ -64,7 +64,7 @@ func (h *volumeHeader) ChangeSlots(ctx context.Context, c disk.SlotChange) (*dis
 		Op:        map[disk.SlotOp]SlotOp{disk.AddSlot: OpAddSlot, disk.ChangeSlot: OpChangeSlot, disk.RemoveSlot: OpRemoveSlot}[c.Op],
 		Slot:      c.Slot,
 		AllowLast: c.AllowLast,
-		Unlock:    UnlockOptions{Slot: -1, Limits: DefaultKDFLimits()},
+		Unlock:    UnlockOptions{Slot: -1, Limits: DefaultKDFLimits(), Context: ctx},
 	}
 	if c.AllowExpensiveKDF {
 		sc.Unlock.Limits = UnlimitedKDF
