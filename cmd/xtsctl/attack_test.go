@@ -85,8 +85,16 @@ func TestUnlockInterrupted(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	inflateSlot0(t, vol, volume.KDFParams{Time: 600, MemoryKiB: 32 << 10, Threads: 1})
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		cmd := exec.Command("xtsctl", "verify", "--passphrase-file", pass, vol)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		args []string
+	}{
+		{syscall.SIGTERM, []string{"verify", "--passphrase-file", pass, vol}},
+		{syscall.SIGINT, []string{"verify", "--passphrase-file", pass, vol}},
+		{syscall.SIGTERM, []string{"passphrase", "add", "--passphrase-file", pass, "--new-passphrase-file", pass, "--kdf-memory", "64", "--kdf-iterations", "1", vol}},
+	} {
+		sig := c.sig
+		cmd := exec.Command("xtsctl", c.args...)
 		errPipe, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +117,7 @@ func TestUnlockInterrupted(t *testing.T) {
 		err = cmd.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(stderr.String(), "disk.vol: interrupted by "+unix.SignalName(sig)) {
-			t.Errorf("%v during the KDF: %v; stderr %q", sig, err, stderr.String())
+			t.Errorf("%s: %v during the KDF: %v; stderr %q", c.args[0], sig, err, stderr.String())
 		}
 	}
 }
