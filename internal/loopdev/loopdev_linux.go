@@ -248,11 +248,28 @@ func BackedByFile(fi fs.FileInfo) ([]string, error) {
 }
 
 // sameBacking reports whether loop device dev (whose sysfs backing_file
-// is sysfsFile) is backed by the file fi, with stat st.
+// is sysfsFile) is backed by the file fi, with stat st. The path sysfs
+// shows is compared first (by device and inode, so a hard link is found
+// too); only where it names nothing (the name was removed, or lives in
+// another mount namespace) is the device itself asked. Either may hang
+// when the backing file hangs (a loop device on the FUSE file of a stuck
+// server): the answer is waited for ioctlWait at most, and a device that
+// does not answer is taken for another file's.
 func sameBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool {
+	got := make(chan bool, 1)
+	go func() { got <- compareBacking(dev, sysfsFile, fi, st) }()
+	select {
+	case same := <-got:
+		return same
+	case <-time.After(ioctlWait):
+		return false
+	}
+}
+
+func compareBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool {
 	if b, err := os.ReadFile(sysfsFile); err == nil {
-		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil && os.SameFile(fi, bfi) {
-			return true
+		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil {
+			return os.SameFile(fi, bfi)
 		}
 	}
 	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -268,6 +285,9 @@ func sameBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool
 	// (new_encode_dev); compare the numbers, not the encodings.
 	return info.Inode == uint64(st.Ino) && unix.Major(info.Device) == unix.Major(uint64(st.Dev)) && unix.Minor(info.Device) == unix.Minor(uint64(st.Dev))
 }
+
+// ioctlWait bounds how long sameBacking waits for a loop device to answer.
+const ioctlWait = 2 * time.Second
 
 // DetachPath detaches the loop device at path (e.g. /dev/loop3) from its
 // file; a device that is not attached is not an error. As with Detach,
