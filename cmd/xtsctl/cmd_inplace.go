@@ -348,9 +348,13 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	if err != nil {
 		return inPlaceError(target, err)
 	}
-	if dir == inplace.Encrypt && plan.Status == nil {
-		// A new run: its --sector-size must suit the filesystem the data
-		// holds (the default, 512, suits them all).
+	// A new run: none yet, or one whose journal says it finished the
+	// other way (a resume keeps the sectors it started with).
+	fresh := plan.Status == nil || plan.Status.Finished && plan.Status.Direction != dir
+	if dir == inplace.Encrypt && fresh {
+		// Its --sector-size must suit the filesystem the data holds, as
+		// for every new image (fitSectorSize; the default, 512, suits
+		// them all, so it is never lowered here).
 		size, err := r.t.Size()
 		if err != nil {
 			return withCode(exitInput, fmt.Errorf("%s: %w", target, err))
@@ -365,7 +369,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	}
 	defer secret.Wipe(key)
 	switch {
-	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
+	case fresh:
 		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
 			verb, target, plainCipher(p, 8*len(key)), j.Path)
 	case plan.Resume:

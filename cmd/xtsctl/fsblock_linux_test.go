@@ -150,10 +150,32 @@ func TestSmallExt4Mounts(t *testing.T) {
 		if got, _ := os.ReadFile(target); !bytes.Equal(got, b) {
 			t.Error("the in-place target changed after a refusal")
 		}
+		// A new plain run after one that finished the other way is
+		// checked too: its journal records the finished decryption of a
+		// filesystem with 4 KiB blocks, then a 1 KiB one is made there.
+		again := filepath.Join(dir, "again.img")
+		if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", again, "64M").CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+		}
+		plain4k := []string{"--type", "plain", "--sector-size", "4096", "--key-file", key, again}
+		mustRun(t, args("encrypt", "--in-place", plain4k)...)
+		mustRun(t, args("decrypt", "--in-place", plain4k)...)
+		if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "1024", again).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+		}
+		b, _ = os.ReadFile(again)
+		r := mustFail(t, exitUsage, "--sector-size 4096 is too large for ", args("encrypt", "--in-place", plain4k)...)
+		if !strings.Contains(r.stderr, "1024-byte blocks") {
+			t.Errorf("after a finished run: %q", r.stderr)
+		}
+		if got, _ := os.ReadFile(again); !bytes.Equal(got, b) {
+			t.Error("the in-place target changed after a refusal (after a finished run)")
+		}
+
 		// Sizes the filesystem allows are taken as given, the plain
 		// default (512) among them.
 		mustRun(t, args("encrypt", "--sector-size", "512", "--passphrase-file", pass, kdf, img, filepath.Join(dir, "ok.vol"))...)
-		r := mustRun(t, "encrypt", "--type", "plain", "--key-file", key, img, filepath.Join(dir, "ok.enc"))
+		r = mustRun(t, "encrypt", "--type", "plain", "--key-file", key, img, filepath.Join(dir, "ok.enc"))
 		if strings.Contains(r.stderr, "using") {
 			t.Errorf("plain with its default: %q", r.stderr)
 		}

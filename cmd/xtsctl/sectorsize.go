@@ -11,7 +11,11 @@ import (
 
 // The sector size of data that will be served as a device follows the
 // filesystem in it: a device whose sectors are larger than the
-// filesystem's smallest I/O cannot mount it (docs/CLI.md).
+// filesystem's smallest I/O cannot mount it (docs/CLI.md). It is chosen
+// here only, for every new image whatever its format: encrypt IN OUT of
+// each format that writes images and the in-place encryption of a volume
+// through planFitted (createImage, startVolumeEncryption), and a plain
+// in-place encryption, which has no format's plan, through fitSectorSize.
 
 // fitSectorSize is the sector size of an encrypted device that will
 // serve data (the plaintext of image: r, size bytes): --sector-size if
@@ -54,5 +58,10 @@ func planFitted(a *app, flags *pflag.FlagSet, creator disk.Creator, o *disk.Crea
 		return plan, err
 	}
 	o.SectorSize = ss
-	return creator.PlanCreate(o)
+	if plan, err = creator.PlanCreate(o); err == nil && plan.SectorSize != ss {
+		// Only a default above 512 is lowered, and the formats with one
+		// take CreateOptions.SectorSize.
+		return nil, fmt.Errorf("%s: the %s format did not take %d-byte sectors", image, o.TypeName, ss)
+	}
+	return plan, err
 }
