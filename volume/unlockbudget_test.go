@@ -126,6 +126,14 @@ func TestUnlockWorkIsBoundedOverAllSlots(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 
+	// The user is told how to run a slot skipped only for the total, and
+	// the per-slot hint does not claim xtsctl never makes such a slot.
+	de := DiskError("disk.vol", err)
+	if hints := strings.Join(disk.HintsOf(de), "\n"); disk.KindOf(de) != disk.KindKey ||
+		!strings.Contains(hints, "--key-slot 1 tries that slot alone") || strings.Contains(hints, "made no such slot") {
+		t.Errorf("skipped for the total: kind %v, hints %q", disk.KindOf(de), hints)
+	}
+
 	// A slot chosen is run alone: the total does not stop it.
 	*ran = nil
 	if _, _, err := hs.UnlockWith([]byte("wrong"), UnlockOptions{Slot: 4, Limits: limits}); !errors.Is(err, ErrWrongPassphrase) || len(*ran) != 1 {
