@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/internal/testutil"
 )
 
 // mkfs makes a sparse image of size bytes and runs tool on it; it skips
@@ -28,15 +30,9 @@ func mkfs(t *testing.T, size int64, tool string, args ...string) string {
 	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(tool, append(args, img)...).CombinedOutput()
-	if err != nil && bytes.Contains(out, []byte("cannot check mount status")) {
-		// mkfs.btrfs looks at every mount, and gives up on a dead FUSE
-		// mount (ENOTCONN) that another program left on this shared
-		// machine: run it again in a mount namespace of its own, with the
-		// mounts that cannot be looked at detached there only.
-		const detachDead = `for m in $(awk '{print $2}' /proc/self/mounts | tac); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done; exec "$@"`
-		out, err = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", detachDead, "sh", tool}, append(args, img)...)...).CombinedOutput()
-	}
+	// mkfs.btrfs gives up beside a dead FUSE mount another program left
+	// on the machine: the tools run without them (testutil).
+	out, err := testutil.WithoutFUSEMounts(tool, append(args, img)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", tool, strings.Join(args, " "), err, out)
 	}
