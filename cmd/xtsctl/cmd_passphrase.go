@@ -152,13 +152,28 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 			return err
 		}
 	}
+	// A wrong existing passphrase typed at the terminal is asked for
+	// again (--tries), as unlocking asks: ChangeSlots is run again, which
+	// changes nothing before the unlock.
+	need := &disk.Need{Passphrase: disk.WantRequired, Prompt: prompt, KeyFile: disk.WantOptional}
+	retry := asksTerminal(&f.img, o, need)
+	notice, askedNew := "", false
 	c := disk.SlotChange{
 		Op: op, Slot: a.keySlot, AllowLast: f.force, AllowExpensiveKDF: a.allowExpensiveKDF, KDF: kdf,
 		Progress: func(format string, args ...any) { a.infof(format, args...) },
 		Secret: func() (*disk.Secret, error) {
-			return readSecrets(a, &f.img, o, &disk.Need{Passphrase: disk.WantRequired, Prompt: prompt, KeyFile: disk.WantOptional})
+			sec, err := readKeyFiles(a, &f.img, o)
+			if err == nil {
+				err = readPassphraseFor(a, &f.img, o, need, sec, notice)
+			}
+			if err != nil {
+				sec.Wipe()
+				return nil, err
+			}
+			return sec, nil
 		},
 		New: func() (*disk.Secret, error) {
+			askedNew = true
 			if f.newKeyFile != "" {
 				k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
 				return &disk.Secret{KeyFiles: [][]byte{k}}, err
@@ -167,7 +182,15 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 			return &disk.Secret{Passphrase: p}, err
 		},
 	}
-	res, err := ks.ChangeSlots(a.ctx, c)
+	var res *disk.SlotResult
+	for try := 1; ; try++ {
+		res, err = ks.ChangeSlots(a.ctx, c)
+		if err != nil && retry && !askedNew && try < a.tries && errors.Is(err, disk.ErrWrongSecret) && a.ctx.Err() == nil {
+			notice = retryNotice(a, err, try+1)
+			continue
+		}
+		break
+	}
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,9 @@ type app struct {
 	progressJSON bool
 	// keySlot (--key-slot) is the only key slot to try, or -1.
 	keySlot int
+	// tries (--tries) is how many times a passphrase typed at the
+	// terminal is asked for when it is wrong.
+	tries int
 	// batch (--batch-mode) answers yes to every question instead of asking.
 	batch bool
 	// keyWindow (--keyfile-offset, --keyfile-size) selects the bytes of
@@ -75,7 +78,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// (where the filesystem needs named ones: see package safefile).
 	defer safefile.RemoveTemporaries()
 	results := &resultWriter{w: stdout}
-	a := &app{ui: ui{stdout: results, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1}
+	a := &app{ui: ui{stdout: results, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1, tries: defaultTries}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -190,8 +190,28 @@ func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
 			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
 	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
+	fs.VarP((*triesValue)(&a.tries), "tries", "T", "ask for a wrong passphrase `N` times in all (only on the terminal; cryptsetup's --tries)")
 	registerKeyWindow(a, fs)
 }
+
+// defaultTries is --tries unless given: cryptsetup's default.
+const defaultTries = 3
+
+// triesValue is --tries: at least one.
+type triesValue int
+
+func (t *triesValue) String() string { return strconv.Itoa(int(*t)) }
+
+func (t *triesValue) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q is not a number of tries (1 or more)", v)
+	}
+	*t = triesValue(n)
+	return nil
+}
+
+func (t *triesValue) Type() string { return "N" }
 
 // largeKDFWork is the memory × passes (KiB) from which unlocking says it
 // is running a slot's KDF: several times a default slot's.
