@@ -33,6 +33,9 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
 	req.dev, req.ino = st.Dev, st.Ino
+	if err := checkWritable(req); err != nil {
+		return nil, err
+	}
 	if req.Mount != "" || req.MountDir != nil {
 		r := *req // the caller's request stays as it was
 		if r.MountDir == nil {
@@ -72,6 +75,62 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 	}
 	state.Backend = bname
 	return state, nil
+}
+
+// CheckOpen runs the checks of Open that need no key, so that a caller
+// can refuse before it asks for a passphrase and runs a key derivation:
+// NAME is valid and free, the image is not open already (what dead
+// servers left is cleaned up, with a warning, as Open does), and a
+// read-write request is not for an image on a read-only filesystem or
+// device. req needs Name, Image, Path and ReadOnly. Open checks all of it
+// again, under the run directory's lock.
+func CheckOpen(ctx context.Context, req *Request, opt Options) error {
+	a := &run{ctx: ctx, Options: opt}
+	if err := CheckName(req.Name); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(req.Image.Fd()), &st); err != nil {
+		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
+	}
+	r := *req // the caller's request stays as it was
+	r.dev, r.ino = st.Dev, st.Ino
+	if err := checkWritable(&r); err != nil {
+		return err
+	}
+	unlock, err := lockRunDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return checkNotOpen(a, &r)
+}
+
+// checkWritable refuses a read-write request for an image that cannot be
+// written: on a read-only filesystem, or a read-only block device. It
+// says so, and names -r, rather than failing later to open it for
+// writing.
+func checkWritable(req *Request) error {
+	if req.ReadOnly {
+		return nil
+	}
+	fd := int(req.Image.Fd())
+	what := ""
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err == nil && fs.Flags&unix.ST_RDONLY != 0 {
+		what = "is on a read-only filesystem"
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		if ro, err := unix.IoctlGetInt(fd, unix.BLKROGET); err == nil && ro != 0 {
+			what = "is a read-only block device"
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return withKind(KindInput, fmt.Errorf("image %s %s: it cannot be opened read-write", req.Path, what),
+		"open it read-only: add -r (--read-only)")
 }
 
 // checkNotOpen refuses a NAME or an image that is already open, and cleans

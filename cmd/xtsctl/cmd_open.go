@@ -159,6 +159,12 @@ func openImage(a *app, f *openFlags, image, name string) error {
 	if err := blockdev.CheckBackend(req.Backend); err != nil {
 		return err
 	}
+	// Everything that needs no key is checked before the prompt and the
+	// key derivation: a NAME in use or an image open already is refused
+	// at once, not after seconds of Argon2id.
+	if err := blockdev.CheckOpen(a.ctx, req, a.blockdevOptions()); err != nil {
+		return fromBlockdev(err)
+	}
 	blockdev.WaitForDeadServer(img)
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes. The unlock runs here, so

@@ -64,8 +64,17 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Cmds:                scriptCmds,
+		Setup:               scriptSetup,
+		Condition:           scriptCondition,
 	})
 }
+
+// scriptSetup and scriptCondition, where the system has them
+// (scriptcmds_linux_test.go): a run directory per script, [serving].
+var (
+	scriptSetup     func(*testscript.Env) error
+	scriptCondition func(string) (bool, error)
+)
 
 // pauseHere makes the file path and waits until it is removed (a minute
 // at most), so that a test can act while an in-place run stands still at
