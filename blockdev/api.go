@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
@@ -74,6 +76,13 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, err
 	}
 	state.Backend = bname
+	if state.Device != "" {
+		link, err := makeLink(req.Name, state.Device)
+		if err != nil {
+			a.warningf("no stable name for %s: %v", state.Device, err)
+		}
+		state.Link = link
+	}
 	return state, nil
 }
 
@@ -169,6 +178,9 @@ func removeStale(a *run, e *entry) error {
 	if err := backendOf(e).cleanup(a, e); err != nil {
 		return withKind(KindDevice, fmt.Errorf("cannot clean up after %s: %w", e.name, err))
 	}
+	if e.state != nil {
+		removeLink(e.name, e.state.Device)
+	}
 	if err := os.RemoveAll(stateDir(e.name)); err != nil {
 		return withKind(KindDevice, err)
 	}
@@ -245,6 +257,7 @@ func Close(ctx context.Context, name string, opt Options) (*State, error) {
 	if err := b.close(a, e.state); err != nil {
 		return nil, err
 	}
+	removeLink(name, e.state.Device)
 	if err := os.RemoveAll(stateDir(name)); err != nil {
 		return nil, withKind(KindDevice, err)
 	}
@@ -296,6 +309,7 @@ func statusOf(e *entry, a *run) Status {
 	vs := Status{State: State{Name: e.name}}
 	if e.state != nil {
 		vs.State = *e.state
+		vs.Link = linkOf(e.name, e.state.Device)
 	}
 	b := backendOf(e)
 	switch {
@@ -326,3 +340,66 @@ func statusOf(e *entry, a *run) Status {
 // Available reports what this host lacks to serve images through the FUSE
 // backend (root, /dev/fuse, loop devices), or nil.
 func Available() error { return backends["fuse"].available() }
+
+// NameOf returns the NAME of the open image that arg names, as close and
+// status take it (as cryptsetup takes /dev/mapper/NAME): the NAME itself,
+// the device open printed (/dev/loopN, /dev/mapper/NAME), its link
+// /dev/xtsctl/NAME, or the directory it is mounted on. A path that is
+// none of these for any open image is refused, saying so.
+func NameOf(arg string) (string, error) {
+	if nameRE.MatchString(arg) {
+		if _, err := os.Stat(stateDir(arg)); err == nil {
+			return arg, nil
+		}
+		if _, err := os.Lstat(arg); err != nil {
+			return arg, nil // no such path either: the caller says it is not open
+		}
+	}
+	if !strings.Contains(arg, "/") {
+		if _, err := os.Lstat(arg); err != nil {
+			return "", CheckName(arg)
+		}
+	}
+	abs, err := filepath.Abs(arg)
+	if err != nil {
+		return "", usageError(err)
+	}
+	entries, err := listEntries()
+	if err != nil {
+		return "", withKind(KindDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+	}
+	// As recorded: also for a server that died, whose device may be gone.
+	for _, e := range entries {
+		if s := e.state; s != nil && (abs == s.Device || abs == s.Mountpoint || abs == LinkPath(e.name)) {
+			return e.name, nil
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(abs, &st); err != nil {
+		return "", usageError(fmt.Errorf("%s is not the NAME, device or mountpoint of an open image: %w", arg, err),
+			"'xtsctl status' lists open images")
+	}
+	real, _ := filepath.EvalSymlinks(abs)
+	for _, e := range entries {
+		s := e.state
+		if s == nil {
+			continue
+		}
+		var dst unix.Stat_t
+		if st.Mode&unix.S_IFMT == unix.S_IFBLK && s.Device != "" && unix.Stat(s.Device, &dst) == nil && dst.Rdev == st.Rdev {
+			return e.name, nil
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR && s.Mountpoint != "" && real == s.Mountpoint {
+			return e.name, nil
+		}
+	}
+	what := "a path"
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFBLK:
+		what = "a block device"
+	case unix.S_IFDIR:
+		what = "a directory"
+	}
+	return "", usageError(fmt.Errorf("%s is %s, but not the device or mountpoint of an image xtsctl opened", arg, what),
+		"'xtsctl status' lists open images with their devices and mountpoints")
+}

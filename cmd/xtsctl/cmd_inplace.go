@@ -327,7 +327,8 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	var dm *inplace.DigestMismatchError
 	if errors.As(err, &dm) {
 		printDigest(a, res.Digest[:])
-		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err))
+		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err),
+			"every sector's tag matched, yet the data is not what was encrypted: it was changed by someone with the volume key")
 	}
 	if err != nil {
 		return inPlaceError(target, err)

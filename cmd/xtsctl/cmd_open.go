@@ -191,11 +191,15 @@ func openImage(a *app, f *openFlags, image, name string) error {
 		a.infof("%s: upgraded to volume format version %d: its state area (clean or not, which regions are being written) is now authenticated", image, volume.Version)
 	}
 	a.resultf("%s", st.Device)
+	dev := st.Device
+	if st.Link != "" {
+		dev += ", also " + st.Link
+	}
 	switch {
 	case st.Mountpoint != "":
-		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, st.Device, st.FSType, st.Mountpoint, st.Backend)
+		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, dev, st.FSType, st.Mountpoint, st.Backend)
 	default:
-		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, st.Backend)
+		a.infof("opened %s as %s: %s (%s backend)", image, name, dev, st.Backend)
 	}
 	return nil
 }

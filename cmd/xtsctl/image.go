@@ -50,7 +50,7 @@ func (f *imageFlags) register(a *app, cmd *cobra.Command, which int) {
 	f.cmd = cmd
 	fs := cmd.Flags()
 	if which&imgType != 0 {
-		fs.StringVar(&f.typ, "type", "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
+		fs.StringVarP(&f.typ, "type", cryptsetupShort["type"], "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
 	}
 	if which&imgHeader != 0 {
 		fs.StringVar(&f.header, "header", "", "read the header from `FILE` (a detached header, cryptsetup --header); IMAGE holds the data")
@@ -97,9 +97,9 @@ func registerFormatOptions(fs *pflag.FlagSet) {
 				continue
 			}
 			if o.Bool {
-				fs.Bool(o.Name, false, o.Usage)
+				fs.BoolP(o.Name, cryptsetupShort[o.Name], false, o.Usage)
 			} else {
-				fs.Var(&optionValue{name: cmp.Or(o.Value, "string"), number: o.Number}, o.Name, o.Usage)
+				fs.VarP(&optionValue{name: cmp.Or(o.Value, "string"), number: o.Number}, o.Name, cryptsetupShort[o.Name], o.Usage)
 			}
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -178,12 +177,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.batch, "batch-mode", false, "ask no questions: proceed where xtsctl would ask for a confirmation (cryptsetup's --batch-mode)")
 	root.Flags().BoolP("version", "V", false, "print the version")
 	// cryptsetup's spellings, where they mean the same.
-	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if n, ok := flagAliases[name]; ok {
-			name = n
-		}
-		return pflag.NormalizedName(name)
-	})
+	root.SetGlobalNormalizationFunc(normalizeFlag)
 	root.PersistentPreRun = func(cmd *cobra.Command, args []string) {
 		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Annotations[takesPlain] != ""
 	}
@@ -194,9 +188,6 @@ func newRootCmd(a *app) *cobra.Command {
 	registerCompletions(root)
 	return root
 }
-
-// flagAliases maps other spellings of a flag to ours.
-var flagAliases = map[string]string{"readonly": "read-only"}
 
 // argsNamed checks the positional arguments against their names, so a
 // missing one is reported by name.

@@ -3,11 +3,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/xtsctl/xtsctl/blockdev"
@@ -27,16 +31,22 @@ func init() {
 		}
 		env.Setenv("XTSCTL_RUNDIR", run)
 		env.Defer(func() {
-			// Whatever a failed script left open is closed.
-			if list, _ := blockdev.List(blockdev.Options{}); len(list) > 0 {
-				for _, e := range list {
-					if e.PID > 0 {
-						syscall.Kill(e.PID, syscall.SIGKILL)
-					}
-					c := exec.Command("xtsctl", "close", e.Name)
-					c.Env = append(os.Environ(), "XTSCTL_RUNDIR="+run)
-					c.Run()
+			// Whatever a failed script left open is closed: its
+			// server killed, then close cleans up after it.
+			des, _ := os.ReadDir(run)
+			for _, de := range des {
+				if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+					continue
 				}
+				var st struct {
+					PID int `json:"pid"`
+				}
+				if b, err := os.ReadFile(filepath.Join(run, de.Name(), "state.json")); err == nil && json.Unmarshal(b, &st) == nil && st.PID > 0 {
+					syscall.Kill(st.PID, syscall.SIGKILL)
+				}
+				c := exec.Command("xtsctl", "close", de.Name())
+				c.Env = append(os.Environ(), "XTSCTL_RUNDIR="+run)
+				c.Run()
 			}
 			os.RemoveAll(run)
 		})
@@ -74,6 +84,45 @@ func init() {
 				f.Close()
 			}
 		})
+	}
+
+	// linkto PATH REGEXP: PATH is a symlink whose target matches REGEXP
+	// (negated: it is not).
+	scriptCmds["linkto"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		if len(args) != 2 {
+			ts.Fatalf("usage: linkto PATH REGEXP")
+		}
+		target, err := os.Readlink(ts.MkAbs(args[0]))
+		ok := err == nil && regexp.MustCompile(args[1]).MatchString(target)
+		switch {
+		case ok && neg:
+			ts.Fatalf("%s links to %s", args[0], target)
+		case !ok && !neg:
+			ts.Fatalf("%s is not a link to %s (%q, %v)", args[0], args[1], target, err)
+		}
+	}
+
+	// killserver NAME: SIGKILL the server of NAME, as a crash would, and
+	// wait until it is gone.
+	scriptCmds["killserver"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 1 {
+			ts.Fatalf("usage: killserver NAME")
+		}
+		b, err := os.ReadFile(filepath.Join(ts.Getenv("XTSCTL_RUNDIR"), args[0], "state.json"))
+		ts.Check(err)
+		var st struct {
+			PID int `json:"pid"`
+		}
+		ts.Check(json.Unmarshal(b, &st))
+		if st.PID <= 0 {
+			ts.Fatalf("%s has no server", args[0])
+		}
+		ts.Check(syscall.Kill(st.PID, syscall.SIGKILL))
+		for deadline := time.Now().Add(time.Minute); syscall.Kill(st.PID, 0) == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				ts.Fatalf("server %d of %s did not die", st.PID, args[0])
+			}
+		}
 	}
 
 	// readonlyfs DIR: a tmpfs on DIR (made), holding copies of FILE...,

@@ -35,7 +35,7 @@ type createFlags struct {
 
 func (f *createFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	fs.IntVar(&f.keyBits, "key-size", 512, "XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
+	fs.IntVarP(&f.keyBits, "key-size", cryptsetupShort["key-size"], 512, "XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
 	fs.StringVar(&f.integrity, "integrity", "blake2b", "volume: per-sector integrity tags: blake2b, or none")
 	fs.IntVar(&f.tagSize, "tag-size", 32, "volume: bytes per integrity tag: 16 or 32")
 	fs.StringVar(&f.label, "label", "", "a label stored in the header (volume: at most 64 bytes; LUKS2: 47)")
@@ -69,7 +69,8 @@ type kdfFlags struct {
 }
 
 func (f *kdfFlags) register(fs *pflag.FlagSet) {
-	fs.DurationVar(&f.time, "kdf-time", volume.DefaultKDFTime, "Argon2id: calibrate the passphrase hashing to take this long on this machine")
+	f.time = volume.DefaultKDFTime
+	fs.VarP(msDuration{&f.time}, "kdf-time", cryptsetupShort["kdf-time"], "Argon2id: calibrate the passphrase hashing to take this long on this machine; a plain number counts milliseconds (cryptsetup's --iter-time)")
 	fs.StringVar(&f.memory, "kdf-memory", "", "Argon2id memory, e.g. 256M (default: 1G, or half the available RAM if less); a plain number counts KiB")
 	fs.Uint32Var(&f.iterations, "kdf-iterations", 0, "Argon2id passes; skips the time calibration")
 }
