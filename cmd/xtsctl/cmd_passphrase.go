@@ -16,11 +16,13 @@ func init() { registerCommand(newPassphraseCmd) }
 func newPassphraseCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "passphrase add|remove|change IMAGE",
-		Short: "Add, remove or change a volume's passphrases",
-		Long: `Manage the passphrases (key slots, up to 8) of the xtsctl volume IMAGE.
+		Short: "Add, remove or change passphrases (volume or LUKS keyslots)",
+		Long: `Manage the passphrases of IMAGE (volume or LUKS keyslots): the key slots
+of an xtsctl volume (up to 8) or the keyslots of a LUKS2 image (up to 32),
+as cryptsetup luksAddKey, luksRemoveKey, luksKillSlot and luksChangeKey do.
 
 Each change rewrites both header copies, one at a time, each synced: if
-xtsctl is killed or the machine stops at any moment, the volume still opens
+xtsctl is killed or the machine stops at any moment, the image still opens
 with the old passphrase or the new one. Passphrases are asked on the
 terminal (new ones twice), or read from --passphrase-file (an existing
 passphrase) and --new-passphrase-file.`,

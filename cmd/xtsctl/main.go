@@ -156,12 +156,16 @@ func newRootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xtsctl",
 		Short: "Encrypt, check and mount disk images with AES-XTS",
-		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619), in two formats:
+		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619). It
+writes three formats:
 
+  volume  an xtsctl volume: header, passphrase key slots, per-sector
+          BLAKE2b integrity tags; its data area stays dm-crypt compatible
   plain   headerless, byte-compatible with cryptsetup --type plain
           --cipher aes-xts-plain64 (the kernel's dm-crypt reads it)
-  volume  an xtsctl volume: header, passphrase key slots, per-sector
-          BLAKE2b integrity tags; its data area stays dm-crypt compatible`,
+  luks2   a LUKS2 image, as cryptsetup luksFormat makes it
+
+and reads those and more (see each command's help).`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -185,6 +189,7 @@ func newRootCmd(a *app) *cobra.Command {
 		root.AddCommand(f(a))
 	}
 	root.InitDefaultCompletionCmd()
+	addFormatHelp(root)
 	registerCompletions(root)
 	return root
 }

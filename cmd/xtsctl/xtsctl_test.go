@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/testhooks"
 	"github.com/xtsctl/xtsctl/volume"
@@ -34,6 +35,9 @@ func TestMain(m *testing.M) {
 			// No controlling terminal, as in CI, also when the tests
 			// run from one: a passphrase prompt on /dev/tty must not wait.
 			syscall.Setsid()
+			if os.Getenv(laterFormatEnv) != "" {
+				disk.Register(laterFormat{})
+			}
 			// A test can stop an in-place run at a named moment with
 			// SIGKILL, as a crash there would (killinplace_test.go):
 			// "STEP", or "STEP:N" for its N-th time. Or pause it there
