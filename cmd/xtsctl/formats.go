@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xtsctl/xtsctl/disk"
 	_ "github.com/xtsctl/xtsctl/bitlk"
+	"github.com/xtsctl/xtsctl/disk"
 	_ "github.com/xtsctl/xtsctl/fvault2"
 	_ "github.com/xtsctl/xtsctl/luks/luksimage"
 	_ "github.com/xtsctl/xtsctl/plain"
