@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -154,6 +155,25 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 			return err
 		}
 	}
+	readNew := func() (*disk.Secret, error) {
+		if f.newKeyFile != "" {
+			k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
+			return &disk.Secret{KeyFiles: [][]byte{k}}, err
+		}
+		p, err := readPassphrase(a, passphraseRequest{file: f.newPassFile, flag: "new-passphrase-file", prompt: "the new passphrase for " + image, confirm: true})
+		return &disk.Secret{Passphrase: p}, err
+	}
+	// A new passphrase in a file is read first: a missing or empty file
+	// is refused before the existing passphrase is asked for and its key
+	// derivation run. One typed at the terminal is asked for after the
+	// existing one, as cryptsetup asks.
+	var fromFile *disk.Secret
+	if op != disk.RemoveSlot && (f.newKeyFile != "" || f.newPassFile != "") {
+		if fromFile, err = readNew(); err != nil {
+			return err
+		}
+		defer fromFile.Wipe()
+	}
 	// A wrong existing passphrase typed at the terminal is asked for
 	// again (--tries), as unlocking asks: ChangeSlots is run again, which
 	// changes nothing before the unlock.
@@ -176,12 +196,15 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 		},
 		New: func() (*disk.Secret, error) {
 			askedNew = true
-			if f.newKeyFile != "" {
-				k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
-				return &disk.Secret{KeyFiles: [][]byte{k}}, err
+			if fromFile != nil {
+				// A copy: the caller may wipe what it gets.
+				s := &disk.Secret{Passphrase: bytes.Clone(fromFile.Passphrase)}
+				for _, k := range fromFile.KeyFiles {
+					s.KeyFiles = append(s.KeyFiles, bytes.Clone(k))
+				}
+				return s, nil
 			}
-			p, err := readPassphrase(a, passphraseRequest{file: f.newPassFile, flag: "new-passphrase-file", prompt: "the new passphrase for " + image, confirm: true})
-			return &disk.Secret{Passphrase: p}, err
+			return readNew()
 		},
 	}
 	var res *disk.SlotResult
