@@ -48,6 +48,14 @@ func readUse(f disk.Format) string {
 	return s
 }
 
+// rootUse: every format, and whether xtsctl writes it.
+func rootUse(f disk.Format) string {
+	if _, ok := f.(disk.Creator); ok {
+		return readUse(f) + "; written with --type " + cmp.Or(f.Info().WriteName, f.Info().Name)
+	}
+	return readUse(f)
+}
+
 // writeUse: the formats a new image is made in.
 func writeUse(f disk.Format) string {
 	if _, ok := f.(disk.Creator); !ok {

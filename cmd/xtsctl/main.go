@@ -156,16 +156,14 @@ func newRootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xtsctl",
 		Short: "Encrypt, check and mount disk images with AES-XTS",
-		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619). It
-writes three formats:
+		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619): its own
+volumes (a header, passphrase key slots, per-sector BLAKE2b integrity
+tags; the data area stays dm-crypt compatible), cryptsetup's plain mode
+(headerless, byte-compatible with --type plain --cipher aes-xts-plain64)
+and LUKS, and reads other formats. Each command's help lists the formats
+it takes.
 
-  volume  an xtsctl volume: header, passphrase key slots, per-sector
-          BLAKE2b integrity tags; its data area stays dm-crypt compatible
-  plain   headerless, byte-compatible with cryptsetup --type plain
-          --cipher aes-xts-plain64 (the kernel's dm-crypt reads it)
-  luks2   a LUKS2 image, as cryptsetup luksFormat makes it
-
-and reads those and more (see each command's help).`,
+` + formatsParagraph(rootUse, false),
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
