@@ -159,13 +159,15 @@ func openImage(a *app, f *openFlags, image, name string) error {
 	if err := blockdev.CheckBackend(req.Backend); err != nil {
 		return err
 	}
+	// Before CheckOpen, which cleans up after a dead server of this
+	// image: the wait needs that server's record.
+	blockdev.WaitForDeadServer(img)
 	// Everything that needs no key is checked before the prompt and the
 	// key derivation: a NAME in use or an image open already is refused
 	// at once, not after seconds of Argon2id.
 	if err := blockdev.CheckOpen(a.ctx, req, a.blockdevOptions()); err != nil {
 		return fromBlockdev(err)
 	}
-	blockdev.WaitForDeadServer(img)
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes. The unlock runs here, so
 	// that a wrong passphrase is reported like everywhere else and the
