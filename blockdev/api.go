@@ -351,8 +351,11 @@ func NameOf(arg string) (string, error) {
 		if _, err := os.Stat(stateDir(arg)); err == nil {
 			return arg, nil
 		}
-		if _, err := os.Lstat(arg); err != nil {
-			return arg, nil // no such path either: the caller says it is not open
+		// Taken as a path only when it is a directory or a block device
+		// here: else the caller says NAME is not open.
+		var st unix.Stat_t
+		if err := unix.Stat(arg, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Mode&unix.S_IFMT != unix.S_IFBLK) {
+			return arg, nil
 		}
 	}
 	if !strings.Contains(arg, "/") {
