@@ -235,7 +235,7 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 		return err
 	}
 	defer u.Wipe()
-	update, done := func(int64) {}, func() {}
+	update, done := func(int64) {}, func(error) {}
 	opt := disk.DecryptOptions{
 		Digest: withDigest,
 		Total:  func(n int64) { update, done = newProgress(a, "decrypting", n) },
@@ -251,7 +251,7 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 	} else {
 		res, err = disk.Decrypt(a.ctx, o.img.File, u, out, opt)
 	}
-	done()
+	done(err)
 	if err := finish(out, err); err != nil {
 		var dm *volume.DigestMismatchError
 		if errors.As(err, &dm) {
