@@ -246,7 +246,12 @@ func (o *KeyslotOptions) argon2() (Argon2Params, error) {
 	if t == 0 {
 		t = DefaultKDFTime
 	}
-	p := CalibrateArgon2id(t, o.KDFMemoryKiB)
+	if m := o.KDFMemoryKiB; m != 0 {
+		if err := (Argon2Params{Time: MinArgon2Passes, MemoryKiB: m, Threads: 1}).Check(); err != nil {
+			return Argon2Params{}, err
+		}
+	}
+	p, _ := CalibrateArgon2id(t, o.KDFMemoryKiB)
 	return p, p.Check()
 }
 
