@@ -228,7 +228,7 @@ type KeyslotOptions struct {
 	// KDFMemoryKiB with CalibrateArgon2id.
 	Argon2       *Argon2Params
 	KDFTime      time.Duration // 0: 2 s, cryptsetup's default
-	KDFMemoryKiB uint32        // 0: 1 GiB, at most half the available memory
+	KDFMemoryKiB uint32        // 0: calibrated, at most 1 GiB and half the available memory; else exactly this
 	// Keyslot is the ID to use (cryptsetup --key-slot); nil picks the
 	// lowest free one. AddKeyslot only.
 	Keyslot  *int
