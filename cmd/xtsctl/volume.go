@@ -65,7 +65,7 @@ type kdfFlags struct {
 func (f *kdfFlags) register(fs *pflag.FlagSet) {
 	f.time = volume.DefaultKDFTime
 	fs.VarP(msDuration{&f.time}, "kdf-time", cryptsetupShort["kdf-time"], "Argon2id: calibrate the passphrase hashing to take this long on this machine; a plain number counts milliseconds (cryptsetup's --iter-time)")
-	fs.StringVar(&f.memory, "kdf-memory", "", "Argon2id memory, e.g. 256M (default: 1G, or half the available RAM if less); a plain number counts KiB")
+	fs.StringVar(&f.memory, "kdf-memory", "", "Argon2id memory, kept as given (only the passes are calibrated), e.g. 256M (default: calibrated, at most 1G or half the available RAM); a plain number counts KiB")
 	fs.Uint32Var(&f.iterations, "kdf-iterations", 0, "Argon2id passes; skips the time calibration")
 }
 
