@@ -1,10 +1,7 @@
 package volume
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -49,29 +46,5 @@ func TestSlotRollback(t *testing.T) {
 	}
 	if back, gone := SlotRollback(hs.Header, backup[:100]); back != nil || gone != nil {
 		t.Errorf("a damaged backup: back %v gone %v, want none", back, gone)
-	}
-}
-
-func TestReadBackup(t *testing.T) {
-	dir := t.TempDir()
-	dev, _ := newTestVolume(t, make([]byte, 64<<10), 4096, 32, 64)
-	hs, _ := ReadHeaders(dev, dev.size())
-	b, _ := hs.Backup()
-	good := filepath.Join(dir, "good")
-	os.WriteFile(good, b, 0o600)
-	got, err := ReadBackup(good)
-	if err != nil || !slices.Equal(got, b) {
-		t.Fatalf("ReadBackup of a backup: %v", err)
-	}
-	long := filepath.Join(dir, "long")
-	os.WriteFile(long, append(b, 0), 0o600)
-	for path, want := range map[string]string{
-		filepath.Join(dir, "missing"): "does not exist",
-		long:                          "not a header backup: 8193 bytes",
-		dir:                           "cannot read header backup",
-	} {
-		if _, err := ReadBackup(path); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadBackup(%s) = %v, want an error saying %q", path, err, want)
-		}
 	}
 }

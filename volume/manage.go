@@ -3,9 +3,6 @@ package volume
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 )
 
 // Key slot and header management. Each function writes the whole header
@@ -106,27 +103,6 @@ func (hs *Headers) isDamaged(slot int) bool {
 // passphrase is removed from the volume.
 func (hs *Headers) Backup() ([]byte, error) {
 	return hs.Header.MarshalBinary()
-}
-
-// ReadBackup reads a header backup file: exactly one header copy
-// (CopySize bytes). Its contents are checked by Restore.
-func ReadBackup(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("header backup %s does not exist", path)
-	case err != nil:
-		return nil, fmt.Errorf("cannot read header backup: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, CopySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("cannot read header backup %s: %w", path, err)
-	}
-	if len(b) != CopySize {
-		return nil, fmt.Errorf("%s is not a header backup: %d bytes, a backup has %d", path, len(b), CopySize)
-	}
-	return b, nil
 }
 
 // SlotRollback says what restoring backup does to the key slots of cur:

@@ -153,18 +153,6 @@ func (t *tracker) sync(do func() error) error {
 	return t.log.clearRegions(clean...)
 }
 
-// marked returns the regions currently marked dirty, in order.
-func (t *tracker) marked() []int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []int64
-	for r := range t.regions {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
 func isClosed(c chan struct{}) bool {
 	select {
 	case <-c:

@@ -280,3 +280,15 @@ func TestDirtyRegionsConcurrent(t *testing.T) {
 		t.Logf("only %d syncs ran during the writes", m.syncs)
 	}
 }
+
+// marked (for the tests) returns the regions currently marked dirty, in order.
+func (t *tracker) marked() []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []int64
+	for r := range t.regions {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}

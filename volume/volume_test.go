@@ -503,9 +503,6 @@ func TestDigestIsBLAKE2b512(t *testing.T) {
 	} {
 		plain := data[:c.n]
 		want := xblake2b.Sum512(plain)
-		if Digest(plain) != want {
-			t.Fatalf("%d bytes: Digest is not BLAKE2b-512", c.n)
-		}
 		dev := &memDevice{}
 		_, got, err := Create(context.Background(), dev, bytes.NewReader(plain), int64(c.n),
 			CreateOptions{SectorSize: c.ss, TagSize: c.ts, KDF: testKDF, Passphrase: testPass}, nil)
