@@ -212,6 +212,9 @@ func mountHelper(device string, dir *os.File, path string, d Driver, flags Flags
 		return 0, nil, fail(fmt.Errorf("cannot wait for %s's daemon (PR_SET_CHILD_SUBREAPER): %w", d.Helper, err))
 	}
 	staging := hopt.Staging
+	if err := checkRootOnly(filepath.Dir(staging)); err != nil {
+		return 0, nil, fail(fmt.Errorf("staging directory %s: %w", staging, err))
+	}
 	// A staging directory left by a run that died is removed if it is
 	// empty; one still mounted on (EBUSY) or holding files is refused.
 	if err := os.Remove(staging); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -257,6 +260,33 @@ func mountHelper(device string, dir *os.File, path string, d Driver, flags Flags
 		return 0, nil, fail(err)
 	}
 	return id, h, nil
+}
+
+// checkRootOnly makes sure that only root can change where path, an
+// absolute path, leads: every directory on it is root's, and writable by
+// others only where the sticky bit keeps them from renaming or removing
+// root's entries (/tmp).
+func checkRootOnly(path string) error {
+	if !filepath.IsAbs(path) {
+		return errors.New("not an absolute path")
+	}
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return fmt.Errorf("%s is not a directory", p)
+		case st.Uid != 0:
+			return fmt.Errorf("%s belongs to user %d, not root", p, st.Uid)
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			return fmt.Errorf("%s is writable by others", p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 // startHelper runs prog with args and waits for the command to exit,

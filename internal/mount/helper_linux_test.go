@@ -240,6 +240,29 @@ func TestMountFSNoDriver(t *testing.T) {
 	checkNotMounted(t, path)
 }
 
+// TestMountFSStagingNotRootOnly: a staging directory that someone other
+// than root could redirect (a directory of theirs on the way) is refused
+// before anything runs.
+func TestMountFSStagingNotRootOnly(t *testing.T) {
+	skipUnlessRoot(t)
+	needTools(t, "ntfs-3g", "ntfs-3g")
+	root := attackTree(t) // ROOT/home belongs to nobody
+	path := filepath.Join(root, "victim/mnt")
+	dir, err := OpenDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	staging := filepath.Join(root, "home/p/staging")
+	_, _, err = MountFS("/dev/null", dir, path, "ntfs-3g", ReadOnly, &HelperOptions{Staging: staging})
+	if err == nil || !strings.Contains(err.Error(), "not root") {
+		t.Errorf("staging below a user's directory: %v", err)
+	}
+	if _, err := os.Stat(staging); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staging directory made: %v", err)
+	}
+}
+
 // TestMountFSHelperFails: a FUSE program that refuses the device (no
 // NTFS on it) fails MountFS with what it said; nothing stays mounted or
 // running.
