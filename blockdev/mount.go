@@ -105,7 +105,7 @@ func mountOn(device string, dir *os.File, path, fstype string, flags mount.Flags
 		} else if d.Helper != "" {
 			hints = append(hints, "install "+d.Helper+" (build it from its source), or use a kernel with the "+d.Kernel+" driver")
 		}
-		hints = append(hints, "or open it without --mount and read the device ("+device+") with a tool that knows "+d.FS)
+		hints = append(hints, "or open it without --mount and read the device with a tool that knows "+d.FS)
 		return 0, withKind(KindDevice, err, hints...)
 	case errors.Is(err, mount.ErrHelperReadOnly):
 		return 0, withKind(KindDevice, err, "open it with --readonly, or open it without --mount and mount the device yourself")
