@@ -28,6 +28,19 @@ declare -A need=(
   [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
   [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
   [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
+  [dislocker-fuse]=dislocker # open --mount tests: a whole NTFS written into BitLocker samples; bench-foreign.sh
+  [ntfs-3g]=ntfs-3g          # open --mount of NTFS where the kernel has no ntfs3 (mount tests)
+  [mkntfs]=ntfs-3g
+  [mount.exfat-fuse]=exfat-fuse # ... of exFAT where it has no exfat
+  [mkfs.exfat]=exfatprogs
+  [fusefat]=fusefat          # ... of FAT where it has no vfat
+  [mkfs.vfat]=dosfstools
+  [mcopy]=mtools             # tcrypt mount tests: files put into a FAT without mounting it
+  [mkfs.xfs]=xfsprogs        # internal/mount detection tests: images made by each mkfs
+  [mkfs.btrfs]=btrfs-progs
+  [mksquashfs]=squashfs-tools
+  [mkfs.erofs]=erofs-utils
+  [bc]=bc                    # scripts/bench-foreign.sh
 )
 missing=()
 for cmd in "${!need[@]}"; do
