@@ -317,6 +317,10 @@ func startHelper(prog string, args []string, log io.Writer) (*Helper, error) {
 	cmd := exec.Command(prog, args...)
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = w, w
+	if err := closeOnExec(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
@@ -377,6 +381,37 @@ func startHelper(prog string, args []string, log io.Writer) (*Helper, error) {
 		close(h.done)
 	}()
 	return h, nil
+}
+
+// closeOnExec marks every descriptor of this process above standard
+// error close-on-exec, so that the FUSE program inherits none but the
+// three it is given. Go opens its files so, but not everything does:
+// go-fuse opens /dev/fuse without it, and the descriptors a process was
+// started with (the server's pipes, image and mountpoint) have it clear.
+// Inherited by the program, which outlives this process by design, the
+// server's /dev/fuse would keep its FUSE connection open after the server
+// is gone, and every request to it (its loop device's I/O) would wait for
+// ever. It changes nothing else: the flag only matters at exec.
+func closeOnExec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Before Linux 5.11: one by one.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range fds {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return err
+		}
+	}
+	return nil
 }
 
 // reap waits for this process's child pid to end.

@@ -283,3 +283,39 @@ func TestMountFSHelperFails(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperInheritsNoDescriptors: a descriptor this process holds
+// without close-on-exec (go-fuse opens /dev/fuse so; the server holds the
+// pipes and files open gave it) does not reach the FUSE program: there it
+// would outlive this process, and a FUSE connection kept open that way
+// leaves every request to it waiting for ever once its server is gone.
+func TestHelperInheritsNoDescriptors(t *testing.T) {
+	skipUnlessRoot(t)
+	needTools(t, "ntfs-3g", "mkntfs", "ntfs-3g", "losetup")
+	leak := filepath.Join(t.TempDir(), "not-for-the-helper")
+	os.WriteFile(leak, nil, 0o600)
+	fd, err := unix.Open(leak, unix.O_RDONLY, 0) // no O_CLOEXEC, as go-fuse's /dev/fuse
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	dev := loopDevice(t, 16<<20, func(img string) { run(t, "mkntfs", "-q", "-F", "-f", img) })
+	path, dir, hopt, _ := helperEnv(t)
+	id, h, err := MountFS(dev, dir, path, "ntfs-3g", ReadOnly, hopt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", h.PID))
+	for _, e := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", h.PID, e.Name())); target == leak {
+			t.Errorf("%s holds this process's descriptor %d of %s as its %s", h.Program, fd, leak, e.Name())
+		}
+	}
+	if len(fds) == 0 {
+		t.Errorf("no descriptors of %s (pid %d) read", h.Program, h.PID)
+	}
+	if err := UnmountID(path, id); err != nil {
+		t.Fatal(err)
+	}
+	checkEnded(t, h)
+}
