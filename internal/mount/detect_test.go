@@ -1,13 +1,24 @@
 package mount
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// toolCommand runs a tool with a time limit: a mkfs that looks at every
+// mount can hang on a FUSE mount whose server hangs, anywhere on the
+// machine, and must fail the test then rather than stall the package.
+func toolCommand(t *testing.T, name string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return exec.CommandContext(ctx, name, args...)
+}
 
 // TestDetectMade: Detect names the filesystem of images made by each
 // filesystem's own mkfs, as blkid (util-linux, an independent prober)
@@ -56,14 +67,20 @@ func TestDetectMade(t *testing.T) {
 				}
 				args = append(args, img)
 			}
-			if out, err := exec.Command(c.mkfs[0], args...).CombinedOutput(); err != nil {
+			out, err := toolCommand(t, c.mkfs[0], args...).CombinedOutput()
+			if err != nil && strings.Contains(string(out), "cannot check mount status") {
+				// mkfs.btrfs looks at every mount first, and fails on
+				// one whose FUSE server died: not this test's doing.
+				t.Skipf("%s cannot run on this machine now: %s", c.mkfs[0], out)
+			}
+			if err != nil {
 				t.Fatalf("%s: %v\n%s", c.mkfs[0], err, out)
 			}
 			fi, _ := os.Stat(img)
 			if fi.Size() < 4096 { // squashfs and erofs images are as small as they can be
 				os.Truncate(img, 4096)
 			}
-			out, err := exec.Command("blkid", "-p", "-o", "value", "-s", "TYPE", img).Output()
+			out, err = toolCommand(t, "blkid", "-p", "-o", "value", "-s", "TYPE", img).Output()
 			if err != nil || strings.TrimSpace(string(out)) != c.blkid {
 				t.Fatalf("blkid says %q (%v), the test expects %q", out, err, c.blkid)
 			}
