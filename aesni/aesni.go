@@ -3,11 +3,13 @@
 //
 // A Cipher holds the expanded key schedules of one XTS key. Each call
 // encrypts or decrypts whole data units with one direct call into an
-// assembly kernel (AES-NI on xmm, VAES on ymm or zmm; see Impl), chosen by a
-// switch on the CPU's features, read once at start-up; the VAES kernels
-// then switch on the data-unit length, so that units shorter than one
-// vector skip the wide set-up. The per-block path never makes an indirect
-// call. DispatchTable and PrefersYMM report the choice.
+// assembly kernel (AES-NI on xmm, VAES on ymm or zmm; see Impl), chosen
+// once at start-up: from the per-CPU table in internal/cpuid where it has
+// a row for this CPU, else from the CPU's features (timing the two zmm
+// kernels against each other where both run); the VAES kernels then
+// switch on the data-unit length, so that units shorter than one vector
+// skip the wide set-up. The per-block path never makes an indirect call.
+// DispatchTable, DispatchSource and PrefersYMM report the choice.
 //
 // Where no kernel runs (other GOARCHes, the purego build tag, CPUs without
 // AES-NI) the portable path (portable.go) does XTS over crypto/aes blocks,

@@ -3,9 +3,12 @@
 package aesni
 
 import (
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/xtsctl/xtsctl/internal/cpuid"
 )
 
 // Features, read once at start-up. Each flag ANDs every x/sys/cpu flag its
@@ -18,8 +21,12 @@ var (
 )
 
 // widest is the kernel family the automatic choice uses on this CPU; the
-// data-unit length then picks within it (autoPick).
-var widest Impl
+// data-unit length then picks within it (autoPick). source says where the
+// choice came from.
+var (
+	widest Impl
+	source string
+)
 
 func init() {
 	p := probeCPU()
@@ -39,9 +46,74 @@ func init() {
 	available[AESNI8] = useAESNI
 	available[VAES256] = useVAES256
 	available[VAES512] = useVAES512
+	available[VAES512C] = useVAES512
 
-	widest = chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM)
+	row, hasRow := cpuid.This()
+	widest, source = chooseKernel(row, hasRow, chooseWidest(useAESNI, useVAES256, useVAES512, preferYMM), calibrate)
 	registerImpls()
+}
+
+// chooseKernel applies the per-CPU table (internal/cpuid) to the choice
+// by features, byFeatures: a row's only kernel that runs here is the
+// choice; several are timed (calib). A CPU without a row whose widest
+// family is the zmm one times both zmm kernels: vaes512 (tuned on AMD Zen
+// 4, whose tweak update avoids VPCLMULQDQ, which takes an AES slot there)
+// and vaes512c (tuned on Intel, whose update avoids the shifts by bits that
+// take the 512-bit AES port there).
+func chooseKernel(row cpuid.Tuning, hasRow bool, byFeatures Impl, calib func([]Impl) Impl) (Impl, string) {
+	if !hasRow {
+		if byFeatures == VAES512 {
+			return calib([]Impl{VAES512, VAES512C}), "timed at start-up (vaes512, vaes512c): no row for this CPU"
+		}
+		return byFeatures, "by CPU features: no row for this CPU"
+	}
+	var cands []Impl
+	for _, name := range row.XTS {
+		if i, ok := parseImplName(name); ok && available[i] {
+			cands = append(cands, i)
+		}
+	}
+	switch len(cands) {
+	case 0:
+		return byFeatures, "by CPU features: none of the kernels of the row for " + row.CPU + " runs here"
+	case 1:
+		return cands[0], "the table's row for " + row.CPU
+	}
+	names := make([]string, len(cands))
+	for i, c := range cands {
+		names[i] = c.String()
+	}
+	return calib(cands), "timed at start-up (" + strings.Join(names, ", ") + "), as the table's row for " + row.CPU + " asks"
+}
+
+// calibrate returns the fastest of cands (unit kernels), timed on 4096-byte
+// data units under an arbitrary XTS-AES-256 key (cpuid.Fastest: turns of
+// about ten microseconds, about half a millisecond in all).
+func calibrate(cands []Impl) Impl {
+	var c Cipher
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(i*29 + 1)
+	}
+	c.rounds = 14
+	expandKey(&c, key[:32], key[32:])
+	buf := make([]byte, 4096)
+	var tw [16]byte
+	i := cpuid.Fastest(len(cands), func(i int) {
+		f := unitKernels[cands[i]]
+		for k := range 32 {
+			tw[0] = byte(k)
+			f(&c.enc, &c.tweak, c.rounds, &buf[0], &buf[0], len(buf), &tw)
+		}
+	})
+	return cands[i]
+}
+
+// unitKernels are the encrypting unit kernels calibrate may time (the
+// dispatch itself switches on the Impl, without function values).
+var unitKernels = [numImpls]func(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[16]byte){
+	AESNI1: xtsEncAESNI1, AESNI4: xtsEncAESNI4, AESNI8: xtsEncAESNI8,
+	VAES256: xtsEncVAES256, VAES512: xtsEncVAES512, VAES512C: xtsEncVAES512C,
 }
 
 // chooseWidest picks the kernel family: zmm where it runs, unless the core
@@ -58,9 +130,11 @@ func chooseWidest(aesni, vaes256, vaes512, preferYMM bool) Impl {
 	return Portable
 }
 
-// The automatic choice, from measurements on AMD EPYC 9005 (Zen 5, family
-// 26) with every kernel forced: XTS-AES-256, thread CPU time, minimum of 8
-// runs on a shared 2-core machine, `go test -bench 'Encrypt$|EncryptLatency'
+// The automatic choice. The kernel family comes from the per-CPU table in
+// internal/cpuid (chooseKernel above), else from the features. Within the
+// family, from measurements on AMD EPYC 9005 (Zen 5, family 26) with every
+// kernel forced: XTS-AES-256, thread CPU time, minimum of 8 runs on a
+// shared 2-core machine, `go test -bench 'Encrypt$|EncryptLatency'
 // ./aesni`; BENCHMARKS.md ("AES-XTS kernels") has the full tables.
 //
 // Short data units must not pay the wide kernels' set-up (15 round keys
@@ -92,6 +166,8 @@ func autoPick(int) Impl { return widest }
 
 func dispatchTable() []DispatchRange { return []DispatchRange{{16, widest}} }
 
+func dispatchSource() string { return source }
+
 func expandKey(c *Cipher, k1, k2 []byte) {
 	if !useAESNI {
 		expandKeyGeneric(c, k1, k2)
@@ -114,6 +190,8 @@ func encryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsEncVAES512(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
+	case VAES512C:
+		xtsEncVAES512C(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
 		xtsEncVAES256(&c.enc, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI8:
@@ -133,6 +211,8 @@ func decryptUnit(c *Cipher, d, s *byte, n int, tweak *[16]byte) {
 	switch Pick(n) {
 	case VAES512:
 		xtsDecVAES512(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
+	case VAES512C:
+		xtsDecVAES512C(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case VAES256:
 		xtsDecVAES256(&c.dec, &c.tweak, c.rounds, d, s, n, tweak)
 	case AESNI8:
@@ -161,6 +241,9 @@ func encryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 		switch batchPick() {
 		case VAES512:
 			xtsEncSectorsVAES512(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
+			return
+		case VAES512C:
+			xtsEncSectorsVAES512C(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
 		case VAES256:
 			xtsEncSectorsVAES256(&c.enc, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
@@ -193,6 +276,9 @@ func decryptSectors(c *Cipher, dst, src []byte, unit int, sector, step uint64) {
 		switch batchPick() {
 		case VAES512:
 			xtsDecSectorsVAES512(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
+			return
+		case VAES512C:
+			xtsDecSectorsVAES512C(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)
 			return
 		case VAES256:
 			xtsDecSectorsVAES256(&c.dec, &c.tweak, c.rounds, d, s, len(src), unit, sector, step)

@@ -10,6 +10,8 @@ func autoPick(int) Impl { return Portable }
 
 func dispatchTable() []DispatchRange { return []DispatchRange{{16, Portable}} }
 
+func dispatchSource() string { return "no assembly kernels in this build" }
+
 const preferYMM = false
 
 func expandKey(c *Cipher, k1, k2 []byte) { expandKeyGeneric(c, k1, k2) }

@@ -19,11 +19,4 @@ func selectImpl(i Impl) error { return impl.Select(ImplPackage, i.String()) }
 
 func resetImpl() { impl.Reset(ImplPackage) }
 
-func parseImpl(name string) (Impl, bool) {
-	for i, n := range implNames {
-		if n == name {
-			return Impl(i), true
-		}
-	}
-	return implAuto, false
-}
+func parseImpl(name string) (Impl, bool) { return parseImplName(name) }

@@ -16,13 +16,14 @@ const (
 	AESNI4               // AES-NI, 4-way stride
 	AESNI8               // AES-NI, 8-way stride
 	VAES256              // VAES on ymm (2 blocks a register)
-	VAES512              // VAES on zmm (4 blocks a register)
+	VAES512              // VAES on zmm (4 blocks a register), tweaks advanced by shifts and XORs
+	VAES512C             // VAES on zmm, tweaks advanced by carry-less multiplication
 	numImpls
 
 	implAuto Impl = -1 // no forced choice: dispatch by CPU and length
 )
 
-var implNames = [numImpls]string{"generic", "portable", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512"}
+var implNames = [numImpls]string{"generic", "portable", "aesni1", "aesni4", "aesni8", "vaes256", "vaes512", "vaes512c"}
 
 func (i Impl) String() string {
 	if i >= 0 && i < numImpls {
@@ -74,6 +75,21 @@ type DispatchRange struct {
 // lengths first, for tools such as `xtsctl bench`. It ignores a choice
 // forced through internal/impl.
 func DispatchTable() []DispatchRange { return dispatchTable() }
+
+// DispatchSource says where the automatic choice on this CPU came from:
+// the per-CPU table in internal/cpuid (naming the row), a timing of the
+// row's candidates at start-up, or the CPU's features alone.
+func DispatchSource() string { return dispatchSource() }
+
+// parseImplName returns the Impl called name.
+func parseImplName(name string) (Impl, bool) {
+	for i, n := range implNames {
+		if n == name {
+			return Impl(i), true
+		}
+	}
+	return implAuto, false
+}
 
 // PrefersYMM reports whether this CPU is one where the 256-bit VAES kernel
 // is chosen over the 512-bit one although both could run (Intel cores that

@@ -8,8 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/internal/cpuid"
 )
 
 func TestExpandKeyAsmMatchesGeneric(t *testing.T) {
@@ -106,6 +109,7 @@ func TestAllImplementations(t *testing.T) {
 		VAES512: aesni && has([]string{"pclmulqdq", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "vaes", "vpclmulqdq"},
 			"pclmulqdq", "avx", "avx2", "avx512", "avx512f", "avx512bw", "avx512vl", "avx512vaes", "avx512vpclmulqdq"),
 	}
+	want[VAES512C] = want[VAES512]
 	for _, impl := range impls() {
 		if want[impl] != isAvailable(impl) {
 			t.Errorf("%v: CPU flags say available=%v, dispatch says %v", impl, want[impl], isAvailable(impl))
@@ -243,5 +247,71 @@ func TestProbeMatchesCPU(t *testing.T) {
 	}
 	if flags["avx"] && !p.osYMM {
 		t.Errorf("the kernel reports avx but the probe finds no OS ymm support")
+	}
+}
+
+// TestChooseKernel: the per-CPU table's row decides where it names one
+// kernel this CPU runs, its candidates are timed where it names several,
+// and a CPU without a row times the two zmm kernels when it runs them.
+func TestChooseKernel(t *testing.T) {
+	saved := available
+	defer func() { available = saved }()
+	for i := range available {
+		available[i] = true
+	}
+	var timed []Impl
+	calib := func(c []Impl) Impl { timed = c; return c[len(c)-1] }
+	row := func(names ...string) cpuid.Tuning { return cpuid.Tuning{CPU: "test CPU", XTS: names} }
+	for _, c := range []struct {
+		name       string
+		row        cpuid.Tuning
+		hasRow     bool
+		byFeatures Impl
+		unavail    []Impl
+		want       Impl
+		timed      []Impl
+	}{
+		{"no row, zmm", cpuid.Tuning{}, false, VAES512, nil, VAES512C, []Impl{VAES512, VAES512C}},
+		{"no row, ymm", cpuid.Tuning{}, false, VAES256, nil, VAES256, nil},
+		{"no row, AES-NI", cpuid.Tuning{}, false, AESNI4, nil, AESNI4, nil},
+		{"one kernel", row("vaes512"), true, VAES512, nil, VAES512, nil},
+		{"one kernel, the other zmm one", row("vaes512c"), true, VAES512, nil, VAES512C, nil},
+		{"candidates", row("vaes512c", "vaes512"), true, VAES512, nil, VAES512, []Impl{VAES512C, VAES512}},
+		{"candidates, one masked", row("vaes512c", "vaes512"), true, VAES512, []Impl{VAES512}, VAES512C, nil},
+		{"row's kernel masked", row("vaes512"), true, VAES256, []Impl{VAES512}, VAES256, nil},
+		{"unknown name", row("vaes1024"), true, AESNI4, nil, AESNI4, nil},
+	} {
+		for i := range available {
+			available[i] = true
+		}
+		for _, u := range c.unavail {
+			available[u] = false
+		}
+		timed = nil
+		got, why := chooseKernel(c.row, c.hasRow, c.byFeatures, calib)
+		if got != c.want || !slices.Equal(timed, c.timed) {
+			t.Errorf("%s: %v (timed %v), want %v (timed %v)", c.name, got, timed, c.want, c.timed)
+		}
+		if why == "" {
+			t.Errorf("%s: no source given", c.name)
+		}
+	}
+}
+
+// TestDispatchFollowsTable: on a CPU the table covers with one kernel it
+// runs, that kernel is the automatic choice; calibrate picks one of its
+// candidates.
+func TestDispatchFollowsTable(t *testing.T) {
+	if row, ok := cpuid.This(); ok && len(row.XTS) == 1 {
+		if i, _ := parseImplName(row.XTS[0]); isAvailable(i) && widest != i {
+			t.Errorf("the table's row for %s names %s; dispatch picked %v (%s)", row.CPU, row.XTS[0], widest, DispatchSource())
+		}
+	}
+	t.Logf("dispatch: %v (%s)", widest, DispatchSource())
+	if !isAvailable(VAES512) {
+		t.Skip("no zmm kernels to time")
+	}
+	if got := calibrate([]Impl{VAES512, VAES512C}); got != VAES512 && got != VAES512C {
+		t.Errorf("calibrate picked %v", got)
 	}
 }

@@ -28,7 +28,7 @@ func invertScheduleAsm(dec, enc *schedule, rounds int)
 // read or written.
 //
 // AESNI1/4/8 require AES and SSSE3; VAES256 requires AES, PCLMULQDQ, AVX,
-// AVX2, VAES and VPCLMULQDQ; VAES512 requires AES, AVX, AVX512F,
+// AVX2, VAES and VPCLMULQDQ; VAES512 and VAES512C require AES, AVX, AVX512F,
 // AVX512BW, AVX512VL, VAES and VPCLMULQDQ.
 
 //go:noescape
@@ -61,6 +61,12 @@ func xtsEncVAES512(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[
 //go:noescape
 func xtsDecVAES512(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[16]byte)
 
+//go:noescape
+func xtsEncVAES512C(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func xtsDecVAES512C(ks, tk *schedule, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
 // XTS of n/unit consecutive data units of unit bytes, unit a multiple of 16
 // (n a multiple of unit, n > 0); unit i gets the plain64 tweak
 // le64(sector + i*step) || 0^64. Same buffer and feature rules as above. The
@@ -78,3 +84,9 @@ func xtsEncSectorsVAES512(ks, tk *schedule, rounds int, dst, src *byte, n, unit 
 
 //go:noescape
 func xtsDecSectorsVAES512(ks, tk *schedule, rounds int, dst, src *byte, n, unit int, sector, step uint64)
+
+//go:noescape
+func xtsEncSectorsVAES512C(ks, tk *schedule, rounds int, dst, src *byte, n, unit int, sector, step uint64)
+
+//go:noescape
+func xtsDecSectorsVAES512C(ks, tk *schedule, rounds int, dst, src *byte, n, unit int, sector, step uint64)

@@ -5070,6 +5070,2495 @@ end83:
 	VZEROUPPER
 	RET
 
+// func xtsEncVAES512C(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
+// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
+	// XTS-AES encryption of one data unit with VAES on 512-bit vectors.
+	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
+	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's
+	// round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In
+	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
+	// Z12-Z13 scratch, Z14 the 0x87 constant, Z16 key0^key14, Z31 C =
+	// key14*x^16 ^ key14.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ        DX, $0x04
+	JAE         wide167
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_168
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
+
+aes128_168:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail169
+	DECQ  DX
+
+shortNoTail169:
+	VMOVDQA X12, X4
+
+shortLoop170:
+	TESTQ   DX, DX
+	JZ      shortSteal171
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_173
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_173:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESENCLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop170
+
+shortSteal171:
+	TESTQ   R11, R11
+	JZ      shortDone172
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_174
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_174:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_175
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_175:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone172:
+	RET
+
+wide167:
+	CMPQ            DX, $0x10
+	JB              narrowTweak176
+	VPBROADCASTQ    (R8), Z12
+	VPBROADCASTQ    8(R8), Z8
+	VPUNPCKLQDQ     Z8, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_178
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_178:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked177
+
+narrowTweak176:
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_179
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
+
+aes128_179:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked177:
+	VBROADCASTI32X4 (AX), Z16
+	VBROADCASTI32X4 16(AX), Z17
+	VBROADCASTI32X4 32(AX), Z18
+	VBROADCASTI32X4 48(AX), Z19
+	VBROADCASTI32X4 64(AX), Z20
+	VBROADCASTI32X4 -144(R9), Z21
+	VBROADCASTI32X4 -128(R9), Z22
+	VBROADCASTI32X4 -112(R9), Z23
+	VBROADCASTI32X4 -96(R9), Z24
+	VBROADCASTI32X4 -80(R9), Z25
+	VBROADCASTI32X4 -64(R9), Z26
+	VBROADCASTI32X4 -48(R9), Z27
+	VBROADCASTI32X4 -32(R9), Z28
+	VBROADCASTI32X4 -16(R9), Z29
+	VBROADCASTI32X4 (R9), Z30
+	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
+	TESTQ           R11, R11
+	JZ              bulk180
+	CMPQ            DX, $0x11
+	JB              stealLate183
+	DECQ            DX
+	VMOVDQA         X12, X1
+	MOVQ            DX, R13
+
+x64_184:
+	CMPQ       R13, $0x40
+	JB         xrest185
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_184
+
+xrest185:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X15
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X15
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// Encryption with stealing (from 17 blocks, DX = m): blocks 0-2 and m
+	// in one vector, the stealing block's chain in the main loop (see
+	// peelSteal), the main loop from block 3.
+	VPSRLVQ      laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z8
+	VINSERTI32X4 $0x03, X1, Z8, Z8
+	VPSRLVQ      laneShiftR<>+48(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+48(SB), Z12, Z4
+	VPXORD       Z30, Z4, Z4
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z4
+	VPSRLVQ      laneShiftR<>+112(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+112(SB), Z12, Z5
+	VPXORD       Z30, Z5, Z5
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z5
+	VPSRLVQ      laneShiftR<>+176(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+176(SB), Z12, Z6
+	VPXORD       Z30, Z6, Z6
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z6
+	VPSRLVQ      laneShiftR<>+240(SB), Z12, Z9
+	VPSLLVQ      laneShiftL<>+240(SB), Z12, Z7
+	VPXORD       Z30, Z7, Z7
+	VPCLMULQDQ   $0x01, Z31, Z9, Z10
+	VPSLLDQ      $0x08, Z9, Z9
+	VPTERNLOGD   $0x96, Z10, Z9, Z7
+	MOVQ         DX, R13
+	SHLQ         $0x04, R13
+	VMOVDQU      (SI), Y0
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, (SI)(R13*1), Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z8, Z0
+	VPXORD       Z30, Z8, Z9
+	CMPQ         R12, $0x0a
+	JE           aes128_190
+	VAESENC      Z17, Z0, Z0
+	VAESENC      Z18, Z0, Z0
+	VAESENC      Z19, Z0, Z0
+	VAESENC      Z20, Z0, Z0
+
+aes128_190:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+
+	// Blocks 0-2 stored (not lane 3: in place, block 3 is still to be
+	// read); X8 = CC = C_m, lane 3; X9 = the tail of src moved to byte 0;
+	// CC's first tail bytes go to the end of dst, and PP = blend(X9, CC)
+	// to block m of dst, where the main loop XEXes it with T_m+1.
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X10
+	VMOVDQU       X10, 32(DI)
+	VEXTRACTI32X4 $0x03, Z0, X8
+	LEAQ          (SI)(R13*1), R14
+	VMOVDQU       (R14)(R11*1), X9
+	LEAQ          ctsShuffle<>+0(SB), R8
+	MOVQ          $0x00000020, R10
+	SUBQ          R11, R10
+	VMOVDQU       (R8)(R10*1), X10
+	VPSHUFB       X10, X9, X9
+	VMOVDQU       (R8)(R11*1), X11
+	VPSHUFB       X11, X8, X11
+	LEAQ          (DI)(R13*1), R14
+	VMOVDQU       X11, (R14)(R11*1)
+	VPBLENDVB     X10, X8, X9, X8
+	VMOVDQU       X8, (R14)
+	ADDQ          $0x30, SI
+	ADDQ          $0x30, DI
+	SUBQ          $0x03, DX
+
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair191:
+	CMPQ       DX, $0x20
+	JB         single192
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_195
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_195:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_196
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_196:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	TESTQ       R11, R11
+	JZ          stolen197
+	VMOVDQU     (R14), X0
+	VPXORD      X30, X15, X12
+	VPTERNLOGD  $0x96, X16, X12, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_198
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_198:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen197:
+	ADDQ $0x00000200, SI
+	ADDQ $0x00000200, DI
+	SUBQ $0x20, DX
+	JMP  pair191
+
+single192:
+	CMPQ       DX, $0x10
+	JB         exitA193
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_199
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_199:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	TESTQ       R11, R11
+	JZ          stolen200
+	VMOVDQU     (R14), X0
+	VPXORD      X30, X15, X12
+	VPTERNLOGD  $0x96, X16, X12, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_201
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_201:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen200:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert202
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_203
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_203:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone194
+
+convert202:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone194
+
+exitA193:
+	TESTQ      R11, R11
+	JZ         stolen204
+	VMOVDQU    (R14), X0
+	VPXORD     X30, X15, X12
+	VPTERNLOGD $0x96, X16, X12, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_205
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_205:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen204:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert206
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_207
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_207:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone194
+
+convert206:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone194:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec187:
+	CMPQ       DX, $0x04
+	JB         partial188
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_208
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_208:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec187
+
+partial188:
+	TESTQ DX, DX
+	JZ    bulkDone189
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one209
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_210
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_210:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone189
+
+one209:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_211
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_211:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone189:
+	JMP end182
+
+stealLate183:
+	CMPQ    DX, $0x10
+	JB      stealFirst181
+	VMOVDQA X12, X15
+	MOVQ    DX, R13
+
+x64_212:
+	CMPQ       R13, $0x40
+	JB         xrest213
+	VPCLMULQDQ $0x01, X31, X15, X2
+	VPSLLDQ    $0x08, X15, X15
+	VPXOR      X2, X15, X15
+	SUBQ       $0x40, R13
+	JMP        x64_212
+
+xrest213:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X15, X13
+	VPSLLQ     X2, X15, X15
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X15
+
+bulk180:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks218
+	CMPQ       DX, $0x30
+	JB         noPeel219
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_221
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_221:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop220
+
+noPeel219:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop220:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair222:
+	CMPQ       DX, $0x20
+	JB         single223
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_226
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_226:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_227
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_227:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair222
+
+single223:
+	CMPQ       DX, $0x10
+	JB         exitA224
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_228
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_228:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert229
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_230
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_230:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone225
+
+convert229:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone225
+
+exitA224:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert231
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_232
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_232:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone225
+
+convert231:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone225:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec215
+
+fewBlocks218:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec215:
+	CMPQ       DX, $0x04
+	JB         partial216
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_233
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_233:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec215
+
+partial216:
+	TESTQ DX, DX
+	JZ    bulkDone217
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one234
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_235
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_235:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone217
+
+one234:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_236
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_236:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone217:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen237
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_238
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_238:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X15, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen237:
+	JMP end182
+
+stealFirst181:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_239:
+	CMPQ       R13, $0x40
+	JB         xrest240
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_239
+
+xrest240:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X1, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_241
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_241:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPTERNLOGD  $0x96, X16, X3, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_242
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_242:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks247
+	CMPQ       DX, $0x30
+	JB         noPeel248
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_250
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_250:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop249
+
+noPeel248:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop249:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair251:
+	CMPQ       DX, $0x20
+	JB         single252
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_255
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_255:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_256
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_256:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair251
+
+single252:
+	CMPQ       DX, $0x10
+	JB         exitA253
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_257
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_257:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert258
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_259
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_259:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone254
+
+convert258:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone254
+
+exitA253:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert260
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_261
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_261:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone254
+
+convert260:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone254:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec244
+
+fewBlocks247:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec244:
+	CMPQ       DX, $0x04
+	JB         partial245
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_262
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_262:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec244
+
+partial245:
+	TESTQ DX, DX
+	JZ    bulkDone246
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one263
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_264
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_264:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone246
+
+one263:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_265
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_265:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone246:
+end182:
+	VZEROUPPER
+	RET
+
 // func xtsEncSectorsVAES512(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
 TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
@@ -5133,7 +7622,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_167
+	JE              aes128_266
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5143,7 +7632,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_167:
+aes128_266:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5167,7 +7656,7 @@ aes128_167:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general171
+	JNZ       general270
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5185,7 +7674,7 @@ aes128_167:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_172
+	JE              aes128_271
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5195,7 +7684,7 @@ aes128_167:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_172:
+aes128_271:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5242,10 +7731,13 @@ aes128_172:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	MOVQ       R10, DX
 
-	// Per iteration: 16 blocks of one unit, as in the main loop of
-	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
-	// or, in the unit's last iteration, the next unit's are built.
-pipe173:
+	// Per iteration: 16 blocks of one unit: loads; whitening with tweak and
+	// key 0 in one XOR; the last round's keys key14^tweak into Z8-Z11; rounds
+	// 1-7; then either every tweak vector times x^16 (byte shifts, the top 16
+	// bits reduced by shifts and XORs) or, in the unit's
+	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
+	// last round; stores.
+pipe272:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5259,7 +7751,7 @@ pipe173:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_174
+	JE         aes128_273
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5277,7 +7769,7 @@ pipe173:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_174:
+aes128_273:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -5291,7 +7783,7 @@ aes128_174:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd175
+	JE         unitEnd274
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -5320,12 +7812,12 @@ aes128_174:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont178
+	JMP        cont277
 
-unitEnd175:
+unitEnd274:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit177
+	JNZ       nextUnit276
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5343,7 +7835,7 @@ unitEnd175:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_179
+	JE              aes128_278
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5353,7 +7845,7 @@ unitEnd175:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_179:
+aes128_278:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5376,7 +7868,7 @@ aes128_179:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit177:
+nextUnit276:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -5401,7 +7893,7 @@ nextUnit177:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont178:
+cont277:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -5438,11 +7930,11 @@ cont178:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe173
-	JMP         done170
+	JNZ         pipe272
+	JMP         done269
 
-general171:
-group168:
+general270:
+group267:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5460,7 +7952,7 @@ group168:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_180
+	JE              aes128_279
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -5470,7 +7962,7 @@ group168:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_180:
+aes128_279:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -5493,7 +7985,7 @@ aes128_180:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit169:
+unit268:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -5524,9 +8016,9 @@ unit169:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main181:
+main280:
 	CMPQ       DX, $0x10
-	JB         vec182
+	JB         vec281
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5540,7 +8032,7 @@ main181:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_185
+	JE         aes128_284
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5558,7 +8050,7 @@ main181:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_185:
+aes128_284:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5634,22 +8126,22 @@ aes128_185:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main181
+	JMP         main280
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec182:
+vec281:
 	CMPQ       DX, $0x04
-	JB         partial183
+	JB         partial282
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_186
+	JE         aes128_285
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_186:
+aes128_285:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -5668,28 +8160,28 @@ aes128_186:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec182
+	JMP         vec281
 
-partial183:
+partial282:
 	TESTQ DX, DX
-	JZ    bulkDone184
+	JZ    bulkDone283
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one187
+	JB         one286
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_188
+	JE         aes128_287
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_188:
+aes128_287:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -5706,19 +8198,19 @@ aes128_188:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone184
+	JZ            bulkDone283
 
-one187:
+one286:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_189
+	JE         aes128_288
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_189:
+aes128_288:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5734,15 +8226,670 @@ aes128_189:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone184:
+bulkDone283:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done170
+	JZ      done269
 	DECQ    R11
-	JNZ     unit169
-	JMP     group168
+	JNZ     unit268
+	JMP     group267
 
-done170:
+done269:
+	VZEROUPPER
+	RET
+
+// func xtsEncSectorsVAES512C(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
+	// XTS-AES encryption of n/unit data units with VAES on 512-bit vectors.
+	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
+	// their last round keys, DI dst, SI src, R8 blocks left in the batch, R10
+	// blocks per unit, DX blocks left in the unit, R13 the next group's first
+	// sector number, R14 step, R11 units left in the current group.
+	// The tweaks of 4 units at a time are encrypted with key2 in one vector
+	// chain (lane j: sector number j of the group), one group ahead, so that
+	// chain runs while the previous group's data is being processed.
+	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
+	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
+	MOVQ            ks+0(FP), AX
+	MOVQ            tk+8(FP), BX
+	MOVQ            rounds+16(FP), R12
+	MOVQ            dst+24(FP), DI
+	MOVQ            src+32(FP), SI
+	MOVQ            n+40(FP), R8
+	MOVQ            unit+48(FP), R10
+	MOVQ            sector+56(FP), R13
+	MOVQ            step+64(FP), R14
+	MOVQ            R12, R9
+	SHLQ            $0x04, R9
+	MOVQ            R9, CX
+	ADDQ            AX, R9
+	ADDQ            BX, CX
+	VBROADCASTI32X4 (AX), Z16
+	VBROADCASTI32X4 16(AX), Z17
+	VBROADCASTI32X4 32(AX), Z18
+	VBROADCASTI32X4 48(AX), Z19
+	VBROADCASTI32X4 64(AX), Z20
+	VBROADCASTI32X4 -144(R9), Z21
+	VBROADCASTI32X4 -128(R9), Z22
+	VBROADCASTI32X4 -112(R9), Z23
+	VBROADCASTI32X4 -96(R9), Z24
+	VBROADCASTI32X4 -80(R9), Z25
+	VBROADCASTI32X4 -64(R9), Z26
+	VBROADCASTI32X4 -48(R9), Z27
+	VBROADCASTI32X4 -32(R9), Z28
+	VBROADCASTI32X4 -16(R9), Z29
+	VBROADCASTI32X4 (R9), Z30
+	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
+	SHRQ            $0x04, R8
+	SHRQ            $0x04, R10
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_289
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_289:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general293
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_294
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_294:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
+
+	// Per iteration: 16 blocks of one unit: loads; whitening with tweak and
+	// key 0 in one XOR; the last round's keys key14^tweak into Z8-Z11; rounds
+	// 1-7; then either every tweak vector times x^16 (byte shifts, the top 16
+	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
+	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
+	// last round; stores.
+pipe295:
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_296
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_296:
+	VAESENC    Z21, Z0, Z0
+	VAESENC    Z21, Z1, Z1
+	VAESENC    Z21, Z2, Z2
+	VAESENC    Z21, Z3, Z3
+	VAESENC    Z22, Z0, Z0
+	VAESENC    Z22, Z1, Z1
+	VAESENC    Z22, Z2, Z2
+	VAESENC    Z22, Z3, Z3
+	VAESENC    Z23, Z0, Z0
+	VAESENC    Z23, Z1, Z1
+	VAESENC    Z23, Z2, Z2
+	VAESENC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd297
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z4, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z5, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z6, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z7, Z7
+	JMP        cont300
+
+unitEnd297:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit299
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_301
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_301:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit299:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont300:
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	SUBQ        $0x10, R8
+	JNZ         pipe295
+	JMP         done292
+
+general293:
+group290:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_302
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_302:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit291:
+	MOVQ R10, DX
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main303:
+	CMPQ       DX, $0x10
+	JB         vec304
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_307
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_307:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z4, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z5, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z6, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z7, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main303
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec304:
+	CMPQ       DX, $0x04
+	JB         partial305
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_308
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_308:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec304
+
+partial305:
+	TESTQ DX, DX
+	JZ    bulkDone306
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one309
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_310
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_310:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone306
+
+one309:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_311
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_311:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone306:
+	VALIGNQ $0x02, Z12, Z12, Z12
+	SUBQ    R10, R8
+	JZ      done292
+	DECQ    R11
+	JNZ     unit291
+	JMP     group290
+
+done292:
 	VZEROUPPER
 	RET
 
@@ -5787,7 +8934,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_190
+	JE             aes128_312
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5797,7 +8944,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_190:
+aes128_312:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5819,7 +8966,7 @@ aes128_190:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group191:
+group313:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -5831,7 +8978,7 @@ group191:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_194
+	JE             aes128_316
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -5841,7 +8988,7 @@ group191:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_194:
+aes128_316:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -5864,7 +9011,7 @@ aes128_194:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit192:
+unit314:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -5899,9 +9046,9 @@ unit192:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main195:
+main317:
 	CMPQ           DX, $0x08
-	JB             vec196
+	JB             vec318
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -5916,7 +9063,7 @@ main195:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_199
+	JE             aes128_321
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -5938,7 +9085,7 @@ main195:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_199:
+aes128_321:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -6016,18 +9163,18 @@ aes128_199:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main195
+	JMP            main317
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec196:
+vec318:
 	CMPQ           DX, $0x02
-	JB             partial197
+	JB             partial319
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_200
+	JE             aes128_322
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -6037,7 +9184,7 @@ vec196:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_200:
+aes128_322:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -6066,24 +9213,24 @@ aes128_200:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec196
+	JMP            vec318
 
-partial197:
+partial319:
 	TESTQ DX, DX
-	JZ    bulkDone198
+	JZ    bulkDone320
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_202
+	JE      aes128_324
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_202:
+aes128_324:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -6099,15 +9246,15 @@ aes128_202:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone198:
+bulkDone320:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done193
+	JZ     done315
 	DECQ   R11
-	JNZ    unit192
-	JMP    group191
+	JNZ    unit314
+	JMP    group313
 
-done193:
+done315:
 	VZEROUPPER
 	RET
 
@@ -6144,7 +9291,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_203
+	JE         aes128_325
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -6154,7 +9301,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_203:
+aes128_325:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -6182,21 +9329,21 @@ aes128_203:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal204
+	JZ    noSteal326
 	DECQ  DX
 
-noSteal204:
+noSteal326:
 	// One block at a time
-loop1_205:
+loop1_327:
 	TESTQ  DX, DX
-	JZ     steal206
+	JZ     steal328
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_207
+	JE     aes128_329
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6206,7 +9353,7 @@ loop1_205:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_207:
+aes128_329:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6237,11 +9384,11 @@ aes128_207:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_205
+	JMP        loop1_327
 
-steal206:
+steal328:
 	TESTQ R11, R11
-	JZ    done208
+	JZ    done330
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -6262,7 +9409,7 @@ steal206:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_209
+	JE     aes128_331
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6272,7 +9419,7 @@ steal206:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_209:
+aes128_331:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6313,7 +9460,7 @@ aes128_209:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_210
+	JE         aes128_332
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -6323,7 +9470,7 @@ aes128_209:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_210:
+aes128_332:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6347,7 +9494,7 @@ aes128_210:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done208:
+done330:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -6384,7 +9531,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_211
+	JE         aes128_333
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -6394,7 +9541,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_211:
+aes128_333:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -6422,13 +9569,13 @@ aes128_211:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal212
+	JZ    noSteal334
 	DECQ  DX
 
-noSteal212:
-loop4_214:
+noSteal334:
+loop4_336:
 	CMPQ   DX, $0x04
-	JB     loop1_213
+	JB     loop1_335
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -6467,7 +9614,7 @@ loop4_214:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_215
+	JE     aes128_337
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -6489,7 +9636,7 @@ loop4_214:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_215:
+aes128_337:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -6551,19 +9698,19 @@ aes128_215:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_214
+	JMP        loop4_336
 
 	// One block at a time
-loop1_213:
+loop1_335:
 	TESTQ  DX, DX
-	JZ     steal216
+	JZ     steal338
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_217
+	JE     aes128_339
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6573,7 +9720,7 @@ loop1_213:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_217:
+aes128_339:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6604,11 +9751,11 @@ aes128_217:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_213
+	JMP        loop1_335
 
-steal216:
+steal338:
 	TESTQ R11, R11
-	JZ    done218
+	JZ    done340
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -6629,7 +9776,7 @@ steal216:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_219
+	JE     aes128_341
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -6639,7 +9786,7 @@ steal216:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_219:
+aes128_341:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6680,7 +9827,7 @@ aes128_219:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_220
+	JE         aes128_342
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -6690,7 +9837,7 @@ aes128_219:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_220:
+aes128_342:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -6714,7 +9861,7 @@ aes128_220:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done218:
+done340:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -6753,7 +9900,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_221
+	JE         aes128_343
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -6763,7 +9910,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_221:
+aes128_343:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -6791,13 +9938,13 @@ aes128_221:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal222
+	JZ    noSteal344
 	DECQ  DX
 
-noSteal222:
-loop8_224:
+noSteal344:
+loop8_346:
 	CMPQ   DX, $0x08
-	JB     loop4_225
+	JB     loop4_347
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -6872,7 +10019,7 @@ loop8_224:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_226
+	JE     aes128_348
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -6910,7 +10057,7 @@ loop8_224:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_226:
+aes128_348:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -7028,11 +10175,11 @@ aes128_226:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_224
+	JMP        loop8_346
 
-loop4_225:
+loop4_347:
 	CMPQ   DX, $0x04
-	JB     loop1_223
+	JB     loop1_345
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -7071,7 +10218,7 @@ loop4_225:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_227
+	JE     aes128_349
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -7093,7 +10240,7 @@ loop4_225:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_227:
+aes128_349:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -7157,16 +10304,16 @@ aes128_227:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_223:
+loop1_345:
 	TESTQ  DX, DX
-	JZ     steal228
+	JZ     steal350
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_229
+	JE     aes128_351
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -7176,7 +10323,7 @@ loop1_223:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_229:
+aes128_351:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -7207,11 +10354,11 @@ aes128_229:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_223
+	JMP        loop1_345
 
-steal228:
+steal350:
 	TESTQ R11, R11
-	JZ    done230
+	JZ    done352
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -7232,7 +10379,7 @@ steal228:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_231
+	JE     aes128_353
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -7242,7 +10389,7 @@ steal228:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_231:
+aes128_353:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -7283,7 +10430,7 @@ aes128_231:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_232
+	JE         aes128_354
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -7293,7 +10440,7 @@ aes128_231:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_232:
+aes128_354:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -7317,7 +10464,7 @@ aes128_232:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done230:
+done352:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -7355,19 +10502,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x02
-	JAE         wide233
+	JAE         wide355
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_234
+	JE          aes128_356
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_234:
+aes128_356:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -7382,26 +10529,26 @@ aes128_234:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail235
+	JZ    shortNoTail357
 	DECQ  DX
 
-shortNoTail235:
+shortNoTail357:
 	VMOVDQA X10, X4
 
-shortLoop236:
+shortLoop358:
 	TESTQ   DX, DX
-	JZ      shortSteal237
+	JZ      shortSteal359
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_239
+	JE      aes128_361
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_239:
+aes128_361:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7422,11 +10569,11 @@ aes128_239:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop236
+	JMP         shortLoop358
 
-shortSteal237:
+shortSteal359:
 	TESTQ   R11, R11
-	JZ      shortDone238
+	JZ      shortDone360
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -7440,13 +10587,13 @@ shortSteal237:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_240
+	JE      aes128_362
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_240:
+aes128_362:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7473,13 +10620,13 @@ aes128_240:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_241
+	JE          aes128_363
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_241:
+aes128_363:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7493,22 +10640,22 @@ aes128_241:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone238:
+shortDone360:
 	RET
 
-wide233:
+wide355:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_242
+	JE          aes128_364
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_242:
+aes128_364:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -7521,7 +10668,7 @@ aes128_242:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk243
+	JZ             bulk365
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -7532,16 +10679,16 @@ aes128_242:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_244:
+x64_366:
 	CMPQ       R13, $0x40
-	JB         xrest245
+	JB         xrest367
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_244
+	JMP        x64_366
 
-xrest245:
+xrest367:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -7564,13 +10711,13 @@ xrest245:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_246
+	JE         aes128_368
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_246:
+aes128_368:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7627,9 +10774,9 @@ aes128_246:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main247:
+main369:
 	CMPQ           DX, $0x08
-	JB             vec248
+	JB             vec370
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7644,7 +10791,7 @@ main247:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_251
+	JE             aes128_373
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7666,7 +10813,7 @@ main247:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_251:
+aes128_373:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7744,18 +10891,18 @@ aes128_251:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main247
+	JMP            main369
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec248:
+vec370:
 	CMPQ           DX, $0x02
-	JB             partial249
+	JB             partial371
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_252
+	JE             aes128_374
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7765,7 +10912,7 @@ vec248:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_252:
+aes128_374:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7794,20 +10941,20 @@ aes128_252:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec248
+	JMP            vec370
 
-partial249:
+partial371:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_254
+	JZ             group0_376
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_255
+	JE             aes128_377
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -7817,7 +10964,7 @@ partial249:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_255:
+aes128_377:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -7840,20 +10987,20 @@ aes128_255:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone253
+	JMP            groupDone375
 
-group0_254:
+group0_376:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_256
+	JE      aes128_378
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_256:
+aes128_378:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -7867,10 +11014,10 @@ aes128_256:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone253:
-	JMP end257
+groupDone375:
+	JMP end379
 
-bulk243:
+bulk365:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -7903,9 +11050,9 @@ bulk243:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main258:
+main380:
 	CMPQ           DX, $0x08
-	JB             vec259
+	JB             vec381
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -7920,7 +11067,7 @@ main258:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_262
+	JE             aes128_384
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -7942,7 +11089,7 @@ main258:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_262:
+aes128_384:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -8020,18 +11167,18 @@ aes128_262:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main258
+	JMP            main380
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec259:
+vec381:
 	CMPQ           DX, $0x02
-	JB             partial260
+	JB             partial382
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_263
+	JE             aes128_385
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -8041,7 +11188,7 @@ vec259:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_263:
+aes128_385:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -8070,24 +11217,24 @@ aes128_263:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec259
+	JMP            vec381
 
-partial260:
+partial382:
 	TESTQ DX, DX
-	JZ    bulkDone261
+	JZ    bulkDone383
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_265
+	JE      aes128_387
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_265:
+aes128_387:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8103,8 +11250,8 @@ aes128_265:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone261:
-end257:
+bulkDone383:
+end379:
 	VZEROUPPER
 	RET
 
@@ -8146,19 +11293,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide266
+	JAE         wide388
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_267
+	JE          aes128_389
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_267:
+aes128_389:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -8173,26 +11320,26 @@ aes128_267:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail268
+	JZ    shortNoTail390
 	DECQ  DX
 
-shortNoTail268:
+shortNoTail390:
 	VMOVDQA X12, X4
 
-shortLoop269:
+shortLoop391:
 	TESTQ   DX, DX
-	JZ      shortSteal270
+	JZ      shortSteal392
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_272
+	JE      aes128_394
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_272:
+aes128_394:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8213,11 +11360,11 @@ aes128_272:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop269
+	JMP         shortLoop391
 
-shortSteal270:
+shortSteal392:
 	TESTQ   R11, R11
-	JZ      shortDone271
+	JZ      shortDone393
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -8231,13 +11378,13 @@ shortSteal270:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_273
+	JE      aes128_395
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_273:
+aes128_395:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8264,13 +11411,13 @@ aes128_273:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_274
+	JE          aes128_396
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_274:
+aes128_396:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -8284,19 +11431,19 @@ aes128_274:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone271:
+shortDone393:
 	RET
 
-wide266:
+wide388:
 	CMPQ            DX, $0x10
-	JB              narrowTweak275
+	JB              narrowTweak397
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_277
+	JE              aes128_399
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -8306,7 +11453,7 @@ wide266:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_277:
+aes128_399:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -8327,21 +11474,21 @@ aes128_277:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked276
+	JMP             tweaked398
 
-narrowTweak275:
+narrowTweak397:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_278
+	JE          aes128_400
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_278:
+aes128_400:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -8354,7 +11501,7 @@ aes128_278:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked276:
+tweaked398:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -8372,7 +11519,7 @@ tweaked276:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk279
+	JZ              bulk401
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -8383,16 +11530,16 @@ tweaked276:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_280:
+x64_402:
 	CMPQ       R13, $0x40
-	JB         xrest281
+	JB         xrest403
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_280
+	JMP        x64_402
 
-xrest281:
+xrest403:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -8412,13 +11559,13 @@ xrest281:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_282
+	JE         aes128_404
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_282:
+aes128_404:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -8449,9 +11596,9 @@ aes128_282:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks287
+	JB         fewBlocks409
 	CMPQ       DX, $0x30
-	JB         noPeel288
+	JB         noPeel410
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -8485,13 +11632,13 @@ aes128_282:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_290
+	JE         aes128_412
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_290:
+aes128_412:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -8506,9 +11653,9 @@ aes128_290:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop289
+	JMP         loop411
 
-noPeel288:
+noPeel410:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -8534,7 +11681,7 @@ noPeel288:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop289:
+loop411:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -8559,9 +11706,9 @@ loop289:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair291:
+pair413:
 	CMPQ       DX, $0x20
-	JB         single292
+	JB         single414
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8571,7 +11718,7 @@ pair291:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_295
+	JE         aes128_417
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8589,7 +11736,7 @@ pair291:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_295:
+aes128_417:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8664,7 +11811,7 @@ aes128_295:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_296
+	JE          aes128_418
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -8682,7 +11829,7 @@ aes128_295:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_296:
+aes128_418:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8751,11 +11898,11 @@ aes128_296:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair291
+	JMP         pair413
 
-single292:
+single414:
 	CMPQ       DX, $0x10
-	JB         exitA293
+	JB         exitA415
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8765,7 +11912,7 @@ single292:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_297
+	JE         aes128_419
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8783,7 +11930,7 @@ single292:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_297:
+aes128_419:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8856,7 +12003,7 @@ aes128_297:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert298
+	JB         convert420
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8864,7 +12011,7 @@ aes128_297:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_299
+	JE         aes128_421
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8878,7 +12025,7 @@ aes128_297:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_299:
+aes128_421:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8916,20 +12063,20 @@ aes128_299:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone294
+	JMP         pairsDone416
 
-convert298:
+convert420:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone294
+	JMP    pairsDone416
 
-exitA293:
+exitA415:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert300
+	JB         convert422
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8937,7 +12084,7 @@ exitA293:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_301
+	JE         aes128_423
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -8951,7 +12098,7 @@ exitA293:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_301:
+aes128_423:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -8989,20 +12136,20 @@ aes128_301:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone294
+	JMP         pairsDone416
 
-convert300:
+convert422:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone294:
+pairsDone416:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec284
+	JMP    vec406
 
-fewBlocks287:
+fewBlocks409:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -9025,19 +12172,19 @@ fewBlocks287:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec284:
+vec406:
 	CMPQ       DX, $0x04
-	JB         partial285
+	JB         partial407
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_302
+	JE         aes128_424
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_302:
+aes128_424:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9056,27 +12203,27 @@ aes128_302:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec284
+	JMP         vec406
 
-partial285:
+partial407:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_304
+	JB           group1_426
 	VMOVDQU      (SI), Y0
-	JE           groupZ306
+	JE           groupZ428
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_308
+	JE           aes128_430
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_308:
+aes128_430:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9088,19 +12235,19 @@ aes128_308:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_307
+	JMP         group3_429
 
-groupZ306:
+groupZ428:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_309
+	JE           aes128_431
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_309:
+aes128_431:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -9115,26 +12262,26 @@ aes128_309:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone303
+	JMP           groupDone425
 
-group3_307:
+group3_429:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone303
+	JMP       groupDone425
 
-group1_304:
+group1_426:
 	TESTQ       DX, DX
-	JZ          group0_305
+	JZ          group0_427
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_310
+	JE          aes128_432
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_310:
+aes128_432:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -9147,19 +12294,19 @@ aes128_310:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone303
+	JMP         groupDone425
 
-group0_305:
+group0_427:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_311
+	JE         aes128_433
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_311:
+aes128_433:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -9173,19 +12320,19 @@ aes128_311:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone303:
-	JMP end312
+groupDone425:
+	JMP end434
 
-bulk279:
+bulk401:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks317
+	JB         fewBlocks439
 	CMPQ       DX, $0x30
-	JB         noPeel318
+	JB         noPeel440
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -9219,13 +12366,13 @@ bulk279:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_320
+	JE         aes128_442
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_320:
+aes128_442:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9240,9 +12387,9 @@ aes128_320:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop319
+	JMP         loop441
 
-noPeel318:
+noPeel440:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -9268,7 +12415,7 @@ noPeel318:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop319:
+loop441:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -9293,9 +12440,9 @@ loop319:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair321:
+pair443:
 	CMPQ       DX, $0x20
-	JB         single322
+	JB         single444
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9305,7 +12452,7 @@ pair321:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_325
+	JE         aes128_447
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9323,7 +12470,7 @@ pair321:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_325:
+aes128_447:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9398,7 +12545,7 @@ aes128_325:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_326
+	JE          aes128_448
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -9416,7 +12563,7 @@ aes128_325:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_326:
+aes128_448:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9485,11 +12632,11 @@ aes128_326:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair321
+	JMP         pair443
 
-single322:
+single444:
 	CMPQ       DX, $0x10
-	JB         exitA323
+	JB         exitA445
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9499,7 +12646,7 @@ single322:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_327
+	JE         aes128_449
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9517,7 +12664,7 @@ single322:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_327:
+aes128_449:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9590,7 +12737,7 @@ aes128_327:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert328
+	JB         convert450
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9598,7 +12745,7 @@ aes128_327:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_329
+	JE         aes128_451
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9612,7 +12759,7 @@ aes128_327:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_329:
+aes128_451:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9650,20 +12797,20 @@ aes128_329:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone324
+	JMP         pairsDone446
 
-convert328:
+convert450:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone324
+	JMP    pairsDone446
 
-exitA323:
+exitA445:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert330
+	JB         convert452
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -9671,7 +12818,7 @@ exitA323:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_331
+	JE         aes128_453
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -9685,7 +12832,7 @@ exitA323:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_331:
+aes128_453:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -9723,20 +12870,20 @@ aes128_331:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone324
+	JMP         pairsDone446
 
-convert330:
+convert452:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone324:
+pairsDone446:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec314
+	JMP    vec436
 
-fewBlocks317:
+fewBlocks439:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -9759,19 +12906,19 @@ fewBlocks317:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec314:
+vec436:
 	CMPQ       DX, $0x04
-	JB         partial315
+	JB         partial437
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_332
+	JE         aes128_454
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_332:
+aes128_454:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -9790,28 +12937,28 @@ aes128_332:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec314
+	JMP         vec436
 
-partial315:
+partial437:
 	TESTQ DX, DX
-	JZ    bulkDone316
+	JZ    bulkDone438
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one333
+	JB         one455
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_334
+	JE         aes128_456
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_334:
+aes128_456:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -9828,19 +12975,19 @@ aes128_334:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone316
+	JZ            bulkDone438
 
-one333:
+one455:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_335
+	JE         aes128_457
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_335:
+aes128_457:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -9856,8 +13003,1715 @@ aes128_335:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone316:
-end312:
+bulkDone438:
+end434:
+	VZEROUPPER
+	RET
+
+// func xtsDecVAES512C(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
+// Requires: AES, AVX, AVX2, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
+	// XTS-AES decryption of one data unit with VAES on 512-bit vectors.
+	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
+	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
+	// Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's
+	// round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In
+	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
+	// Z12-Z13 scratch, Z14 the 0x87 constant, Z16 key0^key14, Z31 C =
+	// key14*x^16 ^ key14.
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
+	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
+	// blocks: four blocks alone, the main loop, a last group of three
+	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
+	// encryption below one main-loop iteration first, else after the bulk,
+	// except zmm from 17 whole blocks: block m in the first vector, the
+	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
+	// XEXed inside the main loop (see peelSteal).
+	MOVQ ks+0(FP), AX
+	MOVQ tk+8(FP), BX
+	MOVQ rounds+16(FP), R12
+	MOVQ dst+24(FP), DI
+	MOVQ src+32(FP), SI
+	MOVQ n+40(FP), DX
+	MOVQ tweak+48(FP), R8
+	MOVQ R12, R9
+	SHLQ $0x04, R9
+	MOVQ R9, R10
+	ADDQ AX, R9
+	ADDQ BX, R10
+	MOVQ DX, R11
+	ANDQ $0x0f, R11
+	SHRQ $0x04, DX
+
+	// Fewer whole blocks than one vector: the short path, no wide set-up.
+	CMPQ        DX, $0x04
+	JAE         wide458
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_459
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
+
+aes128_459:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+
+	// Short data unit: one block at a time in xmm, X4 the running tweak,
+	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
+	TESTQ R11, R11
+	JZ    shortNoTail460
+	DECQ  DX
+
+shortNoTail460:
+	VMOVDQA X12, X4
+
+shortLoop461:
+	TESTQ   DX, DX
+	JZ      shortSteal462
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_464
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_464:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESDECLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop461
+
+shortSteal462:
+	TESTQ   R11, R11
+	JZ      shortDone463
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_465
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_465:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_466
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_466:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone463:
+	RET
+
+wide458:
+	CMPQ            DX, $0x10
+	JB              narrowTweak467
+	VPBROADCASTQ    (R8), Z12
+	VPBROADCASTQ    8(R8), Z8
+	VPUNPCKLQDQ     Z8, Z12, Z12
+	VBROADCASTI32X4 (BX), Z8
+	VPXORD          Z8, Z12, Z12
+	CMPQ            R12, $0x0a
+	JE              aes128_469
+	VBROADCASTI32X4 16(BX), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 32(BX), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 48(BX), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 64(BX), Z8
+	VAESENC         Z8, Z12, Z12
+
+aes128_469:
+	VBROADCASTI32X4 -144(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -128(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -112(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -96(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -80(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 -64(R10), Z10
+	VAESENC         Z10, Z12, Z12
+	VBROADCASTI32X4 -48(R10), Z11
+	VAESENC         Z11, Z12, Z12
+	VBROADCASTI32X4 -32(R10), Z8
+	VAESENC         Z8, Z12, Z12
+	VBROADCASTI32X4 -16(R10), Z9
+	VAESENC         Z9, Z12, Z12
+	VBROADCASTI32X4 (R10), Z10
+	VAESENCLAST     Z10, Z12, Z12
+	JMP             tweaked468
+
+narrowTweak467:
+	VMOVQ       (R8), X12
+	VMOVQ       8(R8), X8
+	VPUNPCKLQDQ X8, X12, X12
+	VPXOR       (BX), X12, X12
+	CMPQ        R12, $0x0a
+	JE          aes128_470
+	VAESENC     16(BX), X12, X12
+	VAESENC     32(BX), X12, X12
+	VAESENC     48(BX), X12, X12
+	VAESENC     64(BX), X12, X12
+
+aes128_470:
+	VAESENC     -144(R10), X12, X12
+	VAESENC     -128(R10), X12, X12
+	VAESENC     -112(R10), X12, X12
+	VAESENC     -96(R10), X12, X12
+	VAESENC     -80(R10), X12, X12
+	VAESENC     -64(R10), X12, X12
+	VAESENC     -48(R10), X12, X12
+	VAESENC     -32(R10), X12, X12
+	VAESENC     -16(R10), X12, X12
+	VAESENCLAST (R10), X12, X12
+	VSHUFI64X2  $0x00, Z12, Z12, Z12
+
+tweaked468:
+	VBROADCASTI32X4 (AX), Z16
+	VBROADCASTI32X4 16(AX), Z17
+	VBROADCASTI32X4 32(AX), Z18
+	VBROADCASTI32X4 48(AX), Z19
+	VBROADCASTI32X4 64(AX), Z20
+	VBROADCASTI32X4 -144(R9), Z21
+	VBROADCASTI32X4 -128(R9), Z22
+	VBROADCASTI32X4 -112(R9), Z23
+	VBROADCASTI32X4 -96(R9), Z24
+	VBROADCASTI32X4 -80(R9), Z25
+	VBROADCASTI32X4 -64(R9), Z26
+	VBROADCASTI32X4 -48(R9), Z27
+	VBROADCASTI32X4 -32(R9), Z28
+	VBROADCASTI32X4 -16(R9), Z29
+	VBROADCASTI32X4 (R9), Z30
+	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
+	TESTQ           R11, R11
+	JZ              bulk471
+	DECQ            DX
+
+	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
+	// X0 = PP = XEX^-1(C_m, T_m+1); X2 = the tail of src moved to byte 0
+	// (ctsShuffle window X5); PP's first tail bytes, moved to the end (X7),
+	// stored at dst+n-16; CC = blend(X2, PP) waits for the bulk's final
+	// vector, which decrypts it as block m.
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_472:
+	CMPQ       R13, $0x40
+	JB         xrest473
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_472
+
+xrest473:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X3, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_474
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_474:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X5
+	VPSHUFB     X5, X2, X2
+	VMOVDQU     (R8)(R11*1), X6
+	VPSHUFB     X6, X0, X7
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X7, (R14)(R11*1)
+	VPBLENDVB   X5, X0, X2, X15
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks479
+	CMPQ       DX, $0x30
+	JB         noPeel480
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_482
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_482:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop481
+
+noPeel480:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop481:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair483:
+	CMPQ       DX, $0x20
+	JB         single484
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_487
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_487:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_488
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_488:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair483
+
+single484:
+	CMPQ       DX, $0x10
+	JB         exitA485
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_489
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_489:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert490
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_491
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_491:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone486
+
+convert490:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone486
+
+exitA485:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert492
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_493
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_493:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone486
+
+convert492:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone486:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec476
+
+fewBlocks479:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec476:
+	CMPQ       DX, $0x04
+	JB         partial477
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_494
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_494:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec476
+
+partial477:
+	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
+	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
+	// r = 0: CC alone in xmm.
+	CMPQ         DX, $0x02
+	JB           group1_496
+	VMOVDQU      (SI), Y0
+	JE           groupZ498
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_500
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_500:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	JMP         group3_499
+
+groupZ498:
+	VINSERTI32X4 $0x02, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_501
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_501:
+	VAESDEC       Z21, Z0, Z0
+	VAESDEC       Z22, Z0, Z0
+	VAESDEC       Z23, Z0, Z0
+	VAESDEC       Z24, Z0, Z0
+	VAESDEC       Z25, Z0, Z0
+	VAESDEC       Z26, Z0, Z0
+	VAESDEC       Z27, Z0, Z0
+	VAESDEC       Z28, Z0, Z0
+	VAESDEC       Z29, Z0, Z0
+	VPXORD        Z30, Z4, Z8
+	VAESDECLAST   Z8, Z0, Z0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X1
+	VMOVDQU       X1, 32(DI)
+	JMP           groupDone495
+
+group3_499:
+	VMOVDQU64 Z0, (DI)
+	JMP       groupDone495
+
+group1_496:
+	TESTQ       DX, DX
+	JZ          group0_497
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, X15, Y0, Y0
+	VPTERNLOGD  $0x96, Y16, Y4, Y0
+	CMPQ        R12, $0x0a
+	JE          aes128_502
+	VAESDEC     Y17, Y0, Y0
+	VAESDEC     Y18, Y0, Y0
+	VAESDEC     Y19, Y0, Y0
+	VAESDEC     Y20, Y0, Y0
+
+aes128_502:
+	VAESDEC     Y21, Y0, Y0
+	VAESDEC     Y22, Y0, Y0
+	VAESDEC     Y23, Y0, Y0
+	VAESDEC     Y24, Y0, Y0
+	VAESDEC     Y25, Y0, Y0
+	VAESDEC     Y26, Y0, Y0
+	VAESDEC     Y27, Y0, Y0
+	VAESDEC     Y28, Y0, Y0
+	VAESDEC     Y29, Y0, Y0
+	VPXORD      Y30, Y4, Y8
+	VAESDECLAST Y8, Y0, Y0
+	VMOVDQU     Y0, (DI)
+	JMP         groupDone495
+
+group0_497:
+	VMOVDQA    X15, X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_503
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_503:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+
+groupDone495:
+	JMP end504
+
+bulk471:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks509
+	CMPQ       DX, $0x30
+	JB         noPeel510
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_512
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_512:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop511
+
+noPeel510:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop511:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair513:
+	CMPQ       DX, $0x20
+	JB         single514
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_517
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_517:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_518
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_518:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair513
+
+single514:
+	CMPQ       DX, $0x10
+	JB         exitA515
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_519
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_519:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert520
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_521
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_521:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone516
+
+convert520:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone516
+
+exitA515:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert522
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_523
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_523:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone516
+
+convert522:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone516:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec506
+
+fewBlocks509:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec506:
+	CMPQ       DX, $0x04
+	JB         partial507
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_524
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_524:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec506
+
+partial507:
+	TESTQ DX, DX
+	JZ    bulkDone508
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one525
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_526
+	VAESDEC    Y17, Y0, Y0
+	VAESDEC    Y18, Y0, Y0
+	VAESDEC    Y19, Y0, Y0
+	VAESDEC    Y20, Y0, Y0
+
+aes128_526:
+	VAESDEC       Y21, Y0, Y0
+	VAESDEC       Y22, Y0, Y0
+	VAESDEC       Y23, Y0, Y0
+	VAESDEC       Y24, Y0, Y0
+	VAESDEC       Y25, Y0, Y0
+	VAESDEC       Y26, Y0, Y0
+	VAESDEC       Y27, Y0, Y0
+	VAESDEC       Y28, Y0, Y0
+	VAESDEC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESDECLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone508
+
+one525:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_527
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_527:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone508:
+end504:
 	VZEROUPPER
 	RET
 
@@ -9924,7 +14778,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_336
+	JE              aes128_528
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9934,7 +14788,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_336:
+aes128_528:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -9958,7 +14812,7 @@ aes128_336:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general340
+	JNZ       general532
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9976,7 +14830,7 @@ aes128_336:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_341
+	JE              aes128_533
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -9986,7 +14840,7 @@ aes128_336:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_341:
+aes128_533:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -10033,10 +14887,13 @@ aes128_341:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	MOVQ       R10, DX
 
-	// Per iteration: 16 blocks of one unit, as in the main loop of
-	// xtsEncVAES512; after round 7 either the tweak vectors advance by x^16
-	// or, in the unit's last iteration, the next unit's are built.
-pipe342:
+	// Per iteration: 16 blocks of one unit: loads; whitening with tweak and
+	// key 0 in one XOR; the last round's keys key14^tweak into Z8-Z11; rounds
+	// 1-7; then either every tweak vector times x^16 (byte shifts, the top 16
+	// bits reduced by shifts and XORs) or, in the unit's
+	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
+	// last round; stores.
+pipe534:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -10050,7 +14907,7 @@ pipe342:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_343
+	JE         aes128_535
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -10068,7 +14925,7 @@ pipe342:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_343:
+aes128_535:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -10082,7 +14939,7 @@ aes128_343:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd344
+	JE         unitEnd536
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -10111,12 +14968,12 @@ aes128_343:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont347
+	JMP        cont539
 
-unitEnd344:
+unitEnd536:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit346
+	JNZ       nextUnit538
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -10134,7 +14991,7 @@ unitEnd344:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_348
+	JE              aes128_540
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -10144,7 +15001,7 @@ unitEnd344:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_348:
+aes128_540:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -10167,7 +15024,7 @@ aes128_348:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit346:
+nextUnit538:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -10192,7 +15049,7 @@ nextUnit346:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont347:
+cont539:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -10229,11 +15086,11 @@ cont347:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe342
-	JMP         done339
+	JNZ         pipe534
+	JMP         done531
 
-general340:
-group337:
+general532:
+group529:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -10251,7 +15108,7 @@ group337:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_349
+	JE              aes128_541
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -10261,7 +15118,7 @@ group337:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_349:
+aes128_541:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -10284,7 +15141,7 @@ aes128_349:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit338:
+unit530:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -10315,9 +15172,9 @@ unit338:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main350:
+main542:
 	CMPQ       DX, $0x10
-	JB         vec351
+	JB         vec543
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -10331,7 +15188,7 @@ main350:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_354
+	JE         aes128_546
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -10349,7 +15206,7 @@ main350:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_354:
+aes128_546:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -10425,22 +15282,22 @@ aes128_354:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main350
+	JMP         main542
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec351:
+vec543:
 	CMPQ       DX, $0x04
-	JB         partial352
+	JB         partial544
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_355
+	JE         aes128_547
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_355:
+aes128_547:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -10459,28 +15316,28 @@ aes128_355:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec351
+	JMP         vec543
 
-partial352:
+partial544:
 	TESTQ DX, DX
-	JZ    bulkDone353
+	JZ    bulkDone545
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one356
+	JB         one548
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_357
+	JE         aes128_549
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_357:
+aes128_549:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -10497,19 +15354,19 @@ aes128_357:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone353
+	JZ            bulkDone545
 
-one356:
+one548:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_358
+	JE         aes128_550
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_358:
+aes128_550:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -10525,15 +15382,670 @@ aes128_358:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone353:
+bulkDone545:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done339
+	JZ      done531
 	DECQ    R11
-	JNZ     unit338
-	JMP     group337
+	JNZ     unit530
+	JMP     group529
 
-done339:
+done531:
+	VZEROUPPER
+	RET
+
+// func xtsDecSectorsVAES512C(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, unit int, sector uint64, step uint64)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
+	// XTS-AES decryption of n/unit data units with VAES on 512-bit vectors.
+	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/CX the address of
+	// their last round keys, DI dst, SI src, R8 blocks left in the batch, R10
+	// blocks per unit, DX blocks left in the unit, R13 the next group's first
+	// sector number, R14 step, R11 units left in the current group.
+	// The tweaks of 4 units at a time are encrypted with key2 in one vector
+	// chain (lane j: sector number j of the group), one group ahead, so that
+	// chain runs while the previous group's data is being processed.
+	// Z12 the current group's encrypted tweaks (rotated so lane 0 is the
+	// current unit's), Z13 the next group's, Z14 its sector numbers, Z15 a
+	// key2 round key (Z14-Z15 are the main loop's tweak-update scratch); the
+	// rest as in xtsEncVAES512.
+	MOVQ            ks+0(FP), AX
+	MOVQ            tk+8(FP), BX
+	MOVQ            rounds+16(FP), R12
+	MOVQ            dst+24(FP), DI
+	MOVQ            src+32(FP), SI
+	MOVQ            n+40(FP), R8
+	MOVQ            unit+48(FP), R10
+	MOVQ            sector+56(FP), R13
+	MOVQ            step+64(FP), R14
+	MOVQ            R12, R9
+	SHLQ            $0x04, R9
+	MOVQ            R9, CX
+	ADDQ            AX, R9
+	ADDQ            BX, CX
+	VBROADCASTI32X4 (AX), Z16
+	VBROADCASTI32X4 16(AX), Z17
+	VBROADCASTI32X4 32(AX), Z18
+	VBROADCASTI32X4 48(AX), Z19
+	VBROADCASTI32X4 64(AX), Z20
+	VBROADCASTI32X4 -144(R9), Z21
+	VBROADCASTI32X4 -128(R9), Z22
+	VBROADCASTI32X4 -112(R9), Z23
+	VBROADCASTI32X4 -96(R9), Z24
+	VBROADCASTI32X4 -80(R9), Z25
+	VBROADCASTI32X4 -64(R9), Z26
+	VBROADCASTI32X4 -48(R9), Z27
+	VBROADCASTI32X4 -32(R9), Z28
+	VBROADCASTI32X4 -16(R9), Z29
+	VBROADCASTI32X4 (R9), Z30
+	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
+	SHRQ            $0x04, R8
+	SHRQ            $0x04, R10
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_551
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_551:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+
+	// Units of a multiple of 16 blocks: the pipelined loop.
+	TESTQ     $0x0000000f, R10
+	JNZ       general555
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_556
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_556:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	MOVQ       R10, DX
+
+	// Per iteration: 16 blocks of one unit: loads; whitening with tweak and
+	// key 0 in one XOR; the last round's keys key14^tweak into Z8-Z11; rounds
+	// 1-7; then either every tweak vector times x^16 (byte shifts, the top 16
+	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
+	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
+	// last round; stores.
+pipe557:
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_558
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_558:
+	VAESDEC    Z21, Z0, Z0
+	VAESDEC    Z21, Z1, Z1
+	VAESDEC    Z21, Z2, Z2
+	VAESDEC    Z21, Z3, Z3
+	VAESDEC    Z22, Z0, Z0
+	VAESDEC    Z22, Z1, Z1
+	VAESDEC    Z22, Z2, Z2
+	VAESDEC    Z22, Z3, Z3
+	VAESDEC    Z23, Z0, Z0
+	VAESDEC    Z23, Z1, Z1
+	VAESDEC    Z23, Z2, Z2
+	VAESDEC    Z23, Z3, Z3
+	CMPQ       DX, $0x10
+	JE         unitEnd559
+	VPSRLDQ    $0x0e, Z4, Z14
+	VPSLLDQ    $0x02, Z4, Z4
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z4, Z4
+	VPSRLDQ    $0x0e, Z5, Z14
+	VPSLLDQ    $0x02, Z5, Z5
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z5, Z5
+	VPSRLDQ    $0x0e, Z6, Z14
+	VPSLLDQ    $0x02, Z6, Z6
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z6, Z6
+	VPSRLDQ    $0x0e, Z7, Z14
+	VPSLLDQ    $0x02, Z7, Z7
+	VPCLMULQDQ $0x00, Z31, Z14, Z14
+	VPXORD     Z14, Z7, Z7
+	JMP        cont562
+
+unitEnd559:
+	VALIGNQ   $0x02, Z12, Z12, Z12
+	DECQ      R11
+	JNZ       nextUnit561
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_563
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_563:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+nextUnit561:
+	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
+	VSHUFI64X2 $0x00, Z12, Z12, Z7
+	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+0(SB), Z7, Z4
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+64(SB), Z7, Z5
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+128(SB), Z7, Z6
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z7, Z14
+	VPSLLVQ    laneShiftL<>+192(SB), Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z14, Z15
+	VPSLLDQ    $0x08, Z14, Z14
+	VPTERNLOGD $0x96, Z15, Z14, Z7
+	LEAQ       16(R10), DX
+
+cont562:
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	SUBQ        $0x10, R8
+	JNZ         pipe557
+	JMP         done554
+
+general555:
+group552:
+	VMOVDQA64 Z13, Z12
+
+	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
+	VMOVQ           R13, X14
+	LEAQ            (R13)(R14*1), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x01, X15, Z14, Z14
+	LEAQ            (R13)(R14*2), DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x02, X15, Z14, Z14
+	ADDQ            R14, DX
+	VMOVQ           DX, X15
+	VINSERTI32X4    $0x03, X15, Z14, Z14
+	LEAQ            (R13)(R14*4), R13
+	VBROADCASTI32X4 (BX), Z15
+	VPXORD          Z15, Z14, Z14
+	CMPQ            R12, $0x0a
+	JE              aes128_564
+	VBROADCASTI32X4 16(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 32(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 48(BX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 64(BX), Z15
+	VAESENC         Z15, Z14, Z14
+
+aes128_564:
+	VBROADCASTI32X4 -144(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -128(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -112(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -96(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -80(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -64(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -48(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -32(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 -16(CX), Z15
+	VAESENC         Z15, Z14, Z14
+	VBROADCASTI32X4 (CX), Z15
+	VAESENCLAST     Z15, Z14, Z13
+	MOVQ            $0x00000004, R11
+
+unit553:
+	MOVQ R10, DX
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	VSHUFI64X2 $0x00, Z12, Z12, Z8
+	VPSRLVQ    laneShiftR<>+0(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z8, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z8, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z8, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z8, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z8, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Main loop, per iteration: 16 blocks in four vectors; whitening with
+	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
+	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
+	// shifts and XORs); rounds 8-13; the last round.
+main565:
+	CMPQ       DX, $0x10
+	JB         vec566
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	VPXORD     Z30, Z4, Z8
+	VPXORD     Z30, Z5, Z9
+	VPXORD     Z30, Z6, Z10
+	VPXORD     Z30, Z7, Z11
+	CMPQ       R12, $0x0a
+	JE         aes128_569
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_569:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z14
+	VPSLLDQ     $0x02, Z4, Z4
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z4, Z4
+	VPSRLDQ     $0x0e, Z5, Z14
+	VPSLLDQ     $0x02, Z5, Z5
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z5, Z5
+	VPSRLDQ     $0x0e, Z6, Z14
+	VPSLLDQ     $0x02, Z6, Z6
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z6, Z6
+	VPSRLDQ     $0x0e, Z7, Z14
+	VPSLLDQ     $0x02, Z7, Z7
+	VPCLMULQDQ  $0x00, Z31, Z14, Z14
+	VPXORD      Z14, Z7, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	JMP         main565
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec566:
+	CMPQ       DX, $0x04
+	JB         partial567
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_570
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_570:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec566
+
+partial567:
+	TESTQ DX, DX
+	JZ    bulkDone568
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one571
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_572
+	VAESDEC    Y17, Y0, Y0
+	VAESDEC    Y18, Y0, Y0
+	VAESDEC    Y19, Y0, Y0
+	VAESDEC    Y20, Y0, Y0
+
+aes128_572:
+	VAESDEC       Y21, Y0, Y0
+	VAESDEC       Y22, Y0, Y0
+	VAESDEC       Y23, Y0, Y0
+	VAESDEC       Y24, Y0, Y0
+	VAESDEC       Y25, Y0, Y0
+	VAESDEC       Y26, Y0, Y0
+	VAESDEC       Y27, Y0, Y0
+	VAESDEC       Y28, Y0, Y0
+	VAESDEC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESDECLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone568
+
+one571:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_573
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_573:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone568:
+	VALIGNQ $0x02, Z12, Z12, Z12
+	SUBQ    R10, R8
+	JZ      done554
+	DECQ    R11
+	JNZ     unit553
+	JMP     group552
+
+done554:
 	VZEROUPPER
 	RET
 
@@ -10578,7 +16090,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_359
+	JE             aes128_574
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -10588,7 +16100,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_359:
+aes128_574:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -10610,7 +16122,7 @@ aes128_359:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group360:
+group575:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -10622,7 +16134,7 @@ group360:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_363
+	JE             aes128_578
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -10632,7 +16144,7 @@ group360:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_363:
+aes128_578:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -10655,7 +16167,7 @@ aes128_363:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit361:
+unit576:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -10690,9 +16202,9 @@ unit361:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main364:
+main579:
 	CMPQ           DX, $0x08
-	JB             vec365
+	JB             vec580
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -10707,7 +16219,7 @@ main364:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_368
+	JE             aes128_583
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10729,7 +16241,7 @@ main364:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_368:
+aes128_583:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10807,18 +16319,18 @@ aes128_368:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main364
+	JMP            main579
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec365:
+vec580:
 	CMPQ           DX, $0x02
-	JB             partial366
+	JB             partial581
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_369
+	JE             aes128_584
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -10828,7 +16340,7 @@ vec365:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_369:
+aes128_584:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -10857,24 +16369,24 @@ aes128_369:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec365
+	JMP            vec580
 
-partial366:
+partial581:
 	TESTQ DX, DX
-	JZ    bulkDone367
+	JZ    bulkDone582
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_371
+	JE      aes128_586
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_371:
+aes128_586:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10890,14 +16402,14 @@ aes128_371:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone367:
+bulkDone582:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done362
+	JZ     done577
 	DECQ   R11
-	JNZ    unit361
-	JMP    group360
+	JNZ    unit576
+	JMP    group575
 
-done362:
+done577:
 	VZEROUPPER
 	RET

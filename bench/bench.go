@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/aesni"
+	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/internal/impl"
 )
 
@@ -83,10 +84,16 @@ type Report struct {
 	Dispatch  []Dispatch `json:"dispatch"`
 	Rule      []Rule     `json:"dispatch_rule"`
 	PreferYMM bool       `json:"prefers_ymm"`
-	Peer      string     `json:"peer,omitempty"` // openssl version, with --peers
-	Roofline  []Roofline `json:"roofline,omitempty"`
-	Results   []Result   `json:"results"`
-	Notes     []string   `json:"notes,omitempty"`
+	// DispatchSource says where the XTS choice came from: the per-CPU
+	// table's row (internal/cpuid), a timing at start-up, or the features.
+	DispatchSource string `json:"dispatch_source"`
+	// Blake2b is the BLAKE2b compression function single messages use,
+	// and where that choice came from.
+	Blake2b  string     `json:"blake2b_compress"`
+	Peer     string     `json:"peer,omitempty"` // openssl version, with --peers
+	Roofline []Roofline `json:"roofline,omitempty"`
+	Results  []Result   `json:"results"`
+	Notes    []string   `json:"notes,omitempty"`
 }
 
 // Timing records how the figures were taken.
@@ -292,6 +299,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		r.Rule = append(r.Rule, Rule{MinLen: d.MinLen, Variant: d.Impl.String()})
 	}
 	r.PreferYMM = aesni.PrefersYMM()
+	r.DispatchSource = aesni.DispatchSource()
+	r.Blake2b = blake2b.CompressDispatch()
 
 	var peer *openssl
 	if c.Peers {
@@ -340,9 +349,6 @@ func (r *Report) derive() {
 	for i := range r.Results {
 		res := &r.Results[i]
 		k := key{res.KeyBits, res.Size, res.Op}
-		if res.Impl != ImplXtsctl {
-			continue
-		}
 		if res.Mode == ModeBatch {
 			if res.Threads == 1 {
 				if oneWorker[k] == nil {
@@ -350,6 +356,9 @@ func (r *Report) derive() {
 				}
 				oneWorker[k][res.label()] = res.MBps.Median
 			}
+			continue
+		}
+		if res.Impl != ImplXtsctl {
 			continue
 		}
 		// xtsctl's figure for ratios: the dispatched variant, else the first.
@@ -366,7 +375,7 @@ func (r *Report) derive() {
 		if b := best[res.KeyBits]; b > 0 && res.Mode == ModeUnit {
 			res.RooflineFraction = res.MBps.Median / b
 		}
-		if o := ours[k]; res.Impl != ImplXtsctl && o > 0 && res.MBps.Median > 0 {
+		if o := ours[k]; res.Impl != ImplXtsctl && res.Mode == ModeUnit && o > 0 && res.MBps.Median > 0 {
 			res.Ratio = o / res.MBps.Median
 		}
 		if one := oneWorker[k][res.label()]; res.Mode == ModeBatch && one > 0 {

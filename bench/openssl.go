@@ -48,10 +48,32 @@ func speedArgs(keyBits, size int, decrypt bool, seconds int) []string {
 	return args
 }
 
+// multiArgs are the arguments of an openssl speed run that times the wall
+// clock (-elapsed) over procs processes (-multi, when more than one): the
+// peer of the sector layer's figures with that many workers.
+func multiArgs(keyBits, size int, decrypt bool, seconds, procs int) []string {
+	args := []string{"speed", "-elapsed"}
+	if procs > 1 {
+		args = append(args, "-multi", strconv.Itoa(procs))
+	}
+	return append(args, speedArgs(keyBits, size, decrypt, seconds)[1:]...)
+}
+
 // speed runs openssl speed for one point and returns its MB/s.
 func (o *openssl) speed(ctx context.Context, keyBits, size int, decrypt bool, d time.Duration) (float64, error) {
 	seconds := max(1, int((d+time.Second-1)/time.Second)) // openssl counts whole seconds
-	cmd := exec.CommandContext(ctx, o.path, speedArgs(keyBits, size, decrypt, seconds)...)
+	return o.run(ctx, keyBits, size, speedArgs(keyBits, size, decrypt, seconds))
+}
+
+// speedMulti runs openssl speed -elapsed in procs processes at once and
+// returns their total MB/s (openssl adds up what each process reports).
+func (o *openssl) speedMulti(ctx context.Context, keyBits, size int, decrypt bool, d time.Duration, procs int) (float64, error) {
+	seconds := max(1, int((d+time.Second-1)/time.Second))
+	return o.run(ctx, keyBits, size, multiArgs(keyBits, size, decrypt, seconds, procs))
+}
+
+func (o *openssl) run(ctx context.Context, keyBits, size int, args []string) (float64, error) {
+	cmd := exec.CommandContext(ctx, o.path, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -60,7 +82,7 @@ func (o *openssl) speed(ctx context.Context, keyBits, size int, decrypt bool, d 
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
-		return 0, fmt.Errorf("openssl %s: %w (%s)", strings.Join(speedArgs(keyBits, size, decrypt, seconds), " "), err, msg)
+		return 0, fmt.Errorf("openssl %s: %w (%s)", strings.Join(args, " "), err, msg)
 	}
 	bps, err := parseSpeed(out, opensslCipher(keyBits), size)
 	if err != nil {
@@ -75,6 +97,8 @@ func (o *openssl) speed(ctx context.Context, keyBits, size int, decrypt bool, d 
 //	type             16 bytes     64 bytes ...
 //	AES-256-XTS     602041.31k  2126959.93k ...
 //
+// (with -multi, the lengths come from the children's "Got: +H:16:64 from
+// 0" lines instead of the "type" header)
 // and returns the bytes per second of cipher (any case) at size.
 func parseSpeed(out []byte, cipher string, size int) (float64, error) {
 	var sizes []int
@@ -82,6 +106,19 @@ func parseSpeed(out []byte, cipher string, size int) (float64, error) {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
+			continue
+		}
+		// With -multi the children report to the parent, whose table has
+		// no header; "Got: +H:16:64 from 0" gives its lengths instead.
+		if h, ok := strings.CutPrefix(sc.Text(), "Got: +H:"); ok && sizes == nil {
+			h, _, _ = strings.Cut(h, " ")
+			for _, field := range strings.Split(h, ":") {
+				n, err := strconv.Atoi(field)
+				if err != nil {
+					return 0, fmt.Errorf("openssl speed: unexpected length list %q", sc.Text())
+				}
+				sizes = append(sizes, n)
+			}
 			continue
 		}
 		if f[0] == "type" {

@@ -29,6 +29,7 @@ func TestParseSpeed(t *testing.T) {
 		{"openssl-3.0-speed-aes-256-xts-default.txt", "AES-256-XTS", 16384, 6669341.26e3},
 		{"openssl-3.0-speed-aes-256-xts-1420.txt", "aes-256-xts", 1420, 5612272.04e3},
 		{"openssl-3.0-speed-aes-128-xts-decrypt-4096.txt", "aes-128-xts", 4096, 9076032.00e3},
+		{"openssl-3.0-speed-elapsed-multi2-aes-256-xts-4096.txt", "aes-256-xts", 4096, 5065621.50e3},
 	} {
 		got, err := parseSpeed(readTestdata(t, c.file), c.cipher, c.size)
 		if err != nil {
@@ -56,6 +57,7 @@ func TestParseSpeedErrors(t *testing.T) {
 		{"column count", "type 16 bytes 64 bytes\nAES-256-XTS 1.00k\n", "aes-256-xts", 16, "1 results for 2 lengths"},
 		{"no k", "type 16 bytes\nAES-256-XTS 1.00\n", "aes-256-xts", 16, "not in 1000s"},
 		{"not a number", "type 16 bytes\nAES-256-XTS x.yzk\n", "aes-256-xts", 16, "bad result"},
+		{"bad multi lengths", "Got: +H:16:x from 0\nAES-256-XTS 1.00k\n", "aes-256-xts", 16, "unexpected length list"},
 	} {
 		_, err := parseSpeed([]byte(c.out), c.cipher, c.size)
 		if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -70,6 +72,14 @@ func TestSpeedArgs(t *testing.T) {
 	got := strings.Join(speedArgs(512, 1420, true, 1), " ")
 	if want := "speed -evp aes-256-xts -bytes 1420 -seconds 1 -decrypt"; got != want {
 		t.Errorf("speedArgs = %q, want %q", got, want)
+	}
+	got = strings.Join(multiArgs(512, 4096, false, 2, 3), " ")
+	if want := "speed -elapsed -multi 3 -evp aes-256-xts -bytes 4096 -seconds 2"; got != want {
+		t.Errorf("multiArgs = %q, want %q", got, want)
+	}
+	got = strings.Join(multiArgs(256, 512, true, 1, 1), " ")
+	if want := "speed -elapsed -evp aes-128-xts -bytes 512 -seconds 1 -decrypt"; got != want {
+		t.Errorf("multiArgs = %q, want %q", got, want)
 	}
 	if got := opensslCipher(256); got != "aes-128-xts" {
 		t.Errorf("opensslCipher(256) = %q, want aes-128-xts", got)

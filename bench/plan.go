@@ -102,6 +102,9 @@ func newPlan(c Config, r *Report, keys, sizes []int, variants []string, peer *op
 				}
 				for _, op := range []string{"encrypt", "decrypt"} {
 					p.multi = append(p.multi, p.batchGroup(k, n, op, variants, workers))
+					if peer != nil && c.Threads > 1 {
+						p.multi = append(p.multi, p.peerMulti(peer, k, n, op, c.Threads))
+					}
 				}
 			}
 		}
@@ -346,6 +349,37 @@ func (p *plan) peer(o *openssl, keyBits, size int, op string) point {
 			}
 			p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplOpenSSL, Mode: ModeUnit, Threads: 1},
 				Stats{Median: mbps, Min: mbps, Max: mbps, Q1: mbps, Q3: mbps, Runs: 1})
+			return nil
+		},
+	}
+}
+
+// peerMulti measures openssl speed -elapsed in one process and in procs
+// processes at once (-multi), taking turns, at most three times each: the
+// gain more cores give a program that shares nothing between them, beside
+// the sector layer's with as many workers.
+func (p *plan) peerMulti(o *openssl, keyBits, size int, op string, procs int) point {
+	return point{
+		what: fmt.Sprintf("openssl speed -multi %d, %d-bit key, %d bytes, %s", procs, keyBits, size, op),
+		run: func(ctx context.Context, t timer) error {
+			rounds := max(1, min(t.runs, 3))
+			per := [2][]float64{}
+			for range rounds {
+				for i, n := range []int{1, procs} {
+					mbps, err := o.speedMulti(ctx, keyBits, size, op == "decrypt", t.budget/time.Duration(rounds), n)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if err != nil {
+						p.report.note("%v", err)
+						return nil
+					}
+					per[i] = append(per[i], mbps)
+				}
+			}
+			for i, n := range []int{1, procs} {
+				p.add(Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplOpenSSL, Mode: ModeBatch, Threads: n}, summarise(per[i]))
+			}
 			return nil
 		},
 	}

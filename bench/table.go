@@ -23,6 +23,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(batch) > 0 {
 		fmt.Fprintf(&b, "\n# sector layer (sector.Codec), %s per call, wall clock; scaling = this / 1 worker\n", bytesize.Exact(int64(r.Timing.BatchBytes)))
 		writeRows(&b, r, batch, true)
+		writeCores(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -67,6 +68,12 @@ func writeHeader(b *strings.Builder, r *Report) {
 		d = append(d, fmt.Sprintf("%d:%s", x.Size, x.Variant))
 	}
 	fmt.Fprintf(b, "dispatch  %s\n", strings.Join(d, " "))
+	if r.DispatchSource != "" {
+		fmt.Fprintf(b, "          from %s\n", r.DispatchSource)
+	}
+	if r.Blake2b != "" {
+		fmt.Fprintf(b, "blake2b   compression function for single messages: %s\n", r.Blake2b)
+	}
 	if r.Peer != "" {
 		fmt.Fprintf(b, "peer      %s (openssl speed -evp, CPU time)\n", r.Peer)
 	}
@@ -75,6 +82,35 @@ func writeHeader(b *strings.Builder, r *Report) {
 	}
 	if r.Config.Integrity {
 		fmt.Fprintf(b, "integrity each message also gets a keyed BLAKE2b-%d tag (encrypt: tag after; decrypt: verify first)\n", 8*r.Config.TagSize)
+	}
+}
+
+// writeCores sets the sector layer's scaling beside that of openssl speed
+// -multi with as many processes (--threads with --peers): the share of
+// openssl's gain from more cores that the codec's workers reach.
+func writeCores(b *strings.Builder, r *Report) {
+	type key struct {
+		keyBits, size, threads int
+		op                     string
+	}
+	peer := map[key]float64{}
+	for _, x := range r.Results {
+		if x.Mode == ModeBatch && x.Impl == ImplOpenSSL && x.Threads > 1 {
+			peer[key{x.KeyBits, x.Size, x.Threads, x.Op}] = x.Scaling
+		}
+	}
+	if len(peer) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n# cores: the codec's scaling with N workers over that of openssl speed -elapsed -multi N (goal: at least 0.95)\n")
+	for _, x := range r.Results {
+		if x.Mode != ModeBatch || x.Impl != ImplXtsctl || x.Threads < 2 || !(x.Auto || x.Dispatched) || x.Scaling == 0 {
+			continue
+		}
+		if o := peer[key{x.KeyBits, x.Size, x.Threads, x.Op}]; o > 0 {
+			fmt.Fprintf(b, "cores     %db %d B %s, %d workers: xtsctl %.2fx, openssl %.2fx: %.2f of openssl's gain\n",
+				x.KeyBits, x.Size, x.Op, x.Threads, x.Scaling, o, x.Scaling/o)
+		}
 	}
 }
 

@@ -82,392 +82,6 @@ DATA rot16<>+30(SB)/1, $0x18
 DATA rot16<>+31(SB)/1, $0x19
 GLOBL rot16<>(SB), RODATA|NOPTR, $32
 
-DATA rowSched<>+0(SB)/1, $0x00
-DATA rowSched<>+1(SB)/1, $0x02
-DATA rowSched<>+2(SB)/1, $0x04
-DATA rowSched<>+3(SB)/1, $0x06
-DATA rowSched<>+4(SB)/1, $0x00
-DATA rowSched<>+5(SB)/1, $0x00
-DATA rowSched<>+6(SB)/1, $0x00
-DATA rowSched<>+7(SB)/1, $0x00
-DATA rowSched<>+8(SB)/1, $0x01
-DATA rowSched<>+9(SB)/1, $0x03
-DATA rowSched<>+10(SB)/1, $0x05
-DATA rowSched<>+11(SB)/1, $0x07
-DATA rowSched<>+12(SB)/1, $0x00
-DATA rowSched<>+13(SB)/1, $0x00
-DATA rowSched<>+14(SB)/1, $0x00
-DATA rowSched<>+15(SB)/1, $0x00
-DATA rowSched<>+16(SB)/1, $0x0e
-DATA rowSched<>+17(SB)/1, $0x08
-DATA rowSched<>+18(SB)/1, $0x0a
-DATA rowSched<>+19(SB)/1, $0x0c
-DATA rowSched<>+20(SB)/1, $0x00
-DATA rowSched<>+21(SB)/1, $0x00
-DATA rowSched<>+22(SB)/1, $0x00
-DATA rowSched<>+23(SB)/1, $0x00
-DATA rowSched<>+24(SB)/1, $0x0f
-DATA rowSched<>+25(SB)/1, $0x09
-DATA rowSched<>+26(SB)/1, $0x0b
-DATA rowSched<>+27(SB)/1, $0x0d
-DATA rowSched<>+28(SB)/1, $0x00
-DATA rowSched<>+29(SB)/1, $0x00
-DATA rowSched<>+30(SB)/1, $0x00
-DATA rowSched<>+31(SB)/1, $0x00
-DATA rowSched<>+32(SB)/1, $0x0e
-DATA rowSched<>+33(SB)/1, $0x04
-DATA rowSched<>+34(SB)/1, $0x09
-DATA rowSched<>+35(SB)/1, $0x0d
-DATA rowSched<>+36(SB)/1, $0x00
-DATA rowSched<>+37(SB)/1, $0x00
-DATA rowSched<>+38(SB)/1, $0x00
-DATA rowSched<>+39(SB)/1, $0x00
-DATA rowSched<>+40(SB)/1, $0x0a
-DATA rowSched<>+41(SB)/1, $0x08
-DATA rowSched<>+42(SB)/1, $0x0f
-DATA rowSched<>+43(SB)/1, $0x06
-DATA rowSched<>+44(SB)/1, $0x00
-DATA rowSched<>+45(SB)/1, $0x00
-DATA rowSched<>+46(SB)/1, $0x00
-DATA rowSched<>+47(SB)/1, $0x00
-DATA rowSched<>+48(SB)/1, $0x05
-DATA rowSched<>+49(SB)/1, $0x01
-DATA rowSched<>+50(SB)/1, $0x00
-DATA rowSched<>+51(SB)/1, $0x0b
-DATA rowSched<>+52(SB)/1, $0x00
-DATA rowSched<>+53(SB)/1, $0x00
-DATA rowSched<>+54(SB)/1, $0x00
-DATA rowSched<>+55(SB)/1, $0x00
-DATA rowSched<>+56(SB)/1, $0x03
-DATA rowSched<>+57(SB)/1, $0x0c
-DATA rowSched<>+58(SB)/1, $0x02
-DATA rowSched<>+59(SB)/1, $0x07
-DATA rowSched<>+60(SB)/1, $0x00
-DATA rowSched<>+61(SB)/1, $0x00
-DATA rowSched<>+62(SB)/1, $0x00
-DATA rowSched<>+63(SB)/1, $0x00
-DATA rowSched<>+64(SB)/1, $0x0b
-DATA rowSched<>+65(SB)/1, $0x0c
-DATA rowSched<>+66(SB)/1, $0x05
-DATA rowSched<>+67(SB)/1, $0x0f
-DATA rowSched<>+68(SB)/1, $0x00
-DATA rowSched<>+69(SB)/1, $0x00
-DATA rowSched<>+70(SB)/1, $0x00
-DATA rowSched<>+71(SB)/1, $0x00
-DATA rowSched<>+72(SB)/1, $0x08
-DATA rowSched<>+73(SB)/1, $0x00
-DATA rowSched<>+74(SB)/1, $0x02
-DATA rowSched<>+75(SB)/1, $0x0d
-DATA rowSched<>+76(SB)/1, $0x00
-DATA rowSched<>+77(SB)/1, $0x00
-DATA rowSched<>+78(SB)/1, $0x00
-DATA rowSched<>+79(SB)/1, $0x00
-DATA rowSched<>+80(SB)/1, $0x09
-DATA rowSched<>+81(SB)/1, $0x0a
-DATA rowSched<>+82(SB)/1, $0x03
-DATA rowSched<>+83(SB)/1, $0x07
-DATA rowSched<>+84(SB)/1, $0x00
-DATA rowSched<>+85(SB)/1, $0x00
-DATA rowSched<>+86(SB)/1, $0x00
-DATA rowSched<>+87(SB)/1, $0x00
-DATA rowSched<>+88(SB)/1, $0x04
-DATA rowSched<>+89(SB)/1, $0x0e
-DATA rowSched<>+90(SB)/1, $0x06
-DATA rowSched<>+91(SB)/1, $0x01
-DATA rowSched<>+92(SB)/1, $0x00
-DATA rowSched<>+93(SB)/1, $0x00
-DATA rowSched<>+94(SB)/1, $0x00
-DATA rowSched<>+95(SB)/1, $0x00
-DATA rowSched<>+96(SB)/1, $0x07
-DATA rowSched<>+97(SB)/1, $0x03
-DATA rowSched<>+98(SB)/1, $0x0d
-DATA rowSched<>+99(SB)/1, $0x0b
-DATA rowSched<>+100(SB)/1, $0x00
-DATA rowSched<>+101(SB)/1, $0x00
-DATA rowSched<>+102(SB)/1, $0x00
-DATA rowSched<>+103(SB)/1, $0x00
-DATA rowSched<>+104(SB)/1, $0x09
-DATA rowSched<>+105(SB)/1, $0x01
-DATA rowSched<>+106(SB)/1, $0x0c
-DATA rowSched<>+107(SB)/1, $0x0e
-DATA rowSched<>+108(SB)/1, $0x00
-DATA rowSched<>+109(SB)/1, $0x00
-DATA rowSched<>+110(SB)/1, $0x00
-DATA rowSched<>+111(SB)/1, $0x00
-DATA rowSched<>+112(SB)/1, $0x0f
-DATA rowSched<>+113(SB)/1, $0x02
-DATA rowSched<>+114(SB)/1, $0x05
-DATA rowSched<>+115(SB)/1, $0x04
-DATA rowSched<>+116(SB)/1, $0x00
-DATA rowSched<>+117(SB)/1, $0x00
-DATA rowSched<>+118(SB)/1, $0x00
-DATA rowSched<>+119(SB)/1, $0x00
-DATA rowSched<>+120(SB)/1, $0x08
-DATA rowSched<>+121(SB)/1, $0x06
-DATA rowSched<>+122(SB)/1, $0x0a
-DATA rowSched<>+123(SB)/1, $0x00
-DATA rowSched<>+124(SB)/1, $0x00
-DATA rowSched<>+125(SB)/1, $0x00
-DATA rowSched<>+126(SB)/1, $0x00
-DATA rowSched<>+127(SB)/1, $0x00
-DATA rowSched<>+128(SB)/1, $0x09
-DATA rowSched<>+129(SB)/1, $0x05
-DATA rowSched<>+130(SB)/1, $0x02
-DATA rowSched<>+131(SB)/1, $0x0a
-DATA rowSched<>+132(SB)/1, $0x00
-DATA rowSched<>+133(SB)/1, $0x00
-DATA rowSched<>+134(SB)/1, $0x00
-DATA rowSched<>+135(SB)/1, $0x00
-DATA rowSched<>+136(SB)/1, $0x00
-DATA rowSched<>+137(SB)/1, $0x07
-DATA rowSched<>+138(SB)/1, $0x04
-DATA rowSched<>+139(SB)/1, $0x0f
-DATA rowSched<>+140(SB)/1, $0x00
-DATA rowSched<>+141(SB)/1, $0x00
-DATA rowSched<>+142(SB)/1, $0x00
-DATA rowSched<>+143(SB)/1, $0x00
-DATA rowSched<>+144(SB)/1, $0x03
-DATA rowSched<>+145(SB)/1, $0x0e
-DATA rowSched<>+146(SB)/1, $0x0b
-DATA rowSched<>+147(SB)/1, $0x06
-DATA rowSched<>+148(SB)/1, $0x00
-DATA rowSched<>+149(SB)/1, $0x00
-DATA rowSched<>+150(SB)/1, $0x00
-DATA rowSched<>+151(SB)/1, $0x00
-DATA rowSched<>+152(SB)/1, $0x0d
-DATA rowSched<>+153(SB)/1, $0x01
-DATA rowSched<>+154(SB)/1, $0x0c
-DATA rowSched<>+155(SB)/1, $0x08
-DATA rowSched<>+156(SB)/1, $0x00
-DATA rowSched<>+157(SB)/1, $0x00
-DATA rowSched<>+158(SB)/1, $0x00
-DATA rowSched<>+159(SB)/1, $0x00
-DATA rowSched<>+160(SB)/1, $0x02
-DATA rowSched<>+161(SB)/1, $0x06
-DATA rowSched<>+162(SB)/1, $0x00
-DATA rowSched<>+163(SB)/1, $0x08
-DATA rowSched<>+164(SB)/1, $0x00
-DATA rowSched<>+165(SB)/1, $0x00
-DATA rowSched<>+166(SB)/1, $0x00
-DATA rowSched<>+167(SB)/1, $0x00
-DATA rowSched<>+168(SB)/1, $0x0c
-DATA rowSched<>+169(SB)/1, $0x0a
-DATA rowSched<>+170(SB)/1, $0x0b
-DATA rowSched<>+171(SB)/1, $0x03
-DATA rowSched<>+172(SB)/1, $0x00
-DATA rowSched<>+173(SB)/1, $0x00
-DATA rowSched<>+174(SB)/1, $0x00
-DATA rowSched<>+175(SB)/1, $0x00
-DATA rowSched<>+176(SB)/1, $0x01
-DATA rowSched<>+177(SB)/1, $0x04
-DATA rowSched<>+178(SB)/1, $0x07
-DATA rowSched<>+179(SB)/1, $0x0f
-DATA rowSched<>+180(SB)/1, $0x00
-DATA rowSched<>+181(SB)/1, $0x00
-DATA rowSched<>+182(SB)/1, $0x00
-DATA rowSched<>+183(SB)/1, $0x00
-DATA rowSched<>+184(SB)/1, $0x09
-DATA rowSched<>+185(SB)/1, $0x0d
-DATA rowSched<>+186(SB)/1, $0x05
-DATA rowSched<>+187(SB)/1, $0x0e
-DATA rowSched<>+188(SB)/1, $0x00
-DATA rowSched<>+189(SB)/1, $0x00
-DATA rowSched<>+190(SB)/1, $0x00
-DATA rowSched<>+191(SB)/1, $0x00
-DATA rowSched<>+192(SB)/1, $0x0c
-DATA rowSched<>+193(SB)/1, $0x01
-DATA rowSched<>+194(SB)/1, $0x0e
-DATA rowSched<>+195(SB)/1, $0x04
-DATA rowSched<>+196(SB)/1, $0x00
-DATA rowSched<>+197(SB)/1, $0x00
-DATA rowSched<>+198(SB)/1, $0x00
-DATA rowSched<>+199(SB)/1, $0x00
-DATA rowSched<>+200(SB)/1, $0x05
-DATA rowSched<>+201(SB)/1, $0x0f
-DATA rowSched<>+202(SB)/1, $0x0d
-DATA rowSched<>+203(SB)/1, $0x0a
-DATA rowSched<>+204(SB)/1, $0x00
-DATA rowSched<>+205(SB)/1, $0x00
-DATA rowSched<>+206(SB)/1, $0x00
-DATA rowSched<>+207(SB)/1, $0x00
-DATA rowSched<>+208(SB)/1, $0x08
-DATA rowSched<>+209(SB)/1, $0x00
-DATA rowSched<>+210(SB)/1, $0x06
-DATA rowSched<>+211(SB)/1, $0x09
-DATA rowSched<>+212(SB)/1, $0x00
-DATA rowSched<>+213(SB)/1, $0x00
-DATA rowSched<>+214(SB)/1, $0x00
-DATA rowSched<>+215(SB)/1, $0x00
-DATA rowSched<>+216(SB)/1, $0x0b
-DATA rowSched<>+217(SB)/1, $0x07
-DATA rowSched<>+218(SB)/1, $0x03
-DATA rowSched<>+219(SB)/1, $0x02
-DATA rowSched<>+220(SB)/1, $0x00
-DATA rowSched<>+221(SB)/1, $0x00
-DATA rowSched<>+222(SB)/1, $0x00
-DATA rowSched<>+223(SB)/1, $0x00
-DATA rowSched<>+224(SB)/1, $0x0d
-DATA rowSched<>+225(SB)/1, $0x07
-DATA rowSched<>+226(SB)/1, $0x0c
-DATA rowSched<>+227(SB)/1, $0x03
-DATA rowSched<>+228(SB)/1, $0x00
-DATA rowSched<>+229(SB)/1, $0x00
-DATA rowSched<>+230(SB)/1, $0x00
-DATA rowSched<>+231(SB)/1, $0x00
-DATA rowSched<>+232(SB)/1, $0x0b
-DATA rowSched<>+233(SB)/1, $0x0e
-DATA rowSched<>+234(SB)/1, $0x01
-DATA rowSched<>+235(SB)/1, $0x09
-DATA rowSched<>+236(SB)/1, $0x00
-DATA rowSched<>+237(SB)/1, $0x00
-DATA rowSched<>+238(SB)/1, $0x00
-DATA rowSched<>+239(SB)/1, $0x00
-DATA rowSched<>+240(SB)/1, $0x02
-DATA rowSched<>+241(SB)/1, $0x05
-DATA rowSched<>+242(SB)/1, $0x0f
-DATA rowSched<>+243(SB)/1, $0x08
-DATA rowSched<>+244(SB)/1, $0x00
-DATA rowSched<>+245(SB)/1, $0x00
-DATA rowSched<>+246(SB)/1, $0x00
-DATA rowSched<>+247(SB)/1, $0x00
-DATA rowSched<>+248(SB)/1, $0x0a
-DATA rowSched<>+249(SB)/1, $0x00
-DATA rowSched<>+250(SB)/1, $0x04
-DATA rowSched<>+251(SB)/1, $0x06
-DATA rowSched<>+252(SB)/1, $0x00
-DATA rowSched<>+253(SB)/1, $0x00
-DATA rowSched<>+254(SB)/1, $0x00
-DATA rowSched<>+255(SB)/1, $0x00
-DATA rowSched<>+256(SB)/1, $0x06
-DATA rowSched<>+257(SB)/1, $0x0e
-DATA rowSched<>+258(SB)/1, $0x0b
-DATA rowSched<>+259(SB)/1, $0x00
-DATA rowSched<>+260(SB)/1, $0x00
-DATA rowSched<>+261(SB)/1, $0x00
-DATA rowSched<>+262(SB)/1, $0x00
-DATA rowSched<>+263(SB)/1, $0x00
-DATA rowSched<>+264(SB)/1, $0x0f
-DATA rowSched<>+265(SB)/1, $0x09
-DATA rowSched<>+266(SB)/1, $0x03
-DATA rowSched<>+267(SB)/1, $0x08
-DATA rowSched<>+268(SB)/1, $0x00
-DATA rowSched<>+269(SB)/1, $0x00
-DATA rowSched<>+270(SB)/1, $0x00
-DATA rowSched<>+271(SB)/1, $0x00
-DATA rowSched<>+272(SB)/1, $0x0a
-DATA rowSched<>+273(SB)/1, $0x0c
-DATA rowSched<>+274(SB)/1, $0x0d
-DATA rowSched<>+275(SB)/1, $0x01
-DATA rowSched<>+276(SB)/1, $0x00
-DATA rowSched<>+277(SB)/1, $0x00
-DATA rowSched<>+278(SB)/1, $0x00
-DATA rowSched<>+279(SB)/1, $0x00
-DATA rowSched<>+280(SB)/1, $0x05
-DATA rowSched<>+281(SB)/1, $0x02
-DATA rowSched<>+282(SB)/1, $0x07
-DATA rowSched<>+283(SB)/1, $0x04
-DATA rowSched<>+284(SB)/1, $0x00
-DATA rowSched<>+285(SB)/1, $0x00
-DATA rowSched<>+286(SB)/1, $0x00
-DATA rowSched<>+287(SB)/1, $0x00
-DATA rowSched<>+288(SB)/1, $0x0a
-DATA rowSched<>+289(SB)/1, $0x08
-DATA rowSched<>+290(SB)/1, $0x07
-DATA rowSched<>+291(SB)/1, $0x01
-DATA rowSched<>+292(SB)/1, $0x00
-DATA rowSched<>+293(SB)/1, $0x00
-DATA rowSched<>+294(SB)/1, $0x00
-DATA rowSched<>+295(SB)/1, $0x00
-DATA rowSched<>+296(SB)/1, $0x02
-DATA rowSched<>+297(SB)/1, $0x04
-DATA rowSched<>+298(SB)/1, $0x06
-DATA rowSched<>+299(SB)/1, $0x05
-DATA rowSched<>+300(SB)/1, $0x00
-DATA rowSched<>+301(SB)/1, $0x00
-DATA rowSched<>+302(SB)/1, $0x00
-DATA rowSched<>+303(SB)/1, $0x00
-DATA rowSched<>+304(SB)/1, $0x0d
-DATA rowSched<>+305(SB)/1, $0x0f
-DATA rowSched<>+306(SB)/1, $0x09
-DATA rowSched<>+307(SB)/1, $0x03
-DATA rowSched<>+308(SB)/1, $0x00
-DATA rowSched<>+309(SB)/1, $0x00
-DATA rowSched<>+310(SB)/1, $0x00
-DATA rowSched<>+311(SB)/1, $0x00
-DATA rowSched<>+312(SB)/1, $0x00
-DATA rowSched<>+313(SB)/1, $0x0b
-DATA rowSched<>+314(SB)/1, $0x0e
-DATA rowSched<>+315(SB)/1, $0x0c
-DATA rowSched<>+316(SB)/1, $0x00
-DATA rowSched<>+317(SB)/1, $0x00
-DATA rowSched<>+318(SB)/1, $0x00
-DATA rowSched<>+319(SB)/1, $0x00
-DATA rowSched<>+320(SB)/1, $0x00
-DATA rowSched<>+321(SB)/1, $0x02
-DATA rowSched<>+322(SB)/1, $0x04
-DATA rowSched<>+323(SB)/1, $0x06
-DATA rowSched<>+324(SB)/1, $0x00
-DATA rowSched<>+325(SB)/1, $0x00
-DATA rowSched<>+326(SB)/1, $0x00
-DATA rowSched<>+327(SB)/1, $0x00
-DATA rowSched<>+328(SB)/1, $0x01
-DATA rowSched<>+329(SB)/1, $0x03
-DATA rowSched<>+330(SB)/1, $0x05
-DATA rowSched<>+331(SB)/1, $0x07
-DATA rowSched<>+332(SB)/1, $0x00
-DATA rowSched<>+333(SB)/1, $0x00
-DATA rowSched<>+334(SB)/1, $0x00
-DATA rowSched<>+335(SB)/1, $0x00
-DATA rowSched<>+336(SB)/1, $0x0e
-DATA rowSched<>+337(SB)/1, $0x08
-DATA rowSched<>+338(SB)/1, $0x0a
-DATA rowSched<>+339(SB)/1, $0x0c
-DATA rowSched<>+340(SB)/1, $0x00
-DATA rowSched<>+341(SB)/1, $0x00
-DATA rowSched<>+342(SB)/1, $0x00
-DATA rowSched<>+343(SB)/1, $0x00
-DATA rowSched<>+344(SB)/1, $0x0f
-DATA rowSched<>+345(SB)/1, $0x09
-DATA rowSched<>+346(SB)/1, $0x0b
-DATA rowSched<>+347(SB)/1, $0x0d
-DATA rowSched<>+348(SB)/1, $0x00
-DATA rowSched<>+349(SB)/1, $0x00
-DATA rowSched<>+350(SB)/1, $0x00
-DATA rowSched<>+351(SB)/1, $0x00
-DATA rowSched<>+352(SB)/1, $0x0e
-DATA rowSched<>+353(SB)/1, $0x04
-DATA rowSched<>+354(SB)/1, $0x09
-DATA rowSched<>+355(SB)/1, $0x0d
-DATA rowSched<>+356(SB)/1, $0x00
-DATA rowSched<>+357(SB)/1, $0x00
-DATA rowSched<>+358(SB)/1, $0x00
-DATA rowSched<>+359(SB)/1, $0x00
-DATA rowSched<>+360(SB)/1, $0x0a
-DATA rowSched<>+361(SB)/1, $0x08
-DATA rowSched<>+362(SB)/1, $0x0f
-DATA rowSched<>+363(SB)/1, $0x06
-DATA rowSched<>+364(SB)/1, $0x00
-DATA rowSched<>+365(SB)/1, $0x00
-DATA rowSched<>+366(SB)/1, $0x00
-DATA rowSched<>+367(SB)/1, $0x00
-DATA rowSched<>+368(SB)/1, $0x05
-DATA rowSched<>+369(SB)/1, $0x01
-DATA rowSched<>+370(SB)/1, $0x00
-DATA rowSched<>+371(SB)/1, $0x0b
-DATA rowSched<>+372(SB)/1, $0x00
-DATA rowSched<>+373(SB)/1, $0x00
-DATA rowSched<>+374(SB)/1, $0x00
-DATA rowSched<>+375(SB)/1, $0x00
-DATA rowSched<>+376(SB)/1, $0x03
-DATA rowSched<>+377(SB)/1, $0x0c
-DATA rowSched<>+378(SB)/1, $0x02
-DATA rowSched<>+379(SB)/1, $0x07
-DATA rowSched<>+380(SB)/1, $0x00
-DATA rowSched<>+381(SB)/1, $0x00
-DATA rowSched<>+382(SB)/1, $0x00
-DATA rowSched<>+383(SB)/1, $0x00
-GLOBL rowSched<>(SB), RODATA|NOPTR, $384
-
 DATA laneSched<>+0(SB)/1, $0x00
 DATA laneSched<>+1(SB)/1, $0x08
 DATA laneSched<>+2(SB)/1, $0x10
@@ -2298,9 +1912,11 @@ TEXT ·compressAVX2(SB), NOSPLIT, $0-48
 	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
 	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
 	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
 	MOVQ    h+0(FP), AX
 	MOVQ    c+8(FP), CX
 	MOVQ    flag+16(FP), DX
@@ -3096,9 +2712,11 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-48
 	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
 	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
 	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
 	MOVQ    h+0(FP), AX
 	MOVQ    c+8(FP), CX
 	MOVQ    flag+16(FP), DX
@@ -3124,32 +2742,42 @@ compressAVX512_loop:
 	VMOVDQA     Y5, Y1
 	VMOVDQA     Y6, Y2
 	VPXOR       Y8, Y7, Y3
-	VMOVDQU64   (BX), Z16
-	VMOVDQU64   64(BX), Z17
 
 	// Round 0
-	VPMOVZXBQ rowSched<>+0(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+8(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+16(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+24(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       (BX), X10
+	VPINSRQ     $0x01, 16(BX), X10, X10
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       8(BX), X11
+	VPINSRQ     $0x01, 24(BX), X11, X11
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       112(BX), X12
+	VPINSRQ     $0x01, 64(BX), X12, X12
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       120(BX), X13
+	VPINSRQ     $0x01, 72(BX), X13, X13
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3174,28 +2802,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 1
-	VPMOVZXBQ rowSched<>+32(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+40(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+48(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+56(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       112(BX), X10
+	VPINSRQ     $0x01, 32(BX), X10, X10
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       80(BX), X11
+	VPINSRQ     $0x01, 64(BX), X11, X11
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       40(BX), X12
+	VPINSRQ     $0x01, 8(BX), X12, X12
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       24(BX), X13
+	VPINSRQ     $0x01, 96(BX), X13, X13
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3220,28 +2860,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 2
-	VPMOVZXBQ rowSched<>+64(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+72(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+80(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+88(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       88(BX), X10
+	VPINSRQ     $0x01, 96(BX), X10, X10
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       64(BX), X11
+	VPINSRQ     $0x01, (BX), X11, X11
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       72(BX), X12
+	VPINSRQ     $0x01, 80(BX), X12, X12
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       32(BX), X13
+	VPINSRQ     $0x01, 112(BX), X13, X13
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3266,28 +2918,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 3
-	VPMOVZXBQ rowSched<>+96(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+104(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+112(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+120(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       56(BX), X10
+	VPINSRQ     $0x01, 24(BX), X10, X10
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       72(BX), X11
+	VPINSRQ     $0x01, 8(BX), X11, X11
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 112(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       120(BX), X12
+	VPINSRQ     $0x01, 16(BX), X12, X12
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       64(BX), X13
+	VPINSRQ     $0x01, 48(BX), X13, X13
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, (BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3312,28 +2976,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 4
-	VPMOVZXBQ rowSched<>+128(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+136(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+144(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+152(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       72(BX), X10
+	VPINSRQ     $0x01, 40(BX), X10, X10
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 80(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       (BX), X11
+	VPINSRQ     $0x01, 56(BX), X11, X11
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       24(BX), X12
+	VPINSRQ     $0x01, 112(BX), X12, X12
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       104(BX), X13
+	VPINSRQ     $0x01, 8(BX), X13, X13
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3358,28 +3034,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 5
-	VPMOVZXBQ rowSched<>+160(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+168(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+176(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+184(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       16(BX), X10
+	VPINSRQ     $0x01, 48(BX), X10, X10
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       96(BX), X11
+	VPINSRQ     $0x01, 80(BX), X11, X11
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       8(BX), X12
+	VPINSRQ     $0x01, 32(BX), X12, X12
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       72(BX), X13
+	VPINSRQ     $0x01, 104(BX), X13, X13
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 112(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3404,28 +3092,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 6
-	VPMOVZXBQ rowSched<>+192(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+200(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+208(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+216(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       96(BX), X10
+	VPINSRQ     $0x01, 8(BX), X10, X10
+	VMOVQ       112(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       40(BX), X11
+	VPINSRQ     $0x01, 120(BX), X11, X11
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 80(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       64(BX), X12
+	VPINSRQ     $0x01, (BX), X12, X12
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 72(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       88(BX), X13
+	VPINSRQ     $0x01, 56(BX), X13, X13
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 16(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3450,28 +3150,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 7
-	VPMOVZXBQ rowSched<>+224(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+232(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+240(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+248(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       104(BX), X10
+	VPINSRQ     $0x01, 56(BX), X10, X10
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       88(BX), X11
+	VPINSRQ     $0x01, 112(BX), X11, X11
+	VMOVQ       8(BX), X15
+	VPINSRQ     $0x01, 72(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       16(BX), X12
+	VPINSRQ     $0x01, 40(BX), X12, X12
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       80(BX), X13
+	VPINSRQ     $0x01, (BX), X13, X13
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3496,28 +3208,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 8
-	VPMOVZXBQ rowSched<>+256(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+264(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+272(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+280(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       48(BX), X10
+	VPINSRQ     $0x01, 112(BX), X10, X10
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, (BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       120(BX), X11
+	VPINSRQ     $0x01, 72(BX), X11, X11
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       80(BX), X12
+	VPINSRQ     $0x01, 96(BX), X12, X12
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       40(BX), X13
+	VPINSRQ     $0x01, 16(BX), X13, X13
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3542,28 +3266,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 9
-	VPMOVZXBQ rowSched<>+288(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+296(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+304(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+312(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       80(BX), X10
+	VPINSRQ     $0x01, 64(BX), X10, X10
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       16(BX), X11
+	VPINSRQ     $0x01, 32(BX), X11, X11
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 40(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       104(BX), X12
+	VPINSRQ     $0x01, 120(BX), X12, X12
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       (BX), X13
+	VPINSRQ     $0x01, 88(BX), X13, X13
+	VMOVQ       112(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3588,28 +3324,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 10
-	VPMOVZXBQ rowSched<>+320(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+328(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+336(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+344(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       (BX), X10
+	VPINSRQ     $0x01, 16(BX), X10, X10
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       8(BX), X11
+	VPINSRQ     $0x01, 24(BX), X11, X11
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       112(BX), X12
+	VPINSRQ     $0x01, 64(BX), X12, X12
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       120(BX), X13
+	VPINSRQ     $0x01, 72(BX), X13, X13
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0
@@ -3634,28 +3382,40 @@ compressAVX512_loop:
 	VPERMQ $0x4e, Y3, Y3
 
 	// Round 11
-	VPMOVZXBQ rowSched<>+352(SB), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ rowSched<>+360(SB), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ rowSched<>+368(SB), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ rowSched<>+376(SB), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
+	VMOVQ       112(BX), X10
+	VPINSRQ     $0x01, 32(BX), X10, X10
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       80(BX), X11
+	VPINSRQ     $0x01, 64(BX), X11, X11
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       40(BX), X12
+	VPINSRQ     $0x01, 8(BX), X12, X12
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       24(BX), X13
+	VPINSRQ     $0x01, 96(BX), X13, X13
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
 
 	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
 	VPERMQ $0x93, Y0, Y0

@@ -4,15 +4,18 @@ package blake2b
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/xtsctl/xtsctl/internal/cpuid"
 )
 
 type compressFunc func(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 type lanesFunc func(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 
 // compressKernels lists every assembly compression function, with the CPU
-// support it needs; dispatch picks only compressScalar on amd64, the vector
-// ones are there for CPUs where they would win, and tested the same.
+// support it needs; dispatch picks one per CPU (chooseCompress), and all
+// are tested the same.
 func compressKernels() []struct {
 	name string
 	ok   bool
@@ -163,5 +166,67 @@ func BenchmarkLanesKernels(b *testing.B) {
 			var h laneState
 			measureCPU(b, k.width*blocks*BlockSize, func() { k.f(&h, &ptr, blocks, BlockSize, 0) })
 		})
+	}
+}
+
+// TestChooseCompress: the per-CPU table's row decides where it names one
+// compression function this CPU runs, its candidates are timed where it
+// names several, and a CPU without a row, or none of whose row's functions
+// runs here, times every one it runs.
+func TestChooseCompress(t *testing.T) {
+	saved := compressAvailable
+	defer func() { compressAvailable = saved }()
+	var timed []implID
+	calib := func(c []implID) implID { timed = c; return c[len(c)-1] }
+	row := func(names ...string) cpuid.Tuning { return cpuid.Tuning{CPU: "test CPU", Compress: names} }
+	all := []implID{implScalar, implAVX2, implAVX512}
+	for _, c := range []struct {
+		name    string
+		row     cpuid.Tuning
+		hasRow  bool
+		unavail []implID
+		want    implID
+		timed   []implID
+	}{
+		{"no row", cpuid.Tuning{}, false, nil, implAVX512, all},
+		{"no row, no AVX-512", cpuid.Tuning{}, false, []implID{implAVX512}, implAVX2, []implID{implScalar, implAVX2}},
+		{"one", row("scalar"), true, nil, implScalar, nil},
+		{"one, vector", row("avx512"), true, nil, implAVX512, nil},
+		{"candidates", row("avx512", "avx2"), true, nil, implAVX2, []implID{implAVX512, implAVX2}},
+		{"candidates, one masked", row("avx512", "avx2"), true, []implID{implAVX512}, implAVX2, nil},
+		{"masked", row("avx512"), true, []implID{implAVX512}, implAVX2, []implID{implScalar, implAVX2}},
+	} {
+		for _, i := range all {
+			compressAvailable[i] = true
+		}
+		for _, u := range c.unavail {
+			compressAvailable[u] = false
+		}
+		timed = nil
+		got, why := chooseCompress(c.row, c.hasRow, calib)
+		if got != c.want || !slices.Equal(timed, c.timed) || why == "" {
+			t.Errorf("%s: %v (timed %v, %q), want %v (timed %v)", c.name, got, timed, why, c.want, c.timed)
+		}
+	}
+}
+
+// TestCompressFollowsTable: on a CPU the table covers with one function it
+// runs, that function is the dispatched one; calibrateCompress picks one
+// of its candidates.
+func TestCompressFollowsTable(t *testing.T) {
+	if row, ok := cpuid.This(); ok && len(row.Compress) == 1 {
+		for i := range numImpls {
+			if implNames[i] == row.Compress[0] && compressAvailable[i] && compressWith != implID(i) {
+				t.Errorf("the table's row for %s names %s; dispatch picked %v", row.CPU, row.Compress[0], compressWith)
+			}
+		}
+	}
+	t.Log(CompressDispatch())
+	cands := []implID{implScalar}
+	if compressAvailable[implAVX2] {
+		cands = append(cands, implAVX2)
+	}
+	if got := calibrateCompress(cands); !slices.Contains(cands, got) {
+		t.Errorf("calibrateCompress picked %v", got)
 	}
 }

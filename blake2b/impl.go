@@ -26,4 +26,11 @@ var (
 	lanesAvailable    = [numImpls]bool{implGeneric: true}
 	compressWith      = implGeneric // used by compress
 	lanesWith         = implGeneric // used by hashLanes and laneWidth
+
+	compressSource = "no assembly in this build" // where compressWith came from
 )
+
+// CompressDispatch names the compression function single messages use on
+// this CPU and says where the choice came from (the per-CPU table in
+// internal/cpuid, or a timing at start-up): for `xtsctl bench`.
+func CompressDispatch() string { return compressWith.String() + " (" + compressSource + ")" }

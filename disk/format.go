@@ -70,6 +70,13 @@ type FormatInfo struct {
 	// right one (plain mode), says what to check when the plaintext holds
 	// no filesystem.
 	WrongKeyHint string
+	// WriteName is the --type that writes the format where it differs
+	// from Name ("luks2": LUKS1 is read, not written).
+	WriteName string
+	// CreateTakes lists the command line's flags that a new image of the
+	// format takes (a Creator's): "sector-size", "key-size", "label",
+	// "passphrase-file", ...
+	CreateTakes []string
 	// KeyNoun is what the format calls the data key, for warnings about
 	// showing it: "master key", "volume key" (the default).
 	KeyNoun string
@@ -81,6 +88,9 @@ type Option struct {
 	Usage string // its help line
 	Bool  bool   // a switch; otherwise it takes a value
 	Value string // the name of the value in help ("N", "GUID")
+	// Number: the value is a whole number (refused on the command line
+	// otherwise, as a number flag's is).
+	Number bool
 }
 
 // Options are the values of the formats' options, by flag name, as the
@@ -184,4 +194,32 @@ func DescribeImage(f Format, r io.ReaderAt, size int64) string {
 		}
 	}
 	return f.Info().Title
+}
+
+// A Guard refuses an image before its header is used, for a reason a
+// package's own state gives (an interrupted in-place run beside a plain
+// image, which only that package can tell). Packages register guards in
+// their init functions.
+type Guard func(img *Image, f Format) error
+
+var guards []Guard
+
+// RegisterGuard adds g to the guards CheckGuards runs.
+func RegisterGuard(g Guard) {
+	registry.Lock()
+	defer registry.Unlock()
+	guards = append(guards, g)
+}
+
+// CheckGuards runs every guard on img read as f; the first refusal wins.
+func CheckGuards(img *Image, f Format) error {
+	registry.RLock()
+	gs := slices.Clone(guards)
+	registry.RUnlock()
+	for _, g := range gs {
+		if err := g(img, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -108,6 +108,8 @@ type Need struct {
 	Prompt string
 	// KeyFile: whether key files (--key-file) are used.
 	KeyFile Want
+	// Confirm: the passphrase is a new one, asked twice on a terminal.
+	Confirm bool
 	// Tries names what will be tried, for messages: "keyslots 0, 2".
 	Tries string
 }

@@ -1,6 +1,6 @@
 // Package inplace encrypts and decrypts an image file or block device in
 // place, resumably and crash-safely: plain images (cryptsetup plain mode,
-// the same bytes as volume.EncryptPlain writes to a new file) and xtsctl
+// the same bytes as plain.Encrypt writes to a new file) and xtsctl
 // volumes (the same volume as volume.Create would make, which opens,
 // verifies and decrypts to the original).
 //

@@ -125,6 +125,9 @@ type engine struct {
 	tr       transform
 	workers  int
 	progress func(done int64)
+	// ahead computes the ahead MACs of the records to come, zone after
+	// zone, while the zones before them are converted (startAhead).
+	ahead *aheadPipe
 }
 
 // WriteError and ReadError name which side of a run failed.
@@ -140,14 +143,14 @@ func (e *WriteError) Unwrap() error { return e.Err }
 
 func writeAt(d Device, b []byte, off int64) error {
 	if _, err := d.WriteAt(b, off); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	return nil
 }
 
 func syncDev(d Device) error {
 	if err := d.Sync(); err != nil {
-		return &WriteError{fmt.Errorf("sync: %w", err)}
+		return &WriteError{Err: fmt.Errorf("sync: %w", err)}
 	}
 	return nil
 }
@@ -160,7 +163,7 @@ func readAt(d io.ReaderAt, b []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = fmt.Errorf("%d bytes at byte %d: the image ends first", len(b), off)
 	}
-	return &ReadError{err}
+	return &ReadError{Err: err}
 }
 
 // writeRecord writes r as the next record (sequence + 1, into the other
@@ -181,6 +184,7 @@ func (e *engine) writeRecord(r record) error {
 		return err
 	}
 	e.rec = r
+	step("record")
 	return nil
 }
 
@@ -222,7 +226,167 @@ func (e *engine) sampleMAC(off, n int64) ([macSize]byte, error) {
 	return e.keys.mac(e.keys.sample, hdr[:], b), nil
 }
 
-// newRecord builds the record for (next, hasData), with its sample.
+// aheadOf is the part of the target that a record at (next, hasData)
+// carries the ahead MAC of: the whole source of the first zone the run has
+// not written any of, nor made any write that covers (zone next in shift
+// mode, whose destination never covers its own source; zone next + 1 when
+// zone next is in the journal and may be partly in place). While the
+// record is in force nothing writes there; every later zone's write that
+// covers source not yet converted covers this zone's first (zones are
+// written in order, each after the previous one is durable), so a target
+// that went on further than the record does not match it.
+func (e *engine) aheadOf(next int64, hasData bool) (off, n int64) {
+	k := next
+	if hasData {
+		k++
+	}
+	if e.a.Version < 2 || k >= e.g.zones() {
+		return 0, 0
+	}
+	lo, hi := e.g.span(k)
+	return e.g.src + lo, hi - lo
+}
+
+// aheadMAC authenticates n bytes of the target at off: keyed tags of its
+// 4 KiB pieces (many at a time, numbered by position), then one MAC over
+// them with the sample key.
+func (e *engine) aheadMAC(off, n int64) ([macSize]byte, error) {
+	return e.aheadMACBuf(off, n, make([]byte, min(n, chunk)))
+}
+
+// aheadMACBuf is aheadMAC reading through buf (at least a chunk, or n).
+func (e *engine) aheadMACBuf(off, n int64, buf []byte) ([macSize]byte, error) {
+	h, _ := blake2b.New256(e.keys.sample)
+	var hdr [24]byte
+	copy(hdr[:], "ahead\x00\x00\x00")
+	put64(hdr[:], 8, uint64(off))
+	put64(hdr[:], 16, uint64(n))
+	h.Write(hdr[:])
+	defer clear(buf)
+	tags := make([]byte, chunk/pieceSize*16)
+	for pos := int64(0); pos < n; {
+		b := buf[:min(int64(len(buf)), n-pos)]
+		if err := readAt(e.t, b, off+pos); err != nil {
+			return [macSize]byte{}, err
+		}
+		full := len(b) / pieceSize * pieceSize
+		tg := tags[:full/pieceSize*16]
+		blake2b.SumSectors(tg, 16, e.keys.sample, uint64((off+pos)/pieceSize), b[:full], pieceSize)
+		h.Write(tg)
+		h.Write(b[full:])
+		pos += int64(len(b))
+	}
+	var mac [macSize]byte
+	h.Sum(mac[:0])
+	return mac, nil
+}
+
+// aheadPipe computes the ahead MACs of zones next, next + 1, ... in order,
+// on a goroutine of its own, at most two zones ahead of the records that
+// take them. The source of zone j is not written before record j (j - 1
+// with data, journal mode) is in force: every zone converted before it
+// writes elsewhere (a zone's destination never covers the source of a
+// later zone). So its MAC may be computed any time before that record,
+// while earlier zones are converted.
+type aheadPipe struct {
+	next    int64 // the zone of the next result
+	results chan aheadResult
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type aheadResult struct {
+	mac [macSize]byte
+	err error
+}
+
+// startAhead starts computing the ahead MACs from zone from on.
+func (e *engine) startAhead(from int64) {
+	e.stopAhead()
+	if e.a.Version < 2 || from >= e.g.zones() {
+		return
+	}
+	p := &aheadPipe{next: from, results: make(chan aheadResult, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	e.ahead = p
+	go func() {
+		defer close(p.done)
+		buf := make([]byte, min(e.g.zone, chunk))
+		for k := from; k < e.g.zones(); k++ {
+			lo, hi := e.g.span(k)
+			var r aheadResult
+			r.mac, r.err = e.aheadMACBuf(e.g.src+lo, hi-lo, buf)
+			select {
+			case p.results <- r:
+			case <-p.stop:
+				return
+			}
+			if r.err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// stopAhead ends the goroutine of startAhead, if any: a run never returns
+// while it reads the target.
+func (e *engine) stopAhead() {
+	if p := e.ahead; p != nil {
+		close(p.stop)
+		<-p.done
+		e.ahead = nil
+	}
+}
+
+// aheadFor is the ahead MAC of the record (next, hasData): from the pipe
+// when it is the zone the pipe has next, computed now otherwise.
+func (e *engine) aheadFor(next int64, hasData bool) (off, n int64, mac [macSize]byte, err error) {
+	off, n = e.aheadOf(next, hasData)
+	if n == 0 {
+		return 0, 0, mac, nil
+	}
+	k := next
+	if hasData {
+		k++
+	}
+	if p := e.ahead; p != nil && p.next == k {
+		r := <-p.results
+		p.next++
+		return off, n, r.mac, r.err
+	}
+	mac, err = e.aheadMAC(off, n)
+	return off, n, mac, err
+}
+
+// ErrRolledBack: the record in force is not the newest the run wrote (an
+// older copy of the records or journal was put back, or the newest record
+// destroyed): the data went on further than it says, and resuming from it
+// would convert converted data again.
+var ErrRolledBack = errors.New("the in-place run's records are older than its data: the target was converted further than the record in force says (an older copy of the journal or of the run's records was put back, or the newest record destroyed); resuming would convert data twice")
+
+// checkAhead compares the target with the record in force's ahead MAC.
+func (e *engine) checkAhead() error {
+	r := e.rec
+	off, n := e.aheadOf(r.Next, r.HasData)
+	if r.AheadOff != off || r.AheadLen != n {
+		// parseRecord and loadRecords only accept records that say the
+		// expected place; a version-1 record has none.
+		return fmt.Errorf("inplace: record ahead at %d+%d, want %d+%d", r.AheadOff, r.AheadLen, off, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	mac, err := e.aheadMAC(off, n)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrRolledBack, err)
+	}
+	if mac != r.AheadMAC {
+		return fmt.Errorf("%w: bytes %d to %d are not what the run left there", ErrRolledBack, off, off+n)
+	}
+	return nil
+}
+
+// newRecord builds the record for (next, hasData), with its sample and
+// ahead MAC.
 func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 	r := record{Next: next, HasData: hasData}
 	r.SampleOff, r.SampleLen = e.sampleOf(next, hasData)
@@ -232,6 +396,10 @@ func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 			return r, err
 		}
 		r.SampleMAC = mac
+	}
+	var err error
+	if r.AheadOff, r.AheadLen, r.AheadMAC, err = e.aheadFor(next, hasData); err != nil {
+		return r, err
 	}
 	if e.tr.seal != nil && !hasData {
 		s, err := e.tr.seal(next)
@@ -246,21 +414,32 @@ func (e *engine) newRecord(next int64, hasData bool) (record, error) {
 // ErrNotThisTarget: the target is not what the interrupted run left.
 var ErrNotThisTarget = errors.New("the target is not what the interrupted in-place run left: its data differs from what the run wrote (another image, or changed since)")
 
-// checkSample compares the target with the record in force's sample.
+// checkSample compares the target with the record in force's sample (and
+// a finished record's end sample).
 func (e *engine) checkSample() error {
 	r := e.rec
-	if r.SampleLen == 0 {
-		return nil
+	limit := int64(sampleMax)
+	if r.Finished {
+		limit = finishedSampleMax
 	}
-	if r.SampleOff < 0 || r.SampleLen > sampleMax || r.SampleOff+r.SampleLen > max(e.a.OrigSize, e.a.FinalSize) {
-		return ErrNotThisTarget
-	}
-	mac, err := e.sampleMAC(r.SampleOff, r.SampleLen)
-	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrNotThisTarget, err)
-	}
-	if mac != r.SampleMAC {
-		return fmt.Errorf("%w: bytes %d to %d do not match", ErrNotThisTarget, r.SampleOff, r.SampleOff+r.SampleLen)
+	end := max(e.a.OrigSize, e.a.FinalSize)
+	for _, s := range []struct {
+		off, n int64
+		mac    [macSize]byte
+	}{{r.SampleOff, r.SampleLen, r.SampleMAC}, {r.EndOff, r.EndLen, r.EndMAC}} {
+		if s.n == 0 {
+			continue
+		}
+		if s.off < 0 || s.n > limit || s.off+s.n > end {
+			return ErrNotThisTarget
+		}
+		mac, err := e.sampleMAC(s.off, s.n)
+		if err != nil {
+			return fmt.Errorf("%w (%v)", ErrNotThisTarget, err)
+		}
+		if mac != s.mac {
+			return fmt.Errorf("%w: bytes %d to %d do not match", ErrNotThisTarget, s.off, s.off+s.n)
+		}
 	}
 	return nil
 }
@@ -314,6 +493,7 @@ func (e *engine) slotData(r *record) ([]byte, error) {
 // run converts every zone from the record in force on, leaving a record
 // that says all are done (Next == zones, no data).
 func (e *engine) run(ctx context.Context) error {
+	defer e.stopAhead()
 	g, z := e.g, e.g.zones()
 	k0 := e.rec.Next
 	if e.rec.HasData {
@@ -337,6 +517,9 @@ func (e *engine) run(ctx context.Context) error {
 		e.progress(done(k0))
 	}
 	if k0 < z {
+		// The first record this run writes is k0 + 1 (shift mode) or
+		// (k0, has data): both carry zone k0 + 1's ahead MAC.
+		e.startAhead(k0 + 1)
 		var err error
 		if e.a.Mode == modeJournal {
 			err = e.runJournal(ctx, k0)
@@ -426,9 +609,13 @@ func (e *engine) runShift(ctx context.Context, k0 int64) error {
 // which the journal and then the target are written): the buffer of zone
 // k is free once zone k-2 is written in place. Fewer than a zone's chunks
 // are ever in flight, so a chunk waiting for its buffer waits only for a
-// write that has started.
+// write that has started, or that never will once the run failed: the
+// first error of any stage wakes it (else a failed write in place would
+// leave a chunk of zone k+2 waiting for ever).
 func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	g := e.g
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	slots := stream.Slots(e.workers)
 	tags := make([][]byte, slots)
 	macs := make([][macSize]byte, slots)
@@ -453,12 +640,34 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 	if k0%2 == 1 {
 		ready = [2]int64{k0 + 1, k0}
 	}
-	claim := func(k int64) {
+	failed := false
+	defer context.AfterFunc(ctx, func() {
 		zmu.Lock()
-		for ready[k%2] != k {
+		failed = true
+		zcond.Broadcast()
+		zmu.Unlock()
+	})()
+	claim := func(k int64) error {
+		zmu.Lock()
+		defer zmu.Unlock()
+		for ready[k%2] != k && !failed {
 			zcond.Wait()
 		}
-		zmu.Unlock()
+		if failed {
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	// stopOnError ends the run at the first error of a stage, which the
+	// run returns (rather than the cancellation that woke a claim).
+	var firstErr error
+	var errOnce sync.Once
+	stopOnError := func(err error) error {
+		if err != nil {
+			errOnce.Do(func() { firstErr = err })
+			stop()
+		}
+		return err
 	}
 	release := func(k int64) {
 		zmu.Lock()
@@ -486,72 +695,80 @@ func (e *engine) runJournal(ctx context.Context, k0 int64) error {
 		written = nil
 		return err
 	}
+	commit := func(slot int, buf []byte, off int64) error {
+		x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
+		lo, hi := g.span(k)
+		if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
+			return err
+		}
+		cur.x = append(cur.x, x)
+		cur.mac = append(cur.mac, macs[slot])
+		end := off + int64(len(buf))
+		if e.progress != nil {
+			e.progress(g.length - g.remaining(k0) + end)
+		}
+		if end%g.zone != 0 && end != g.remaining(k0) {
+			return nil
+		}
+		// Zone k is in its slot. The previous zone must be in place
+		// (durably) before a record says it is done.
+		if err := wait(); err != nil {
+			return err
+		}
+		if err := syncDev(e.t); err != nil {
+			return err
+		}
+		ordered := make([][macSize]byte, len(cur.x))
+		idx := make([]int, len(cur.x))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int { return int(cur.x[a] - cur.x[b]) })
+		for i, j := range idx {
+			ordered[i] = cur.mac[j]
+		}
+		cur = zoneMACs{}
+		r, err := e.newRecord(k, true)
+		if err != nil {
+			return err
+		}
+		r.DataLen, r.DataMAC = hi-lo, e.zoneMAC(k, hi-lo, ordered)
+		if err := e.writeRecord(r); err != nil {
+			return err
+		}
+		// In place, while the next zone fills the other buffer.
+		data := zbuf[k%2][:hi-lo]
+		written = make(chan error, 1)
+		go func(ch chan error) {
+			err := writeAt(e.t, data, g.dst+lo)
+			release(k)
+			ch <- err
+		}(written)
+		return nil
+	}
 	err := stream.Run(ctx, g.remaining(k0), e.workers, stream.Stages{
 		Load: loadAll(func(slot int, buf []byte, off int64) error {
-			return e.read(slot, buf, g.logical(k0, off, len(buf)))
+			return stopOnError(e.read(slot, buf, g.logical(k0, off, len(buf))))
 		}),
 		Work: func(slot int, buf []byte, off int64) error {
 			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
-			claim(k)
+			if err := claim(k); err != nil {
+				return err
+			}
 			dst := zoneBuf(k, x, len(buf))
 			e.tr.workTo(dst, buf, x)
 			macs[slot] = e.chunkMAC(dst, tags[slot], x)
 			return nil
 		},
 		Commit: func(slot int, buf []byte, off int64) error {
-			x, k := g.logical(k0, off, len(buf)), k0+off/g.zone
-			lo, hi := g.span(k)
-			if err := writeAt(e.rdev, zoneBuf(k, x, len(buf)), e.a.DataSlots+(k%2)*g.zone+x-lo); err != nil {
-				return err
-			}
-			cur.x = append(cur.x, x)
-			cur.mac = append(cur.mac, macs[slot])
-			end := off + int64(len(buf))
-			if e.progress != nil {
-				e.progress(g.length - g.remaining(k0) + end)
-			}
-			if end%g.zone != 0 && end != g.remaining(k0) {
-				return nil
-			}
-			// Zone k is in its slot. The previous zone must be in place
-			// (durably) before a record says it is done.
-			if err := wait(); err != nil {
-				return err
-			}
-			if err := syncDev(e.t); err != nil {
-				return err
-			}
-			ordered := make([][macSize]byte, len(cur.x))
-			idx := make([]int, len(cur.x))
-			for i := range idx {
-				idx[i] = i
-			}
-			slices.SortFunc(idx, func(a, b int) int { return int(cur.x[a] - cur.x[b]) })
-			for i, j := range idx {
-				ordered[i] = cur.mac[j]
-			}
-			cur = zoneMACs{}
-			r, err := e.newRecord(k, true)
-			if err != nil {
-				return err
-			}
-			r.DataLen, r.DataMAC = hi-lo, e.zoneMAC(k, hi-lo, ordered)
-			if err := e.writeRecord(r); err != nil {
-				return err
-			}
-			// In place, while the next zone fills the other buffer.
-			data := zbuf[k%2][:hi-lo]
-			written = make(chan error, 1)
-			go func(ch chan error) {
-				err := writeAt(e.t, data, g.dst+lo)
-				release(k)
-				ch <- err
-			}(written)
-			return nil
+			return stopOnError(commit(slot, buf, off))
 		},
 	})
 	if werr := wait(); err == nil {
 		err = werr
+	}
+	if firstErr != nil {
+		return firstErr
 	}
 	return err
 }

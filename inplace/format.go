@@ -27,7 +27,12 @@ const (
 
 	anchorMagic = "XTSIPANC"
 	recordMagic = "XTSIPREC"
-	formatVer   = 1
+	// formatVer is the version new runs write. Version 2 added the
+	// records' ahead MAC and end sample, the finished record (plain) and
+	// the second header copy of a volume run; runs of version 1 (started
+	// by an older xtsctl) are still resumed, without those.
+	formatVer    = 2
+	minFormatVer = 1
 
 	// anchor fields
 	aVersion    = 8
@@ -48,7 +53,8 @@ const (
 	aHeaderOff  = 112
 	aRecords    = 120 // offset of record slot 0 in the device holding the records
 	aDataSlots  = 128 // offset of data slot 0 (journal mode)
-	aReserved   = 136
+	aBackupHdr  = 136 // volume, version 2: offset of the second header copy kept during the run
+	aReserved   = 144
 	aChecksum   = anchorSize - 32
 
 	// record fields
@@ -65,12 +71,20 @@ const (
 	rSealedLen  = 168
 	rSealed     = 172
 	maxSealed   = 512
+	rAheadOff   = rSealed + maxSealed // version 2
+	rAheadLen   = rAheadOff + 8
+	rAheadMAC   = rAheadLen + 8
+	rEndOff     = rAheadMAC + macSize // version 2, finished records
+	rEndLen     = rEndOff + 8
+	rEndMAC     = rEndLen + 8
+	rReserved   = rEndMAC + macSize
 	rMAC        = blockSize - 96
 	rChecksum   = blockSize - 32
 	macSize     = 32
 	maxSequence = uint64(1) << 62
 
-	recordHasData uint32 = 1 << 0 // the data slot of this record holds zone Next, converted
+	recordHasData  uint32 = 1 << 0 // the data slot of this record holds zone Next, converted
+	recordFinished uint32 = 1 << 1 // plain, version 2: the run is finished, its finish steps done
 )
 
 // Kind is what the target holds around the data.
@@ -130,8 +144,14 @@ const (
 	modeJournal mode = 2
 )
 
+// newRunVersion is the format version a new run writes: formatVer; a
+// variable so that the tests can make runs as a version-1 xtsctl did and
+// resume them.
+var newRunVersion uint32 = formatVer
+
 // anchor describes a run: what is converted, from where to where.
 type anchor struct {
+	Version    uint32 // format version: formatVer for new runs
 	Kind       Kind
 	Direction  Direction
 	Mode       mode
@@ -149,12 +169,13 @@ type anchor struct {
 	HeaderOff  int64  // volume: where the header copy used during the run is
 	Records    int64  // where record slot 0 is (slot 1 follows)
 	DataSlots  int64  // journal mode: where data slot 0 is (slot 1 follows, Zone bytes on)
+	BackupHdr  int64  // volume: where the second header copy of the run is (0: none, version 1)
 }
 
 func (a *anchor) marshal() []byte {
 	b := make([]byte, anchorSize)
 	copy(b, anchorMagic)
-	put32(b, aVersion, formatVer)
+	put32(b, aVersion, a.Version)
 	put32(b, aKind, uint32(a.Kind))
 	put32(b, aDirection, uint32(a.Direction))
 	put32(b, aMode, uint32(a.Mode))
@@ -172,6 +193,7 @@ func (a *anchor) marshal() []byte {
 	put64(b, aHeaderOff, uint64(a.HeaderOff))
 	put64(b, aRecords, uint64(a.Records))
 	put64(b, aDataSlots, uint64(a.DataSlots))
+	put64(b, aBackupHdr, uint64(a.BackupHdr))
 	sum := blake2b.Sum256(b[:aChecksum])
 	copy(b[aChecksum:], sum[:])
 	return b
@@ -191,22 +213,24 @@ func parseAnchor(b []byte) (*anchor, [32]byte, error) {
 	if len(b) != anchorSize || string(b[:8]) != anchorMagic {
 		return nil, sum, errNoAnchor
 	}
-	if v := le32(b, aVersion); v != formatVer {
-		return nil, sum, fmt.Errorf("in-place run format version %d (this xtsctl reads version %d)", v, formatVer)
+	v := le32(b, aVersion)
+	if v < minFormatVer || v > formatVer {
+		return nil, sum, fmt.Errorf("in-place run format version %d (this xtsctl reads versions %d to %d)", v, minFormatVer, formatVer)
 	}
 	sum = blake2b.Sum256(b[:aChecksum])
 	if !bytes.Equal(sum[:], b[aChecksum:]) {
 		return nil, sum, errors.New("the in-place run's anchor is damaged (checksum mismatch)")
 	}
 	a := &anchor{
-		Kind: Kind(le32(b, aKind)), Direction: Direction(le32(b, aDirection)), Mode: mode(le32(b, aMode)),
+		Version: v, Kind: Kind(le32(b, aKind)), Direction: Direction(le32(b, aDirection)), Mode: mode(le32(b, aMode)),
 		Length: int64(le64(b, aLength)), Source: int64(le64(b, aSource)), Dest: int64(le64(b, aDest)),
 		OrigSize: int64(le64(b, aOrigSize)), FinalSize: int64(le64(b, aFinalSize)), Zone: int64(le64(b, aZone)),
 		SectorSize: le32(b, aSectorSize), IVMode: le32(b, aIVMode), IVOffset: le64(b, aIVOffset), Offset: le64(b, aOffset),
 		HeaderOff: int64(le64(b, aHeaderOff)), Records: int64(le64(b, aRecords)), DataSlots: int64(le64(b, aDataSlots)),
+		BackupHdr: int64(le64(b, aBackupHdr)),
 	}
 	copy(a.RunID[:], b[aRunID:])
-	if err := a.check(); err != nil || !allZero(b[aReserved:aChecksum]) {
+	if err := a.check(); err != nil || !allZero(b[aReserved:aChecksum]) || v < 2 && a.BackupHdr != 0 {
 		return nil, sum, fmt.Errorf("the in-place run's anchor is invalid: %v", cmpOr(err, errors.New("reserved bytes are not zero")))
 	}
 	return a, sum, nil
@@ -224,6 +248,8 @@ func cmpOr(err, other error) error {
 func (a *anchor) check() error {
 	in := func(v int64) bool { return v >= 0 && v <= maxBytes }
 	switch {
+	case a.Version < minFormatVer || a.Version > formatVer:
+		return fmt.Errorf("unknown version %d", a.Version)
 	case a.Kind != KindPlain && a.Kind != KindVolume:
 		return fmt.Errorf("unknown kind %d", uint32(a.Kind))
 	case a.Direction != Encrypt && a.Direction != Decrypt:
@@ -231,10 +257,12 @@ func (a *anchor) check() error {
 	case a.Mode != modeShift && a.Mode != modeJournal:
 		return fmt.Errorf("unknown mode %d", uint32(a.Mode))
 	case !in(a.Length) || !in(a.Source) || !in(a.Dest) || !in(a.OrigSize) || !in(a.FinalSize) ||
-		!in(a.HeaderOff) || !in(a.Records) || !in(a.DataSlots) || !in(a.Zone):
+		!in(a.HeaderOff) || !in(a.Records) || !in(a.DataSlots) || !in(a.Zone) || !in(a.BackupHdr):
 		return errors.New("a size or offset is out of range")
 	case a.Length == 0 || a.Zone <= 0 || a.Zone%chunk != 0 || a.Zone > maxZone:
 		return errors.New("bad data length or zone size")
+	case a.IVMode > 1:
+		return fmt.Errorf("unknown IV mode %d", a.IVMode)
 	case a.SectorSize != 512 && a.SectorSize != 1024 && a.SectorSize != 2048 && a.SectorSize != 4096:
 		return fmt.Errorf("bad sector size %d", a.SectorSize)
 	case a.Length%int64(a.SectorSize) != 0 || a.Source%int64(a.SectorSize) != 0 && a.Kind == KindVolume:
@@ -254,17 +282,30 @@ func abs(x int64) int64 {
 
 // record is how far a run got: every zone before Next is converted and in
 // place; with HasData, zone Next is converted in the data slot of the
-// record's parity (journal mode) and may be partly in place.
+// record's parity (journal mode) and may be partly in place. Finished: the
+// run is over (plain runs keep this record in their journal, so that the
+// same command run again converts nothing).
 type record struct {
 	Sequence  uint64
 	Next      int64
 	HasData   bool
+	Finished  bool
 	DataLen   int64
 	DataMAC   [macSize]byte
 	SampleOff int64 // a sample of the target that the run wrote, or left alone,
 	SampleLen int64 // and that stays so while this record is in force
 	SampleMAC [macSize]byte
 	Sealed    []byte // volume decryption: the sealed state of the digest
+	// The source of the first zone the run has not touched (version 2),
+	// all of it: what the run reads next, which no write of the run
+	// changes before a later record is in force. A target that went on
+	// further than this record (an older record put back, the newest
+	// one destroyed) no longer matches it.
+	AheadOff, AheadLen int64
+	AheadMAC           [macSize]byte
+	// Finished records: a second sample, the end of the data.
+	EndOff, EndLen int64
+	EndMAC         [macSize]byte
 }
 
 func (r *record) marshal(a *anchor, anchorSum [32]byte, k *runKeys) ([]byte, error) {
@@ -277,9 +318,14 @@ func (r *record) marshal(a *anchor, anchorSum [32]byte, k *runKeys) ([]byte, err
 	put64(b, rSequence, r.Sequence)
 	copy(b[rAnchorSum:], anchorSum[:])
 	put64(b, rNext, uint64(r.Next))
+	var flags uint32
 	if r.HasData {
-		put32(b, rFlags, recordHasData)
+		flags |= recordHasData
 	}
+	if r.Finished {
+		flags |= recordFinished
+	}
+	put32(b, rFlags, flags)
 	put64(b, rDataLen, uint64(r.DataLen))
 	copy(b[rDataMAC:], r.DataMAC[:])
 	put64(b, rSampleOff, uint64(r.SampleOff))
@@ -287,6 +333,12 @@ func (r *record) marshal(a *anchor, anchorSum [32]byte, k *runKeys) ([]byte, err
 	copy(b[rSampleMAC:], r.SampleMAC[:])
 	put32(b, rSealedLen, uint32(len(r.Sealed)))
 	copy(b[rSealed:], r.Sealed)
+	put64(b, rAheadOff, uint64(r.AheadOff))
+	put64(b, rAheadLen, uint64(r.AheadLen))
+	copy(b[rAheadMAC:], r.AheadMAC[:])
+	put64(b, rEndOff, uint64(r.EndOff))
+	put64(b, rEndLen, uint64(r.EndLen))
+	copy(b[rEndMAC:], r.EndMAC[:])
 	mac := k.mac(k.record, b[:rMAC])
 	copy(b[rMAC:], mac[:])
 	sum := blake2b.Sum256(b[:rChecksum])
@@ -318,20 +370,31 @@ func parseRecord(b []byte, slot int, a *anchor, anchorSum [32]byte, k *runKeys) 
 	}
 	// Authenticated: written by xtsctl with this key. It must belong to
 	// this run and this anchor.
+	flags := le32(b, rFlags)
 	r := &record{
-		Sequence: le64(b, rSequence), Next: int64(le64(b, rNext)), HasData: le32(b, rFlags)&recordHasData != 0,
-		DataLen: int64(le64(b, rDataLen)), SampleOff: int64(le64(b, rSampleOff)), SampleLen: int64(le64(b, rSampleLen)),
+		Sequence: le64(b, rSequence), Next: int64(le64(b, rNext)), HasData: flags&recordHasData != 0,
+		Finished: flags&recordFinished != 0,
+		DataLen:  int64(le64(b, rDataLen)), SampleOff: int64(le64(b, rSampleOff)), SampleLen: int64(le64(b, rSampleLen)),
+		AheadOff: int64(le64(b, rAheadOff)), AheadLen: int64(le64(b, rAheadLen)),
+		EndOff: int64(le64(b, rEndOff)), EndLen: int64(le64(b, rEndLen)),
 	}
 	copy(r.DataMAC[:], b[rDataMAC:])
 	copy(r.SampleMAC[:], b[rSampleMAC:])
+	copy(r.AheadMAC[:], b[rAheadMAC:])
+	copy(r.EndMAC[:], b[rEndMAC:])
 	n := le32(b, rSealedLen)
+	known := recordHasData
+	if a.Version >= 2 {
+		known |= recordFinished
+	}
 	switch {
 	case !bytes.Equal(b[rRunID:rRunID+16], a.RunID[:]) || !bytes.Equal(b[rAnchorSum:rAnchorSum+32], anchorSum[:]):
 		return nil, errors.New("belongs to another run")
 	case r.Sequence >= maxSequence || r.Sequence%2 != uint64(slot):
 		return nil, fmt.Errorf("impossible sequence number %d", r.Sequence)
-	case le32(b, rFlags)&^recordHasData != 0 || n > maxSealed || !allZero(b[rFlags+4:rDataLen]) ||
-		!allZero(b[rSealed+int(min(n, maxSealed)):rMAC]) || !allZero(b[rMAC+macSize:rChecksum]):
+	case flags&^known != 0 || n > maxSealed || !allZero(b[rFlags+4:rDataLen]) ||
+		!allZero(b[rSealed+int(min(n, maxSealed)):rAheadOff]) || !allZero(b[rReserved:rMAC]) || !allZero(b[rMAC+macSize:rChecksum]),
+		a.Version < 2 && !allZero(b[rAheadOff:rReserved]):
 		return nil, errors.New("unknown flags or non-zero reserved bytes")
 	}
 	r.Sealed = bytes.Clone(b[rSealed : rSealed+int(n)])

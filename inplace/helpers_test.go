@@ -119,7 +119,10 @@ func (j *memJournal) Open() (JournalFile, error) {
 	return j.dev, nil
 }
 
-func (j *memJournal) Create(size int64, init func(Device) error) (JournalFile, error) {
+func (j *memJournal) Create(size int64, init func(Device) error, replace bool) (JournalFile, error) {
+	if j.dev != nil && !replace {
+		return nil, &BusyError{Why: "the journal exists"}
+	}
 	d := &memDev{b: make([]byte, size), name: "journal"}
 	if err := init(d); err != nil {
 		return nil, err
@@ -134,14 +137,6 @@ func (j *memJournal) Create(size int64, init func(Device) error) (JournalFile, e
 }
 
 func (j *memJournal) Name() string { return "journal" }
-
-func (j *memJournal) Remove() error {
-	if j.log != nil {
-		j.log.add(op{dev: "journal", kind: opRemove})
-	}
-	j.dev = nil
-	return nil
-}
 
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)

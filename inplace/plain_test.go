@@ -7,15 +7,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
-	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
 var testKey = pattern(64, 9)
 
 // straightPlain is what encrypt --type plain IN OUT writes.
-func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
+func straightPlain(t *testing.T, in []byte, p plain.Mapping, key []byte) []byte {
 	t.Helper()
 	c, err := xts.NewCipher(key)
 	if err != nil {
@@ -23,7 +23,7 @@ func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
 	}
 	codec, _ := sector.NewCodec(c, p.Sector)
 	var out bytes.Buffer
-	if _, err := volume.EncryptPlain(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
+	if _, err := plain.Encrypt(context.Background(), &out, bytes.NewReader(in), int64(len(in)), p, codec, nil); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
@@ -31,15 +31,15 @@ func straightPlain(t *testing.T, in []byte, p volume.Plain, key []byte) []byte {
 
 var plainCases = []struct {
 	name string
-	p    volume.Plain
+	p    plain.Mapping
 	size int
 }{
-	{"journal", volume.Plain{Sector: sector.Params{Size: 512}}, 5<<20 + 3*512},
-	{"journal 4096 large skip", volume.Plain{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 77}}, 6 << 20},
-	{"journal small offset", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 8}, 5<<20 + 512},
-	{"shift", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}, 5<<20 + 7*512},
-	{"shift 3 MiB", volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 6144}, 9 << 20},
-	{"tiny", volume.Plain{Sector: sector.Params{Size: 512}}, 4096},
+	{"journal", plain.Mapping{Sector: sector.Params{Size: 512}}, 5<<20 + 3*512},
+	{"journal 4096 large skip", plain.Mapping{Sector: sector.Params{Size: 4096, IVMode: sector.Plain64LargeSectors, IVOffset: 77}}, 6 << 20},
+	{"journal small offset", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 8}, 5<<20 + 512},
+	{"shift", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}, 5<<20 + 7*512},
+	{"shift 3 MiB", plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 6144}, 9 << 20},
+	{"tiny", plain.Mapping{Sector: sector.Params{Size: 512}}, 4096},
 }
 
 // TestPlainRoundTrip: an in-place encryption gives the bytes of encrypt
@@ -60,8 +60,11 @@ func TestPlainRoundTrip(t *testing.T) {
 			if !bytes.Equal(tg.b, want) {
 				t.Fatalf("in-place encryption differs from encrypt --type plain (%d vs %d bytes)", len(tg.b), len(want))
 			}
-			if j.dev != nil {
-				t.Fatal("the journal is left behind")
+			finishedJournal(t, j, Encrypt)
+			// Run again: nothing to do, nothing converted.
+			res, err := EncryptPlain(ctx, tg, j, c.p, 0, testKey, Options{})
+			if err != nil || !res.AlreadyDone || res.Resumed || !bytes.Equal(tg.b, want) {
+				t.Fatalf("encrypting again: %+v %v", res, err)
 			}
 			if _, err := DecryptPlain(ctx, tg, j, c.p, testKey, Options{}); err != nil {
 				t.Fatal(err)
@@ -69,8 +72,15 @@ func TestPlainRoundTrip(t *testing.T) {
 			if !bytes.Equal(tg.b, in) {
 				t.Fatal("in-place decryption does not give the original back")
 			}
+			finishedJournal(t, j, Decrypt)
+			res, err = DecryptPlain(ctx, tg, j, c.p, testKey, Options{})
+			if err != nil || !res.AlreadyDone || !bytes.Equal(tg.b, in) {
+				t.Fatalf("decrypting again: %+v %v", res, err)
+			}
 
-			// A block device: the data, then the room the offset needs.
+			// A block device: the data, then the room the offset needs
+			// (and a journal of its own).
+			j = &memJournal{}
 			room := int(c.p.OffsetBytes()) + 4096
 			dev := &memDev{b: append(bytes.Clone(in), pattern(room, 2)...), fixed: true}
 			if _, err := EncryptPlain(ctx, dev, j, c.p, int64(room), testKey, Options{}); err != nil {
@@ -89,10 +99,23 @@ func TestPlainRoundTrip(t *testing.T) {
 	}
 }
 
+// finishedJournal checks that j holds the journal of a finished run of
+// dir, cut to its records.
+func finishedJournal(t *testing.T, j *memJournal, dir Direction) {
+	t.Helper()
+	if j.dev == nil {
+		t.Fatal("no journal left: the finished run is not recorded")
+	}
+	st, err := ProbeJournal(j.dev)
+	if err != nil || !st.Finished || st.Direction != dir || st.Done != st.Length || len(j.dev.b) != journalData {
+		t.Fatalf("the journal of the finished run: %+v %v (%d bytes)", st, err, len(j.dev.b))
+	}
+}
+
 // TestPlainNeedsRoom: a block device without room for the offset is
 // refused before anything changes.
 func TestPlainNeedsRoom(t *testing.T) {
-	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}
 	in := pattern(4<<20, 3)
 	dev := &memDev{b: bytes.Clone(in), fixed: true}
 	j := &memJournal{}
@@ -123,14 +146,14 @@ func TestPlainPowerLoss(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, c := range []struct {
 		name  string
-		p     volume.Plain
+		p     plain.Mapping
 		size  int
 		fixed bool
 	}{
-		{"journal", volume.Plain{Sector: sector.Params{Size: 512}}, 3<<20 + 512, false},
-		{"journal offset", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 16}, 3<<20 + 512, false},
-		{"shift", volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 2048}, 3<<20 + 4096, false},
-		{"shift device", volume.Plain{Sector: sector.Params{Size: 512}, Offset: 2048}, 3 << 20, true},
+		{"journal", plain.Mapping{Sector: sector.Params{Size: 512}}, 3<<20 + 512, false},
+		{"journal offset", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 16}, 3<<20 + 512, false},
+		{"shift", plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 2048}, 3<<20 + 4096, false},
+		{"shift device", plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048}, 3 << 20, true},
 	} {
 		in := pattern(c.size, 4)
 		room := 0
@@ -204,7 +227,7 @@ func TestPlainPowerLoss(t *testing.T) {
 // resume changes nothing.
 func TestPlainResumeChecks(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}}
 	in := pattern(5<<20, 11)
 	tg := &memDev{b: bytes.Clone(in), failAfter: 2}
 	j := &memJournal{}
@@ -229,7 +252,7 @@ func TestPlainResumeChecks(t *testing.T) {
 			return err
 		}, func(err error) bool { return errors.Is(err, ErrWrongKey) }},
 		"other sector size": {func(tg *memDev, j *memJournal) error {
-			_, err := EncryptPlain(ctx, tg, j, volume.Plain{Sector: sector.Params{Size: 4096}}, 0, testKey, Options{})
+			_, err := EncryptPlain(ctx, tg, j, plain.Mapping{Sector: sector.Params{Size: 4096}}, 0, testKey, Options{})
 			return err
 		}, func(err error) bool { return errors.As(err, &me) }},
 		"decrypt": {func(tg *memDev, j *memJournal) error {
@@ -283,5 +306,27 @@ func TestPlainResumeChecks(t *testing.T) {
 	}
 	if !bytes.Equal(tg3.b, straightPlain(t, in, p, testKey)) {
 		t.Fatal("the resumed run differs from encrypt --type plain")
+	}
+}
+
+// TestPlainWriteErrorStops: a write in place that fails in journal mode
+// ends the run with its error, at any zone (a chunk of the zone after next
+// used to wait for ever for the buffer that write would free), and the
+// run then resumes to the straight result.
+func TestPlainWriteErrorStops(t *testing.T) {
+	ctx := context.Background()
+	p := plain.Mapping{Sector: sector.Params{Size: 512}}
+	in := pattern(int(8*journalZone)+512, 42)
+	want := straightPlain(t, in, p, testKey)
+	for n := 1; n <= 8; n++ {
+		tg := &memDev{b: bytes.Clone(in), failAfter: n}
+		j := &memJournal{}
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+			t.Fatalf("write %d failing: %v", n, err)
+		}
+		tg.failAfter = 0
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil || !bytes.Equal(tg.b, want) {
+			t.Fatalf("write %d failing, resumed: %v", n, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -34,7 +35,7 @@ type Plan struct {
 	room    int64
 	dir     Direction
 	journal Journal
-	plain   volume.Plain
+	plain   plain.Mapping
 }
 
 // Why a run cannot start; nothing was changed.
@@ -101,7 +102,7 @@ func (e *JournalError) Unwrap() error { return e.Err }
 func PrepareVolume(t Target, dir Direction, room int64) (*Plan, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	if t.Resizable() && room != 0 {
 		return nil, ErrRoomOnImage
@@ -170,9 +171,10 @@ func (p *Plan) DecryptVolume(ctx context.Context, unlock func(*volume.Headers) (
 // PreparePlain prepares an in-place run of dir of the plain image on the
 // target, with p's parameters, its journal j, and (an encryption of a
 // block device) room bytes at its end that hold no data. An interrupted
-// run is found by its journal, which must describe one; a new run's data
-// must be whole sectors.
-func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64) (*Plan, error) {
+// run is found by its journal, which must describe one; a run its journal
+// says finished is not resumed (the same direction then converts nothing,
+// the other starts anew); a new run's data must be whole sectors.
+func PreparePlain(t Target, j Journal, p plain.Mapping, dir Direction, room int64) (*Plan, error) {
 	if t.Resizable() && room != 0 {
 		return nil, ErrRoomOnImage
 	}
@@ -185,15 +187,22 @@ func PreparePlain(t Target, j Journal, p volume.Plain, dir Direction, room int64
 		if err != nil {
 			return nil, &JournalError{Journal: j.Name(), Err: err}
 		}
-		plan.Resume = plan.Status.Direction == dir
+		st := plan.Status
+		plan.Resume = st.Direction == dir && !st.Finished
+		if (st.Direction == dir || st.Finished) && !st.sameParams(p) {
+			return nil, &MismatchError{What: "used " + st.params(), Finished: st.Finished}
+		}
+		if !st.Finished || st.Direction == dir {
+			return plan, nil
+		}
 	case errors.Is(err, fs.ErrNotExist):
-		if plan.size, err = t.Size(); err != nil {
-			return nil, &ReadError{err}
-		}
-		if _, err := plainLength(plan.size, room, p, dir); err != nil {
-			return nil, err
-		}
 	default:
+		return nil, err
+	}
+	if plan.size, err = t.Size(); err != nil {
+		return nil, &ReadError{Err: err}
+	}
+	if _, err := plainLength(plan.size, room, p, dir); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -211,7 +220,7 @@ func (p *Plan) RunPlain(ctx context.Context, key []byte, opts Options) (*Result,
 // plainLength is the length of the data of a new plain run on a target of
 // size bytes: all but the room at its end (an encryption), all after the
 // offset (a decryption).
-func plainLength(size, room int64, p volume.Plain, dir Direction) (int64, error) {
+func plainLength(size, room int64, p plain.Mapping, dir Direction) (int64, error) {
 	off, ss := p.OffsetBytes(), int64(p.Sector.Size)
 	n := size - room
 	if dir == Decrypt {
@@ -307,4 +316,47 @@ func sectorSizeOf(create volume.CreateOptions) int {
 		return 4096
 	}
 	return create.SectorSize
+}
+
+// UnfinishedError: a plain image has the journal of an in-place run beside
+// it that has not finished: part of it is converted, part not, and only
+// that run can finish it.
+type UnfinishedError struct {
+	*Found
+	Err error // the journal could not be read as one (Status is nil)
+}
+
+func (e *UnfinishedError) Error() string {
+	if e.Status == nil {
+		return fmt.Sprintf("the in-place journal %s beside it cannot be read (%v): an in-place run of it may have been interrupted, and its data be part plaintext, part ciphertext", e.Journal, e.Err)
+	}
+	return fmt.Sprintf("an in-place %s of it was interrupted (%s done; its journal %s): its data is part plaintext, part ciphertext until that run is finished", e.Direction, e.Percent(), e.Journal)
+}
+
+func (e *UnfinishedError) Unwrap() error { return e.Err }
+
+// CheckPlainImage refuses a plain image file that an in-place run was
+// interrupted in the middle of: one with its journal beside it
+// (DefaultJournal) that does not say the run finished (or that is not a
+// journal at all). A plain image carries no marker of its own; reading
+// or writing it as a whole (open, decrypt) would serve or write data half
+// of which is the wrong way round.
+func CheckPlainImage(image string) error {
+	journal := DefaultJournal(image)
+	jf, err := os.Open(journal)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &UnfinishedError{Found: &Found{Journal: journal}, Err: err}
+	}
+	defer jf.Close()
+	st, err := ProbeJournal(jf)
+	switch {
+	case err != nil:
+		return &UnfinishedError{Found: &Found{Journal: journal}, Err: err}
+	case st.Finished:
+		return nil
+	}
+	return &UnfinishedError{Found: &Found{Status: st, Journal: journal}}
 }

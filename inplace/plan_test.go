@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -133,7 +134,7 @@ func TestPrepareVolumeInterrupted(t *testing.T) {
 // only; a journal that is not one is refused, named.
 func TestPreparePlain(t *testing.T) {
 	ctx := context.Background()
-	p := volume.Plain{Sector: sector.Params{Size: 512}, Offset: 8}
+	p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 8}
 	in := pattern(3<<20, 7)
 
 	var nd *NoDataError
@@ -175,8 +176,16 @@ func TestPreparePlain(t *testing.T) {
 	if _, err := plan.RunPlain(ctx, testKey, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) || j.dev != nil {
+	if !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) {
 		t.Fatal("the resumed run is not the straight result")
+	}
+	// Finished: its journal says so; the same direction is nothing to
+	// resume, the other starts anew.
+	if plan, err = PreparePlain(tg, j, p, Encrypt, 0); err != nil || plan.Resume || !plan.Status.Finished {
+		t.Fatalf("finished: %+v, %v", plan, err)
+	}
+	if plan, err = PreparePlain(tg, j, p, Decrypt, 0); err != nil || plan.Resume || !plan.Status.Finished {
+		t.Fatalf("finished, the other direction: %+v, %v", plan, err)
 	}
 }
 
@@ -187,12 +196,11 @@ type sizeJournal struct{ size int64 }
 var errRefused = errors.New("refused")
 
 func (j *sizeJournal) Open() (JournalFile, error) { return nil, os.ErrNotExist }
-func (j *sizeJournal) Create(size int64, _ func(Device) error) (JournalFile, error) {
+func (j *sizeJournal) Create(size int64, _ func(Device) error, _ bool) (JournalFile, error) {
 	j.size = size
 	return nil, errRefused
 }
-func (j *sizeJournal) Remove() error { return nil }
-func (j *sizeJournal) Name() string  { return "sized" }
+func (j *sizeJournal) Name() string { return "sized" }
 
 // TestMaxJournalSize: the journal of a large journal-mode run, with the
 // zones xtsctl uses, takes MaxJournalSize, which messages quote.
@@ -202,7 +210,7 @@ func TestMaxJournalSize(t *testing.T) {
 	defer func() { journalZone = old }()
 	j := &sizeJournal{}
 	tg := &memDev{b: make([]byte, 3*defaultJournalZone)}
-	_, err := EncryptPlain(context.Background(), tg, j, volume.Plain{Sector: sector.Params{Size: 512}}, 0, testKey, Options{})
+	_, err := EncryptPlain(context.Background(), tg, j, plain.Mapping{Sector: sector.Params{Size: 512}}, 0, testKey, Options{})
 	if !errors.Is(err, errRefused) || j.size != MaxJournalSize {
 		t.Fatalf("journal of %d bytes (%v); MaxJournalSize is %d", j.size, err, MaxJournalSize)
 	}
@@ -226,7 +234,7 @@ func TestFindRun(t *testing.T) {
 	}
 
 	// A plain run, its journal beside the image.
-	p := volume.Plain{Sector: sector.Params{Size: 4096}, Offset: 16}
+	p := plain.Mapping{Sector: sector.Params{Size: 4096}, Offset: 16}
 	tg := &memDev{b: bytes.Clone(in), failAfter: 3}
 	j := &memJournal{}
 	if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {

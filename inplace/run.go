@@ -19,6 +19,9 @@ type Options struct {
 	// --digest none); the tags are checked all the same. Once a run of a
 	// decryption had it, the rest of that decryption does not either.
 	NoDigest bool
+	// Force: a new plain run skips the guards that guess from the data
+	// whether its target is converted already (ConvertedError).
+	Force bool
 }
 
 func (o *Options) workers() int {
@@ -42,7 +45,8 @@ type Result struct {
 	Resumed   bool
 	ResumedAt int64
 	// AlreadyDone: the interrupted run had converted everything and was
-	// only tidying up.
+	// only tidying up, or (plain) the journal says the run finished and
+	// the target is what it left: nothing was converted.
 	AlreadyDone bool
 	// Length is the number of bytes of data converted.
 	Length int64
@@ -72,6 +76,15 @@ func (e *engine) loadRecords() error {
 			continue
 		}
 		if r.Next < 0 || r.Next > e.g.zones() || r.Next == e.g.zones() && r.HasData || r.HasData && e.a.Mode != modeJournal {
+			continue
+		}
+		// Where its ahead MAC and samples are is not up to the record:
+		// it says what the run computes for it.
+		if off, n := e.aheadOf(r.Next, r.HasData); !r.Finished && (r.AheadOff != off || r.AheadLen != n) ||
+			r.Finished && (r.AheadLen != 0 || r.AheadOff != 0) {
+			continue
+		}
+		if r.Finished && (e.a.Kind != KindPlain || r.Next != e.g.zones() || r.HasData) || !r.Finished && (r.EndOff != 0 || r.EndLen != 0) {
 			continue
 		}
 		if r.HasData {

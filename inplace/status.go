@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/plain"
+	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -23,6 +25,9 @@ type Status struct {
 	// which nothing was converted by.
 	Started bool
 	Journal bool // plain: journal mode (the data goes through the journal)
+	// Finished: a plain run's journal says the run is over (its newest
+	// intact record; only the key confirms it).
+	Finished bool
 	// Plain parameters, as cryptsetup names them.
 	SectorSize   int
 	LargeSectors bool
@@ -62,6 +67,7 @@ func statusOf(r io.ReaderAt, a *anchor, asum [32]byte) *Status {
 		}
 		st.Recorded, best = true, seq
 		st.Done = g.length - g.remaining(next)
+		st.Finished = le32(b, rFlags)&recordFinished != 0 && a.Version >= 2 && a.Kind == KindPlain
 	}
 	return st
 }
@@ -103,4 +109,20 @@ func ProbeJournal(r io.ReaderAt) (*Status, error) {
 	st := statusOf(r, a, asum)
 	st.Started = true
 	return st, nil
+}
+
+// sameParams: the plain run s describes has p's parameters.
+func (s *Status) sameParams(p plain.Mapping) bool {
+	return s.SectorSize == p.Sector.Size && s.LargeSectors == (p.Sector.IVMode == sector.Plain64LargeSectors) &&
+		s.Skip == p.Sector.IVOffset && s.Offset == p.Offset
+}
+
+// params names the parameters of the plain run s describes, as the options
+// that give them.
+func (s *Status) params() string {
+	want := fmt.Sprintf("--sector-size %d", s.SectorSize)
+	if s.LargeSectors {
+		want += " --iv-large-sectors"
+	}
+	return want + fmt.Sprintf(" --skip %d --offset %d", s.Skip, s.Offset)
 }

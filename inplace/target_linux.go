@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/volume"
 	"golang.org/x/sys/unix"
 )
@@ -140,19 +141,10 @@ func (t *FileTarget) Reserve(size int64) error {
 	return nil
 }
 
-// loopsBackedBy lists the loop devices whose backing file is fi.
+// loopsBackedBy lists the loop devices whose backing file is fi, by its
+// device and inode (a hard link of the file is the file).
 func loopsBackedBy(fi fs.FileInfo) []string {
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	var devs []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil && os.SameFile(fi, bfi) {
-			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f))))
-		}
-	}
+	devs, _ := loopdev.BackedByFile(fi)
 	return devs
 }
 
@@ -188,6 +180,8 @@ func DefaultJournal(image string) string { return image + ".xtsctl-journal" }
 
 type lockedFile struct{ *os.File }
 
+// lockJournal takes the journal's lock: one run at a time per journal,
+// whatever target it converts (the target has a lock of its own).
 func lockJournal(f *os.File) error {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -198,22 +192,44 @@ func lockJournal(f *os.File) error {
 	return nil
 }
 
-// Open opens the journal of an interrupted run.
+// Open opens the journal of a run and locks it. The lock is on the file
+// that was opened; a run that replaced the journal meanwhile (Create) put
+// another file at the path, so Open checks that the path still names the
+// file it locked.
 func (j FileJournal) Open() (JournalFile, error) {
-	f, err := os.OpenFile(j.Path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := lockJournal(f); err != nil {
+	for range 3 {
+		f, err := os.OpenFile(j.Path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockJournal(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		locked, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		now, err := os.Stat(j.Path)
+		if err == nil && os.SameFile(locked, now) {
+			return lockedFile{f}, nil
+		}
 		f.Close()
-		return nil, err
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
-	return lockedFile{f}, nil
+	return nil, &BusyError{Why: "its journal " + j.Path + " keeps being replaced by another xtsctl"}
 }
 
-// Create writes a new journal under a temporary name, syncs it and renames
-// it into place, so that Open never finds one that is not complete.
-func (j FileJournal) Create(size int64, init func(Device) error) (JournalFile, error) {
+// Create writes a new journal under a temporary name, locked, syncs it
+// and puts it in place, so that Open never finds one that is not
+// complete: with replace over the journal the caller holds (open and
+// locked, so no other run can be using it), otherwise only if there is
+// none (RENAME_NOREPLACE, or a hard link where the filesystem lacks it):
+// two runs that found no journal cannot both start.
+func (j FileJournal) Create(size int64, init func(Device) error, replace bool) (JournalFile, error) {
 	dir, base := filepath.Split(j.Path)
 	if dir == "" {
 		dir = "."
@@ -242,22 +258,43 @@ func (j FileJournal) Create(size int64, init func(Device) error) (JournalFile, e
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(f.Name(), j.Path); err != nil {
+	if replace {
+		err = os.Rename(f.Name(), j.Path)
+	} else {
+		err = renameNoReplace(f.Name(), j.Path)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fail(&BusyError{Why: "its journal " + j.Path + " appeared while this run was starting: another xtsctl run uses it"})
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if err := syncDir(dir); err != nil {
-		return fail(err)
+		// The journal is in place and complete: a run found it if this
+		// one stopped now. Only its directory entry may not be durable.
+		f.Close()
+		return nil, err
 	}
 	return lockedFile{f}, nil
 }
 
-// Remove deletes the journal and syncs its directory.
-func (j FileJournal) Remove() error {
-	if err := os.Remove(j.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// renameNoReplace renames from to to unless to exists (fs.ErrExist).
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.ENOTSUP) {
+		if errors.Is(err, unix.EEXIST) {
+			return fs.ErrExist
+		}
 		return err
 	}
-	dir := filepath.Dir(j.Path)
-	return syncDir(dir)
+	// No RENAME_NOREPLACE here: link(2) fails where the name exists.
+	if err := os.Link(from, to); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fs.ErrExist
+		}
+		return err
+	}
+	return os.Remove(from)
 }
 
 func syncDir(dir string) error {

@@ -41,7 +41,6 @@ type FileJournal struct{ Path string }
 func DefaultJournal(image string) string { return image + ".xtsctl-journal" }
 
 func (j FileJournal) Open() (JournalFile, error) { return nil, errUnsupported }
-func (j FileJournal) Create(size int64, init func(Device) error) (JournalFile, error) {
+func (j FileJournal) Create(size int64, init func(Device) error, replace bool) (JournalFile, error) {
 	return nil, errUnsupported
 }
-func (j FileJournal) Remove() error { return errUnsupported }

@@ -26,6 +26,12 @@ import (
 // a decryption.
 const runArea = 4 * blockSize
 
+// backupHeaderGap is where a run keeps the second copy of the volume's
+// header (version 2): this far into the secondary copy's 64 KiB region,
+// which the copy itself uses 8 KiB of and the run area (on an image) the
+// last 16 KiB. The primary copy's place holds data during the run.
+const backupHeaderGap = 16 << 10
+
 // runAreaAt is where the records and the anchor of a target of size bytes
 // are.
 func runAreaAt(size int64) (records, anchorOff int64) { return size - runArea, size - anchorSize }
@@ -114,12 +120,14 @@ func readAnchor(t io.ReaderAt, size int64) (*anchor, [32]byte, error) {
 
 // findHeader finds the volume header of a run: the copy at the anchor's
 // HeaderOff (the secondary copy, which every header change of a run
-// writes first), or a valid primary copy that says the secondary is there.
-// Only copies valid as a whole count: a run writes its header whole and
-// syncs it before it converts anything, so a torn one means the run never
-// started. Without an anchor it is where ReadHeaders looks. It returns nil
-// if there is none. The primary copy's generation is noted, so that a
-// header written after it gets a higher one.
+// writes first), the run's second copy (BackupHdr, version 2), or a valid
+// primary copy that says the secondary is there; of those that are valid
+// as a whole and belong together (one UUID), the one of the highest
+// generation (the secondary on a tie, then the second copy). A run writes
+// its header whole and syncs it before it converts anything, so a torn
+// one means the run never started. Without an anchor it is where
+// ReadHeaders looks. It returns nil if there is none. The generations are
+// noted, so that a header written after it gets a higher one.
 func findHeader(t io.ReaderAt, size int64, a *anchor) *volume.Headers {
 	parse := func(off int64) *volume.Header {
 		b := make([]byte, volume.CopySize)
@@ -141,9 +149,20 @@ func findHeader(t io.ReaderAt, size int64, a *anchor) *volume.Headers {
 		return nil
 	}
 	hs := &volume.Headers{DeviceSize: size}
-	if h := parse(a.HeaderOff); h != nil && h.SecondaryOffset == a.HeaderOff {
-		hs.Header = h
-		hs.Secondary = volume.CopyStatus{Name: "secondary", Offset: a.HeaderOff, Parsed: true, Generation: h.Generation}
+	sec := parse(a.HeaderOff)
+	if sec != nil && sec.SecondaryOffset != a.HeaderOff {
+		sec = nil
+	}
+	if sec != nil {
+		hs.Header = sec
+		hs.Secondary = volume.CopyStatus{Name: "secondary", Offset: a.HeaderOff, Parsed: true, Generation: sec.Generation}
+	}
+	if a.BackupHdr != 0 {
+		if b := parse(a.BackupHdr); b != nil && b.SecondaryOffset == a.HeaderOff && (hs.Header == nil || b.UUID == hs.Header.UUID) {
+			if hs.Header == nil || b.Generation > hs.Header.Generation {
+				hs.Header = b
+			}
+		}
 	}
 	if p := parse(0); p != nil && p.SecondaryOffset == a.HeaderOff && (hs.Header == nil || p.UUID == hs.Header.UUID) {
 		hs.Primary = volume.CopyStatus{Name: "primary", Parsed: true, Generation: p.Generation}
@@ -157,6 +176,57 @@ func findHeader(t io.ReaderAt, size int64, a *anchor) *volume.Headers {
 	return hs
 }
 
+// backupHeaderAt is where a new run keeps the second copy of the header
+// of a volume laid out as l (0: none, a version-1 run).
+func backupHeaderAt(l volume.Layout) int64 {
+	if newRunVersion < 2 {
+		return 0
+	}
+	return l.SecondaryOffset + backupHeaderGap
+}
+
+// writeBackupHeader writes h as the run's second header copy and syncs.
+func (r *volumeRun) writeBackupHeader(h *volume.Header) error {
+	if r.a.BackupHdr == 0 {
+		return nil
+	}
+	b, err := h.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := writeAt(r.t, b, r.a.BackupHdr); err != nil {
+		return err
+	}
+	return syncDev(r.t)
+}
+
+// repairHeaders rewrites the run's copies of its header (the secondary
+// and the second copy) where they are not the header in force, which the
+// passphrase has authenticated: a run keeps two copies until it ends.
+func (r *volumeRun) repairHeaders() error {
+	want, err := r.h.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	copies := []int64{r.a.HeaderOff}
+	if r.a.BackupHdr != 0 {
+		copies = append(copies, r.a.BackupHdr)
+	}
+	for _, off := range copies {
+		have := make([]byte, len(want))
+		if readAt(r.t, have, off) == nil && string(have) == string(want) {
+			continue
+		}
+		if err := writeAt(r.t, want, off); err != nil {
+			return err
+		}
+		if err := syncDev(r.t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EncryptVolume turns the target into an xtsctl volume in place, made as
 // volume.Create would make it from the target's content (with
 // create.Passphrase in key slot 0). An image file grows by the volume's
@@ -168,7 +238,7 @@ func findHeader(t io.ReaderAt, size int64, a *anchor) *volume.Headers {
 func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, room int64, opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	r := &volumeRun{t: t, size: size, opts: opts}
 	defer r.wipe()
@@ -195,7 +265,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		length = a.Length
 		if t.Resizable() {
 			if err := t.Truncate(length); err != nil {
-				return nil, &WriteError{err}
+				return nil, &WriteError{Err: err}
 			}
 			if err := syncDev(t); err != nil {
 				return nil, err
@@ -232,7 +302,7 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		}
 	} else if rs, ok := t.(interface{ Reserve(int64) error }); ok {
 		if err := rs.Reserve(final); err != nil {
-			return nil, &WriteError{err}
+			return nil, &WriteError{Err: err}
 		}
 	}
 
@@ -262,9 +332,9 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, err
 	}
 	records, anchorOff := runAreaAt(final)
-	a = &anchor{Kind: KindVolume, Direction: Encrypt, Mode: modeShift, Length: length, Source: 0, Dest: l.DataOffset,
+	a = &anchor{Version: newRunVersion, Kind: KindVolume, Direction: Encrypt, Mode: modeShift, Length: length, Source: 0, Dest: l.DataOffset,
 		OrigSize: size, FinalSize: final, Zone: min(l.DataOffset/chunk*chunk, maxZone), SectorSize: uint32(ss),
-		HeaderOff: l.SecondaryOffset, Records: records}
+		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: backupHeaderAt(l)}
 	if t.Resizable() {
 		a.OrigSize = length
 	}
@@ -306,9 +376,14 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 		return nil, err
 	}
 	if err := volume.WriteHeaderCopy(t, h, l.SecondaryOffset); err != nil {
-		return nil, &WriteError{err}
+		return nil, &WriteError{Err: err}
 	}
 	if err := syncDev(t); err != nil {
+		return nil, err
+	}
+	// The second copy, after the first is durable: until the end of the
+	// run the primary copy's place holds data.
+	if err := r.writeBackupHeader(h); err != nil {
 		return nil, err
 	}
 	r.hs = &volume.Headers{Header: h, Secondary: volume.CopyStatus{Generation: h.Generation}, DeviceSize: final}
@@ -318,12 +393,13 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 // checkStartLeftovers checks, before an encryption that stopped before its
 // header was written starts again, that the target is what such a start
 // leaves: its size, and (an image) nothing but zeros after the data except
-// where the start writes. The anchor is not authenticated (there is no key
-// yet); these checks make sure that starting again only overwrites what a
-// start would overwrite anyway.
+// where the start writes (the header's copies). The anchor is not
+// authenticated (there is no key yet); these checks make sure that
+// starting again only overwrites what a start would overwrite anyway.
 func checkStartLeftovers(t Target, size int64, a *anchor, room int64) error {
 	l, err := volume.NewLayout(a.Length, int(a.SectorSize), 0)
-	if err != nil || a.Direction != Encrypt || a.Source != 0 || a.Dest != l.DataOffset {
+	if err != nil || a.Direction != Encrypt || a.Source != 0 || a.Dest != l.DataOffset ||
+		a.BackupHdr != 0 && a.BackupHdr != a.HeaderOff+backupHeaderGap {
 		return errors.New("the in-place run's anchor is invalid")
 	}
 	if size != a.FinalSize {
@@ -344,7 +420,9 @@ func checkStartLeftovers(t Target, size int64, a *anchor, room int64) error {
 		}
 		for i := range n {
 			pos := off + i
-			if buf[i] != 0 && (pos < a.HeaderOff || pos >= a.HeaderOff+volume.CopySize) {
+			inCopy := pos >= a.HeaderOff && pos < a.HeaderOff+volume.CopySize ||
+				a.BackupHdr != 0 && pos >= a.BackupHdr && pos < a.BackupHdr+volume.CopySize
+			if buf[i] != 0 && !inCopy {
 				return fmt.Errorf("%w: it holds data after the data length of the interrupted run (byte %d)", ErrNotThisTarget, pos)
 			}
 		}
@@ -393,7 +471,7 @@ func (r *volumeRun) newEngine() error {
 func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([]byte, int, error), opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	r := &volumeRun{t: t, size: size, opts: opts}
 	defer r.wipe()
@@ -421,6 +499,11 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 		// the middle of zeroing the header).
 		res.AlreadyDone, res.Length = true, a.Length
 		if !t.Resizable() && a.HeaderOff >= a.Length && a.HeaderOff+volume.CopySize <= a.Records {
+			if a.BackupHdr != 0 {
+				if err := zero(t, a.BackupHdr, volume.CopySize); err != nil {
+					return nil, err
+				}
+			}
 			if err := zero(t, a.HeaderOff, volume.CopySize); err != nil {
 				return nil, err
 			}
@@ -448,7 +531,7 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 		}
 		if hs, err := volume.ReadHeaders(t, size); err != nil || len(hs.Warnings) > 0 {
 			if err := volume.WriteHeaders(t, r.hs, r.h); err != nil {
-				return nil, &WriteError{err}
+				return nil, &WriteError{Err: err}
 			}
 		}
 		return res, r.clearRunArea()
@@ -481,15 +564,89 @@ func ResumeVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([
 	if err := r.e.checkSample(); err != nil {
 		return nil, err
 	}
+	if err := r.e.checkAhead(); err != nil {
+		return nil, err
+	}
+	if err := r.checkBoundary(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.repairHeaders(); err != nil {
+		return nil, err
+	}
 	res.ResumedAt = r.e.done()
 	return r.convert(ctx, res)
+}
+
+// checkBoundary asks the tags where the run got to, and refuses a record
+// in force that disagrees: the source of zone next (which the run reads
+// next, and the first source any later zone's write covers) must hold no
+// sector converted by the run. Encrypting, a converted sector is
+// ciphertext whose tag verifies at its new place, and the source holds
+// plaintext; decrypting, the source is ciphertext whose every tag
+// verifies, and a converted sector over it is plaintext. Without tags
+// (integrity none) the ahead MAC alone decides.
+func (r *volumeRun) checkBoundary(ctx context.Context) error {
+	l, e, a := r.h.Layout, r.e, r.a
+	if l.Integrity == volume.IntegrityNone || e.rec.Next >= e.g.zones() {
+		return nil
+	}
+	lo, hi := e.g.span(e.rec.Next)
+	ss := int64(l.SectorSize)
+	// The target range to look at, and the logical offset its first
+	// sector has when read as converted data (encrypting) or as the
+	// source (decrypting).
+	from, to, x := a.Source+lo, a.Source+hi, lo
+	if a.Direction == Encrypt {
+		from = max(from, a.Dest)
+		x = from - a.Dest
+	}
+	if from >= to {
+		return nil
+	}
+	s := newTagScratch(r.dc, 1)[0]
+	buf := make([]byte, chunk)
+	defer clear(buf)
+	for off := from; off < to; off += chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := buf[:min(chunk, to-off)]
+		sc := s.fit(len(b))
+		first := uint64((x + off - from) / ss)
+		if err := readAt(r.t, b, off); err != nil {
+			return err
+		}
+		if err := readAt(r.t, sc.stored, l.TagPosition(first)); err != nil {
+			return err
+		}
+		bad := r.dc.Check(b, sc.stored, sc.computed, first)
+		switch {
+		case a.Direction == Encrypt && len(bad) < len(b)/int(ss):
+			return fmt.Errorf("%w: the tags say data at byte %d was encrypted by it", ErrRolledBack, off+int64(bad0(bad, first, len(b)/int(ss)))*ss)
+		case a.Direction == Decrypt && len(bad) > 0:
+			return fmt.Errorf("%w: the data at byte %d that it has still to decrypt no longer matches its tag", ErrRolledBack, off+int64(bad[0].Sector-first)*ss)
+		}
+	}
+	return nil
+}
+
+// bad0 is the index of the first of n sectors from first that is not in
+// bad (which lists sectors in order).
+func bad0(bad []volume.BadSector, first uint64, n int) int {
+	for i := range n {
+		if i >= len(bad) || bad[i].Sector != first+uint64(i) {
+			return i
+		}
+	}
+	return n
 }
 
 // checkAnchor checks that the anchor describes the run that the
 // (authenticated) header is in the middle of.
 func (r *volumeRun) checkAnchor() error {
 	a, l := r.a, r.h.Layout
-	ok := a.Length == l.DataLength && a.SectorSize == uint32(l.SectorSize) && a.HeaderOff == l.SecondaryOffset && a.Mode == modeShift
+	ok := a.Length == l.DataLength && a.SectorSize == uint32(l.SectorSize) && a.HeaderOff == l.SecondaryOffset && a.Mode == modeShift &&
+		(a.Version < 2 || a.BackupHdr == l.SecondaryOffset+backupHeaderGap)
 	if a.Direction == Encrypt {
 		ok = ok && a.Source == 0 && a.Dest == l.DataOffset && a.FinalSize >= l.Size
 	} else {
@@ -510,7 +667,7 @@ func (r *volumeRun) checkAnchor() error {
 func DecryptVolume(ctx context.Context, t Target, unlock func(*volume.Headers) ([]byte, int, error), opts Options) (*VolumeResult, error) {
 	size, err := t.Size()
 	if err != nil {
-		return nil, &ReadError{err}
+		return nil, &ReadError{Err: err}
 	}
 	a, _, aerr := readAnchor(t, size)
 	switch {
@@ -555,9 +712,9 @@ func (r *volumeRun) startDecrypt(ctx context.Context, res *VolumeResult) (*Volum
 		return nil, err
 	}
 	records, anchorOff := runAreaAt(r.size)
-	a := &anchor{Kind: KindVolume, Direction: Decrypt, Mode: modeShift, Length: l.DataLength, Source: l.DataOffset, Dest: 0,
+	a := &anchor{Version: newRunVersion, Kind: KindVolume, Direction: Decrypt, Mode: modeShift, Length: l.DataLength, Source: l.DataOffset, Dest: 0,
 		OrigSize: r.size, FinalSize: r.size, Zone: min(l.DataOffset/chunk*chunk, maxZone), SectorSize: uint32(l.SectorSize),
-		HeaderOff: l.SecondaryOffset, Records: records}
+		HeaderOff: l.SecondaryOffset, Records: records, BackupHdr: backupHeaderAt(l)}
 	if t.Resizable() {
 		a.FinalSize = l.DataLength
 	}
@@ -601,7 +758,11 @@ func (r *volumeRun) startDecrypt(ctx context.Context, res *VolumeResult) (*Volum
 		return nil, err
 	}
 	if err := volume.WriteHeaders(t, r.hs, &marked); err != nil {
-		return nil, &WriteError{err}
+		return nil, &WriteError{Err: err}
+	}
+	// The second copy: the first zone goes over the primary one.
+	if err := r.writeBackupHeader(&marked); err != nil {
+		return nil, err
 	}
 	r.h = &marked
 	return r.convert(ctx, res)
@@ -724,12 +885,16 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 		return err
 	}
 	if err := volume.InitState(t, h, r.key); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	if err := volume.WriteHeaderCopy(t, h, 0); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	if err := syncDev(t); err != nil {
+		return err
+	}
+	// Two copies again (primary, secondary): the run's second one goes.
+	if err := r.zeroBackupHeader(); err != nil {
 		return err
 	}
 	done := *h
@@ -739,7 +904,7 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 	}
 	hs := &volume.Headers{Header: h, Primary: volume.CopyStatus{Generation: h.Generation}, Secondary: volume.CopyStatus{Generation: h.Generation}}
 	if err := volume.WriteHeaders(t, hs, &done); err != nil {
-		return &WriteError{err}
+		return &WriteError{Err: err}
 	}
 	res.Header = done
 	if d, ok, err := done.OpenDigest(r.key); err == nil && ok {
@@ -748,14 +913,31 @@ func (r *volumeRun) finishEncrypt(res *VolumeResult) error {
 	return r.clearRunArea()
 }
 
-// clearRunArea zeroes the records, then the anchor (the run's entry
-// point), and syncs.
+// zeroBackupHeader zeroes the run's second header copy (the region is
+// zero in a volume) and syncs.
+func (r *volumeRun) zeroBackupHeader() error {
+	if r.a.BackupHdr == 0 {
+		return nil
+	}
+	if err := zero(r.t, r.a.BackupHdr, volume.CopySize); err != nil {
+		return err
+	}
+	return syncDev(r.t)
+}
+
+// clearRunArea zeroes the run's second header copy, its records, then the
+// anchor (the run's entry point), and syncs.
 func (r *volumeRun) clearRunArea() error {
 	size, err := r.t.Size()
 	if err != nil {
-		return &ReadError{err}
+		return &ReadError{Err: err}
 	}
 	records, anchorOff := runAreaAt(size)
+	if r.a.BackupHdr+volume.CopySize <= records {
+		if err := r.zeroBackupHeader(); err != nil {
+			return err
+		}
+	}
 	// The older record first, so that until the end the newest one says
 	// how far the run got.
 	newest := newestRecord(r.t, records)
@@ -976,7 +1158,7 @@ func (r *volumeRun) finishDecrypt(res *VolumeResult) error {
 	}
 	if t.Resizable() {
 		if err := t.Truncate(l.DataLength); err != nil {
-			return &WriteError{err}
+			return &WriteError{Err: err}
 		}
 		if err := syncDev(t); err != nil {
 			return err

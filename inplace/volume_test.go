@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/plain"
+	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -163,7 +165,7 @@ func TestVolumeResumeChecks(t *testing.T) {
 	ctx := context.Background()
 	in := pattern(3<<20, 6)
 	enc := func(d *memDev) error { _, err := EncryptVolume(ctx, d, createOpts(32), 0, Options{}); return err }
-	half := interrupted(t, 12, enc, in, false)
+	half := interrupted(t, 13, enc, in, false)
 	st, err := Probe(&memDev{b: half}, int64(len(half)))
 	if err != nil || st == nil || st.Direction != Encrypt || !st.Started || !st.Recorded || st.Done == 0 || st.Done == st.Length {
 		t.Fatalf("probe: %+v %v", st, err)
@@ -402,5 +404,106 @@ func TestVolumeNoDigest(t *testing.T) {
 	dres, err = DecryptVolume(ctx, d, unlockWith(testPass), Options{})
 	if err != nil || !dres.Resumed || !dres.DigestMatch || dres.Digest != blake2b.Sum512(in) {
 		t.Fatalf("%+v %v", dres, err)
+	}
+}
+
+// TestVolumeSecondHeaderCopy: a volume run keeps two copies of its header
+// until it ends (the primary copy's place holds data meanwhile): with
+// either destroyed mid-run, it resumes, puts the copy back, and ends with
+// a volume whose region of the second copy is zero again.
+func TestVolumeSecondHeaderCopy(t *testing.T) {
+	ctx := context.Background()
+	in := pattern(3<<20, 40)
+	enc := func(d *memDev) error { _, err := EncryptVolume(ctx, d, createOpts(16), 0, Options{}); return err }
+	half := interrupted(t, 14, enc, in, false)
+	lay, _ := volume.NewLayout(int64(len(in)), 4096, 16)
+	second := lay.SecondaryOffset + backupHeaderGap
+	copies := map[string]int64{"secondary": lay.SecondaryOffset, "second": second}
+	if !bytes.Equal(half[lay.SecondaryOffset:lay.SecondaryOffset+volume.CopySize], half[second:second+volume.CopySize]) {
+		t.Fatal("the run does not keep a second copy of its header")
+	}
+	for name, off := range copies {
+		b := bytes.Clone(half)
+		clear(b[off : off+volume.CopySize])
+		d := &memDev{b: b}
+		st, err := Probe(d, int64(len(b)))
+		if err != nil || st == nil || !st.Started {
+			t.Fatalf("%s copy destroyed: probe %+v %v", name, st, err)
+		}
+		if _, err := ResumeVolume(ctx, d, unlockWith(testPass), Options{}); err != nil {
+			t.Fatalf("%s copy destroyed: %v", name, err)
+		}
+		checkVolume(t, d.b, in)
+		if !allZero(d.b[second : second+volume.CopySize]) {
+			t.Fatal("the finished volume keeps the run's second header copy")
+		}
+	}
+	// Both destroyed: the key is gone with them.
+	b := bytes.Clone(half)
+	for _, off := range copies {
+		clear(b[off : off+volume.CopySize])
+	}
+	if _, err := ResumeVolume(ctx, &memDev{b: b}, unlockWith(testPass), Options{}); !errors.Is(err, ErrHeaderLost) {
+		t.Fatalf("both copies destroyed: %v", err)
+	}
+
+	// A decryption: the first zone goes over the primary copy.
+	vol := &memDev{b: bytes.Clone(in)}
+	if err := enc(vol); err != nil {
+		t.Fatal(err)
+	}
+	dec := func(d *memDev) error { _, err := DecryptVolume(ctx, d, unlockWith(testPass), Options{}); return err }
+	half = interrupted(t, 9, dec, vol.b, false)
+	clear(half[lay.SecondaryOffset : lay.SecondaryOffset+volume.CopySize])
+	d := &memDev{b: half}
+	if err := dec(d); err != nil {
+		t.Fatalf("decryption, secondary copy destroyed: %v", err)
+	}
+	if !bytes.Equal(d.b, in) {
+		t.Fatal("the resumed decryption differs from the original")
+	}
+}
+
+// TestVersion1Runs: runs that an xtsctl writing format version 1 started
+// (no ahead MAC, no finished record, one header copy) are resumed and
+// finished by this one.
+func TestVersion1Runs(t *testing.T) {
+	ctx := context.Background()
+	defer func(v uint32) { newRunVersion = v }(newRunVersion)
+	in := pattern(8<<20+4096, 41)
+	for i, n := range []int{1, 2, 3, 5, 7, 9} {
+		p := plain.Mapping{Sector: sector.Params{Size: 512}, Offset: 2048} // shift mode: a write per MiB
+		if i < 2 {
+			p.Offset = 0 // journal mode: a write per zone
+		}
+		newRunVersion = 1
+		tg := &memDev{b: bytes.Clone(in), failAfter: n}
+		j := &memJournal{}
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); !errors.Is(err, errInjected) {
+			t.Fatalf("plain, write %d: not interrupted: %v", n, err)
+		}
+		tg.failAfter = 0
+		newRunVersion = formatVer
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil {
+			t.Fatalf("plain, write %d: %v", n, err)
+		}
+		if !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) {
+			t.Fatalf("plain, write %d: the resumed version-1 run differs", n)
+		}
+		// Its journal stays (a version-1 journal has no finished record):
+		// running again converts nothing.
+		if _, err := EncryptPlain(ctx, tg, j, p, 0, testKey, Options{}); err != nil || !bytes.Equal(tg.b, straightPlain(t, in, p, testKey)) {
+			t.Fatalf("plain, write %d: again: %v", n, err)
+		}
+
+		newRunVersion = 1
+		enc := func(d *memDev) error { _, err := EncryptVolume(ctx, d, createOpts(16), 0, Options{}); return err }
+		half := interrupted(t, n+6, enc, in, false)
+		newRunVersion = formatVer
+		d := &memDev{b: half}
+		if _, err := ResumeVolume(ctx, d, unlockWith(testPass), Options{}); err != nil {
+			t.Fatalf("volume, write %d: %v", n+6, err)
+		}
+		checkVolume(t, d.b, in)
 	}
 }

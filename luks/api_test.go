@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -33,19 +34,50 @@ func TestCheckUnlock(t *testing.T) {
 		t.Errorf("CheckUnlock(5) = %v", err)
 	}
 
-	// Keyslots the parser marked unusable (an unknown KDF, say).
-	h.Keyslots[0].Err = unsupportedSlot(0, FeatureKDF, "scrypt", "")
+	// Unusable keyslots, as cryptsetup treats them: one of another type
+	// is passed over; one with an unknown KDF stops the search, so the
+	// keyslots after it are never tried (and CheckUnlock says so before any
+	// prompt), unless one is picked.
+	path := f.Name()
+	edit := func(e func(m *jvalue)) *Header {
+		t.Helper()
+		rewriteMeta(t, path, e, nil)
+		h, err := readPath(t, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h = edit(func(m *jvalue) { m.get("keyslots").get("0").set("type", jstr("frob")) })
 	if got, err := h.CheckUnlock(nil); got != nil || err != nil {
-		t.Errorf("with keyslot 3 usable: %v, %v", got, err)
+		t.Errorf("keyslot 0 of another type, 3 usable: %v, %v", got, err)
+	}
+	h = edit(func(m *jvalue) {
+		k := m.get("keyslots").get("0")
+		k.set("type", jstr("luks2"))
+		k.get("kdf").set("type", jstr("scrypt"))
+	})
+	var stop *KeyslotStopError
+	if _, err := h.CheckUnlock(nil); !errors.As(err, &stop) || stop.Keyslot != 0 || !slices.Equal(stop.Untried, []int{3}) || !errors.Is(err, ErrUnsupported) {
+		t.Errorf("keyslot 0 with an unknown KDF first: %v", err)
+	}
+	if _, _, err := h.Unlock(context.Background(), f, []byte("three"), UnlockOptions{}); !errors.As(err, &stop) {
+		t.Errorf("Unlock with keyslot 3's passphrase behind keyslot 0: %v", err)
+	}
+	if got, err := h.CheckUnlock(&three); !slices.Equal(got, []int{3}) || err != nil {
+		t.Errorf("keyslot 3 picked: %v, %v", got, err)
 	}
 	zero := 0
-	if _, err := h.CheckUnlock(&zero); err != h.Keyslots[0].Err {
-		t.Errorf("CheckUnlock(0) = %v, want the keyslot's own error", err)
+	var ue *UnsupportedError
+	if _, err := h.CheckUnlock(&zero); !errors.As(err, &ue) || ue.Feature != FeatureKDF || ue.Keyslot != 0 || !reflect.DeepEqual(err, h.Keyslots[0].Err) {
+		t.Errorf("CheckUnlock(0) = %v, want the keyslot's own error %v", err, h.Keyslots[0].Err)
 	}
-	h.Keyslots[1].Err = corrupt("keyslot 3", "area outside the keyslots area")
-	_, err = h.CheckUnlock(nil)
-	var ue *UnusableKeyslotsError
-	if !errors.As(err, &ue) || len(ue.Errs) != 2 || !errors.Is(err, ErrUnsupported) || !errors.Is(err, ErrCorrupt) {
+	h = edit(func(m *jvalue) {
+		m.get("keyslots").get("0").set("type", jstr("frob"))
+		m.get("keyslots").get("3").set("type", jstr("frob"))
+	})
+	var nu *UnusableKeyslotsError
+	if _, err := h.CheckUnlock(nil); !errors.As(err, &nu) || len(nu.Errs) != 2 || !errors.Is(err, ErrUnsupported) {
 		t.Errorf("no usable keyslot: %v", err)
 	}
 
@@ -57,6 +89,9 @@ func TestCheckUnlock(t *testing.T) {
 	h.Segment.Cipher = "serpent-xts-plain64"
 	if _, err := h.CheckUnlock(nil); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("unsupported cipher: %v", err)
+	}
+	if _, err := h.CheckTestPassphrase(nil); !errors.Is(err, ErrNoKeyslot) {
+		t.Errorf("a passphrase test does not mind the cipher: %v", err)
 	}
 }
 

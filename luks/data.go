@@ -20,24 +20,29 @@ import (
 // round: the kernel then refuses its table, so such an image does not open
 // there at all); a fixed one must fit. Its
 // IVs must also fit the cipher: aes-xts-plain counts 32-bit sectors, and
-// is accepted only where that is the same as aes-xts-plain64.
+// is accepted only where that is the same as aes-xts-plain64. A data
+// device that does not hold the segment is a *DataDeviceError (wrong
+// input: a header file given as the image is the usual case).
 func (h *Header) DataRange(dataSize int64) (offset, length int64, err error) {
 	if err := h.Supported(); err != nil {
 		return 0, 0, err
 	}
 	s := h.Segment
+	derr := &DataDeviceError{DeviceSize: dataSize, Offset: s.Offset, Size: s.Size, Dynamic: s.Dynamic, SectorSize: s.SectorSize,
+		HeaderOnly: dataSize >= 0 && uint64(dataSize) <= h.HeaderSize}
 	if dataSize < 0 || s.Offset > uint64(dataSize) {
-		return 0, 0, fmt.Errorf("data segment starts at byte %d, beyond the %d-byte data device", s.Offset, dataSize)
+		return 0, 0, derr
 	}
 	avail := uint64(dataSize) - s.Offset
 	n := s.Size
 	if s.Dynamic {
 		n = avail - avail%uint64(s.SectorSize)
 	} else if n > avail {
-		return 0, 0, fmt.Errorf("data segment of %d bytes at byte %d runs past the end of the %d-byte data device", n, s.Offset, dataSize)
+		return 0, 0, derr
 	}
 	if n == 0 {
-		return 0, 0, fmt.Errorf("data segment is empty: the %d-byte data device ends before a whole %d-byte sector after byte %d", dataSize, s.SectorSize, s.Offset)
+		derr.Empty = true
+		return 0, 0, derr
 	}
 	if s.Cipher == "aes-xts-plain" && n/512 > 1<<32 {
 		return 0, 0, unsupported(FeatureIVRange, fmt.Sprintf("(IVs up to %d)", n/512),

@@ -19,7 +19,10 @@ var ErrWrongPassphrase = errors.New("no keyslot opens with this passphrase")
 // ErrUnsupported matches every *UnsupportedError with errors.Is.
 var ErrUnsupported = errors.New("unsupported LUKS feature")
 
-// Feature names what an UnsupportedError refuses.
+// Feature names what an UnsupportedError refuses. FeatureAF and
+// FeatureKeyslotArea are no longer returned: cryptsetup refuses a luks2
+// keyslot with another AF or area type on load (a damaged header, here
+// too) and ignores the AF stripe count.
 type Feature string
 
 const (
@@ -41,15 +44,28 @@ const (
 	FeatureKeyslotArea  Feature = "keyslot area"
 	FeatureIVRange      Feature = "plain IV range"
 	FeatureChecksum     Feature = "header checksum algorithm"
+	FeatureSectorSize   Feature = "sector size"
+	FeatureUnboundKey   Feature = "unbound key"       // a keyslot whose key opens no data segment
+	FeatureNames        Feature = "non-canonical IDs" // names like "01" that cryptsetup numbers but never finds (writing)
 )
 
 // UnsupportedError says that the image uses something this package does
-// not implement. Nothing is written or decrypted when it is returned.
+// not implement: the header is sound (it is not damaged), but asks for
+// something this package cannot do. Nothing is written or decrypted when it
+// is returned.
 type UnsupportedError struct {
 	Feature Feature
 	Value   string // what the header asks for, e.g. "serpent-xts-plain64"
 	Keyslot int    // the keyslot concerned, or -1
 	Hint    string // what is supported instead, if useful
+	// CryptsetupOpens says that cryptsetup (2.6, with device-mapper and
+	// the kernel modules the header names) opens what this package
+	// refuses: another cipher, dm-integrity, a reencryption in progress, a
+	// hash only its crypto backend has. It is false where cryptsetup
+	// refuses too (an unknown requirement or keyslot type, an unbound key,
+	// an unknown KDF), so that pointing the user to cryptsetup is right
+	// only when it is set.
+	CryptsetupOpens bool
 }
 
 func (e *UnsupportedError) Error() string {
@@ -176,6 +192,63 @@ func (e *UnusableKeyslotsError) Error() string {
 }
 
 func (e *UnusableKeyslotsError) Unwrap() []error { return e.Errs }
+
+// ErrDataDevice matches every *DataDeviceError with errors.Is.
+var ErrDataDevice = errors.New("the data device does not hold the data segment")
+
+// DataDeviceError says that the data device (the image, or the data device
+// of a detached header) does not hold the data segment the header
+// describes: the device is wrong input, not the header damaged. The
+// typical case is a header alone (a detached header or a header backup)
+// given as the image: the segment is then empty.
+type DataDeviceError struct {
+	DeviceSize int64  // bytes of the data device
+	Offset     uint64 // where the segment starts, bytes
+	Size       uint64 // its bytes when not Dynamic
+	Dynamic    bool   // the segment runs to the end of the device
+	SectorSize int
+	// Empty: the segment would hold no whole sector (a dynamic segment on
+	// a device that ends before its first sector is complete).
+	Empty bool
+	// HeaderOnly: the device holds no more than the LUKS header itself
+	// (both copies and the keyslots area, when the header is in the
+	// image): most likely a detached header or a header backup, not an
+	// image.
+	HeaderOnly bool
+}
+
+func (e *DataDeviceError) Error() string {
+	switch {
+	case e.Empty:
+		return fmt.Sprintf("data segment is empty: the %d-byte data device ends before a whole %d-byte sector after byte %d", e.DeviceSize, e.SectorSize, e.Offset)
+	case e.Offset > uint64(max(e.DeviceSize, 0)):
+		return fmt.Sprintf("data segment starts at byte %d, beyond the %d-byte data device", e.Offset, e.DeviceSize)
+	}
+	return fmt.Sprintf("data segment of %d bytes at byte %d runs past the end of the %d-byte data device", e.Size, e.Offset, e.DeviceSize)
+}
+
+func (e *DataDeviceError) Is(target error) bool { return target == ErrDataDevice }
+
+// KeyslotStopError is an unlock that stopped at a keyslot it could not
+// use, before trying the keyslots after it, as cryptsetup stops: a keyslot
+// that is not simply of another type or for another segment (an unknown
+// KDF or hash, a damaged salt or digest) ends the search, whatever the
+// passphrase. Err says why (errors.Is and errors.As see it); picking
+// another keyslot explicitly tries that one.
+type KeyslotStopError struct {
+	Keyslot int
+	Err     error
+	Untried []int // the keyslots that were not tried because of it
+}
+
+func (e *KeyslotStopError) Error() string {
+	if len(e.Untried) == 0 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v (keyslots %s were not tried after it, as cryptsetup does not try them)", e.Err, intList(e.Untried))
+}
+
+func (e *KeyslotStopError) Unwrap() error { return e.Err }
 
 // intList writes IDs for messages: "0, 3", or "none".
 func intList(ids []int) string {

@@ -1,6 +1,7 @@
 package luks
 
 import (
+	"crypto/md5"
 	"crypto/pbkdf2"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -8,6 +9,9 @@ import (
 	"crypto/sha512"
 	"hash"
 	"strings"
+
+	"golang.org/x/crypto/blake2b"
+	"golang.org/x/crypto/blake2s"
 
 	"golang.org/x/crypto/ripemd160" //lint:ignore SA1019 LUKS1 headers made with --hash ripemd160 exist; the hash is only read, never offered for new headers
 )
@@ -36,11 +40,21 @@ func hashByName(name string) func() hash.Hash {
 		return func() hash.Hash { return sha3.New384() }
 	case "sha3-512":
 		return func() hash.Hash { return sha3.New512() }
+	case "sha512-224":
+		return sha512.New512_224
+	case "sha512-256":
+		return sha512.New512_256
+	case "blake2b-512":
+		return func() hash.Hash { h, _ := blake2b.New512(nil); return h }
+	case "blake2s-256":
+		return func() hash.Hash { h, _ := blake2s.New256(nil); return h }
+	case "md5":
+		return md5.New
 	}
 	return nil
 }
 
-const supportedHashes = "sha1, sha224, sha256, sha384, sha512, ripemd160, sha3-224/256/384/512"
+const supportedHashes = "sha1, sha224, sha256, sha384, sha512, sha512-224/256, ripemd160, sha3-224/256/384/512, blake2b-512, blake2s-256, md5"
 
 // pbkdf2Key runs PBKDF2-HMAC. The caller has bounded iterations and keyLen.
 func pbkdf2Key(h func() hash.Hash, password, salt []byte, iterations, keyLen int) ([]byte, error) {

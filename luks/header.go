@@ -26,8 +26,8 @@ type Header struct {
 	Cipher    string    `json:"cipher"`              // the data segment's cipher as dm-crypt names it, e.g. "aes-xts-plain64"
 	KeySize   int       `json:"key_size"`            // volume key bytes: 32 for AES-128-XTS, 64 for AES-256-XTS; 0 if no keyslot says (LUKS2 with none left)
 	Hash      string    `json:"hash,omitempty"`      // LUKS1: the hash of PBKDF2, the AF splitter and the digest
-	Segment   Segment   `json:"segment"`
-	Segments  int       `json:"segments"` // how many data segments the header has (LUKS2 has more only while reencrypting)
+	Segment   Segment   `json:"segment"`             // the data segment: segment 0, or the reencryption target while one is in progress
+	Segments  int       `json:"segments"`            // how many segments the header has (LUKS2 has more only while reencrypting, or from a newer cryptsetup)
 	Keyslots  []Keyslot `json:"keyslots"`
 	Digests   []Digest  `json:"digests"`
 	Tokens    []Token   `json:"tokens,omitempty"`
@@ -38,13 +38,16 @@ type Header struct {
 	KeyslotsSize uint64   `json:"keyslots_size,omitempty"` // LUKS2: bytes of the keyslots area after both copies
 	Flags        []string `json:"flags,omitempty"`         // LUKS2 config.flags: persistent dm-crypt options ("allow-discards", ...)
 	Requirements []string `json:"requirements,omitempty"`  // LUKS2 config.requirements.mandatory
+	// OtherSegments are the LUKS2 segments besides Segment, by ID.
+	OtherSegments []Segment `json:"other_segments,omitempty"`
 
 	// HeaderSize is how many bytes of the header device the header uses:
 	// both LUKS2 copies and the keyslots area, or the LUKS1 header up to
 	// the end of its last key material. A header backup is this long.
 	HeaderSize uint64 `json:"header_size"`
 
-	meta        *jvalue // LUKS2 metadata, kept whole for rewriting
+	meta        *jvalue        // LUKS2 metadata, kept whole for rewriting
+	digestIdx   map[string]int // digest names to places in Digests
 	salts       [2][saltLen2]byte
 	checksumAlg string
 }
@@ -97,9 +100,19 @@ type Keyslot struct {
 	AF       AF       `json:"af"`
 	Area     Area     `json:"area"`
 	Digest   int      `json:"digest"` // the digest that checks the key it stores; -1 if none
-	// Err says why this keyslot cannot be used (*UnsupportedError or
-	// *CorruptError), nil if it can be tried. JSON shows it as "error".
+	// Unbound: the digest that checks its key names no segment, so the key
+	// opens no data (cryptsetup's "unbound" keyslot, luksAddKey --unbound).
+	// Its passphrase can still be tested (TestPassphrase with the keyslot
+	// picked).
+	Unbound bool `json:"unbound,omitempty"`
+	// Err says why this keyslot cannot be used to open the data segment
+	// (*UnsupportedError or *CorruptError), nil if it can be tried. JSON
+	// shows it as "error".
 	Err error `json:"-"`
+
+	name   string // its name in the JSON area ("" for LUKS1)
+	pos    int    // its place in the JSON area: cryptsetup tries keyslots in this order
+	useErr error  // a field read only to open it (a KDF salt) is unusable
 }
 
 // MarshalJSON adds Err as a string.
@@ -169,6 +182,21 @@ type Digest struct {
 	Iterations uint32 `json:"iterations"`
 	Salt       []byte `json:"salt"`
 	Value      []byte `json:"digest"`
+	// Err says why the digest cannot check a key (*UnsupportedError or
+	// *CorruptError): the keyslots it checks cannot be used. JSON shows it
+	// as "error".
+	Err error `json:"-"`
+
+	name string // its name in the JSON area
+}
+
+// MarshalJSON adds Err as a string.
+func (d Digest) MarshalJSON() ([]byte, error) {
+	type plain Digest
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(d), errString(d.Err)})
 }
 
 // Token is a LUKS2 token (a way to obtain a keyslot's passphrase other
@@ -178,7 +206,17 @@ type Token struct {
 	ID       int    `json:"id"`
 	Type     string `json:"type"`
 	Keyslots []int  `json:"keyslots"`
+	// Runnable says whether xtsctl can run this type of token to unlock
+	// (TokenRunnable): false for every type today, so a keyslot bound to a
+	// token opens only with its passphrase, typed.
+	Runnable bool `json:"runnable"`
 }
+
+// TokenRunnable reports whether xtsctl can run tokens of type typ to
+// obtain a keyslot's passphrase. It runs none: systemd-tpm2 needs a TPM,
+// systemd-fido2 a FIDO2 device, luks2-keyring the kernel keyring, and the
+// rest are plugins of cryptsetup.
+func TokenRunnable(typ string) bool { return false }
 
 // CopyState is the state of a LUKS2 header copy.
 type CopyState string
@@ -275,13 +313,19 @@ func cstring(b []byte) string {
 
 // Supported reports whether this package can unlock the volume and
 // decrypt its data: nil, or an *UnsupportedError naming the first thing it
-// cannot do. Keyslots this package cannot use are not an error here as long
-// as one can be tried (see Keyslot.Err).
+// cannot do (its CryptsetupOpens says whether cryptsetup, with
+// device-mapper, would). Keyslots this package cannot use are not an error
+// here as long as one can be tried (see Keyslot.Err).
 func (h *Header) Supported() error {
 	for _, r := range h.Requirements {
 		switch {
 		case strings.Contains(r, "reencrypt"):
-			return unsupported(FeatureReencryption, fmt.Sprintf("(requirement %q)", r), "finish it with cryptsetup reencrypt first")
+			ue := unsupported(FeatureReencryption, fmt.Sprintf("(requirement %q)", r), "finish it with cryptsetup reencrypt first")
+			// cryptsetup opens a volume while an online reencryption of it
+			// runs, not while the old offline tool's does, nor a version
+			// it does not know.
+			ue.CryptsetupOpens = r == "online-reencrypt-v2" || r == "online-reencrypt-v3"
+			return ue
 		case strings.Contains(r, "opal"):
 			return unsupported(FeatureOPAL, fmt.Sprintf("(requirement %q)", r), "")
 		default:
@@ -303,12 +347,21 @@ func (h *Header) Supported() error {
 	case s.Type != "crypt":
 		return unsupported(FeatureSegmentType, fmt.Sprintf("%q", s.Type), "want crypt")
 	case s.Integrity != "":
-		return unsupported(FeatureIntegrity, s.Integrity, "dm-integrity is not implemented")
+		ue := unsupported(FeatureIntegrity, s.Integrity, "dm-integrity is not implemented")
+		ue.CryptsetupOpens = true
+		return ue
 	case len(s.Flags) > 0:
-		return unsupported(FeatureSegmentFlag, fmt.Sprintf("%q", s.Flags[0]), "")
+		ue := unsupported(FeatureSegmentFlag, fmt.Sprintf("%q", s.Flags[0]), "")
+		ue.CryptsetupOpens = true // cryptsetup activates a segment whatever flags it has
+		return ue
 	}
 	if err := checkDataCipher(s.Cipher); err != nil {
 		return err
+	}
+	switch s.SectorSize {
+	case 512, 1024, 2048, 4096:
+	default:
+		return unsupported(FeatureSectorSize, fmt.Sprintf("%d bytes", s.SectorSize), "want 512, 1024, 2048 or 4096, as dm-crypt")
 	}
 	if h.KeySize != 0 && h.KeySize != 32 && h.KeySize != 64 {
 		return unsupported(FeatureKeySize, fmt.Sprintf("%d bits", h.KeySize*8), "want 256 (AES-128-XTS) or 512 (AES-256-XTS)")
@@ -321,18 +374,65 @@ func checkDataCipher(c string) error {
 	case dmtable.DefaultCipher, "aes-xts-plain":
 		return nil
 	}
-	return unsupported(FeatureCipher, c, "only aes-xts-plain64 and aes-xts-plain")
+	ue := unsupported(FeatureCipher, c, "only aes-xts-plain64 and aes-xts-plain")
+	ue.CryptsetupOpens = cryptsetupCipher(c)
+	return ue
 }
 
-// Keyslot returns the keyslot with the given ID, or nil.
+// cryptsetupCipher reports whether cryptsetup takes c as a dm-crypt
+// cipher: "cipher-mode" or "cipher-chain-iv" with a name of lower-case
+// letters and digits, or a kernel crypto API spec ("capi:..."). Whether
+// the kernel has it is not known here.
+func cryptsetupCipher(c string) bool {
+	if strings.HasPrefix(c, "capi:") {
+		return len(c) > len("capi:")
+	}
+	parts := strings.Split(c, "-")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	for i, p := range parts {
+		ok := p != ""
+		for _, r := range p {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || i > 0 && (r == ':' || r == '(' || r == ')'))
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// cryptsetupHash reports whether cryptsetup's crypto backend (OpenSSL 3 in
+// Debian's cryptsetup 2.6) has a hash this package lacks.
+func cryptsetupHash(name string) bool {
+	switch strings.ToLower(name) {
+	case "whirlpool", "sm3", "stribog256", "stribog512":
+		return true
+	}
+	return false
+}
+
+// Detached reports whether the data segment starts at offset 0 of the
+// data device: the layout of a detached header (cryptsetup --header), whose
+// data is on another device. Read from the image itself, without a data
+// device given apart, such a header would be read (and written) as data.
+func (h *Header) Detached() bool { return h.Segment.Offset == 0 }
+
+// Keyslot returns the keyslot with the given ID, or nil: the one
+// cryptsetup finds by that number (a keyslot whose name is not the
+// number's canonical spelling, such as "01", is listed but never found).
 func (h *Header) Keyslot(id int) *Keyslot {
 	for i := range h.Keyslots {
-		if h.Keyslots[i].ID == id {
-			return &h.Keyslots[i]
+		if k := &h.Keyslots[i]; k.ID == id && k.canonical() {
+			return k
 		}
 	}
 	return nil
 }
+
+// canonical reports whether the keyslot is found by its number.
+func (k *Keyslot) canonical() bool { return k.name == nameOf(k.ID) }
 
 // KeyslotIDs returns the IDs of the keyslots in use, in order.
 func (h *Header) KeyslotIDs() []int {
@@ -363,11 +463,39 @@ func (h *Header) checkKeyLen(key []byte) error {
 	return fmt.Errorf("volume key is %d bytes, the header wants %d", len(key), want)
 }
 
+// digest returns the digest cryptsetup finds by number id: the one named
+// by the number's canonical spelling, or nil.
 func (h *Header) digest(id int) *Digest {
-	for i := range h.Digests {
-		if h.Digests[i].ID == id {
-			return &h.Digests[i]
-		}
+	if h.digestIdx == nil {
+		h.indexDigests()
+	}
+	if i, ok := h.digestIdx[nameOf(id)]; ok {
+		return &h.Digests[i]
 	}
 	return nil
+}
+
+// indexDigests maps the digests' names to their place in h.Digests.
+func (h *Header) indexDigests() {
+	h.digestIdx = make(map[string]int, len(h.Digests))
+	for i, d := range h.Digests {
+		if _, ok := h.digestIdx[d.name]; !ok {
+			h.digestIdx[d.name] = i
+		}
+	}
+}
+
+// segmentDigest returns the ID of the digest of segment seg, as
+// cryptsetup's LUKS2_digest_by_segment finds it (the first that names the
+// segment, in the order of the JSON area), or -1.
+func (h *Header) segmentDigest(seg int) int {
+	if h.meta == nil { // LUKS1: one digest, for the one segment
+		return 0
+	}
+	for _, m := range h.meta.get("digests").obj {
+		if containsName(m.val.get("segments"), nameOf(seg)) {
+			return atoi(m.key)
+		}
+	}
+	return -1
 }

@@ -1,8 +1,9 @@
 package luks
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -33,7 +34,8 @@ func (k jkind) String() string {
 type jvalue struct {
 	kind jkind
 	b    bool
-	s    string // string value, or a number's text as written
+	dbl  bool   // a number json-c reads as a double (a '.', an exponent, NaN, Infinity), not an integer
+	s    string // string value, or a number's text: canonical for an integer, as written for a double
 	arr  []*jvalue
 	obj  []jmember
 }
@@ -43,7 +45,9 @@ type jmember struct {
 	val *jvalue
 }
 
-// maxJSONDepth bounds nesting; LUKS2 metadata needs 4 levels, tokens a few more.
+// maxJSONDepth bounds nesting as json-c does (JSON_TOKENER_DEFAULT_DEPTH):
+// the top object is level 1, and every value inside a level is one more.
+// LUKS2 metadata needs 5 levels, tokens a few more.
 const maxJSONDepth = 32
 
 func jstr(s string) *jvalue { return &jvalue{kind: jString, s: s} }
@@ -108,17 +112,30 @@ func (v *jvalue) clone() *jvalue {
 	return &c
 }
 
-// parseJSON parses exactly one JSON value filling all of b (no trailing
-// bytes, not even white space: cryptsetup requires NULs right after the
-// object). Duplicate object keys are refused: json-c keeps the last one,
-// and a header that means different things to different readers is not one
-// to act on.
+// parseJSON parses the JSON text of a LUKS2 JSON area (the bytes before
+// its first NUL) as json-c's tokener does in its default, non-strict mode,
+// which is what cryptsetup reads headers with: a header cryptsetup reads
+// must read here, and one it refuses must be refused. So besides RFC 8259
+// it accepts what json-c accepts: /* */ and // comments, a trailing comma
+// in objects and arrays, single-quoted strings, raw control bytes and
+// invalid UTF-8 in strings, lone UTF-16 surrogates (read as U+FFFD),
+// true/false/null/NaN/Infinity in any case, numbers with leading zeros or
+// a trailing '.' or exponent mark, and integers beyond 64 bits (saturated).
+// A repeated object key replaces the value of the first, in its place, as
+// json_object_object_add does. Nesting is bounded as in json-c: 32 levels,
+// the top object being the first. b must hold exactly one value, followed
+// by nothing but white space and comments (cryptsetup requires NULs right
+// after what json-c reads).
 func parseJSON(b []byte) (*jvalue, error) {
 	p := jparser{b: b}
 	p.space()
-	v, err := p.value(0)
+	v, err := p.value(1)
 	if err != nil {
 		return nil, err
+	}
+	p.space() // json-c takes white space and comments after the value too
+	if p.err != nil {
+		return nil, p.err
 	}
 	if p.i != len(b) {
 		return nil, fmt.Errorf("json: unexpected byte %q after the value at offset %d", b[p.i], p.i)
@@ -127,19 +144,49 @@ func parseJSON(b []byte) (*jvalue, error) {
 }
 
 type jparser struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	err error // a malformed comment met while skipping white space
 }
 
 func (p *jparser) errf(format string, a ...any) error {
 	return fmt.Errorf("json: offset %d: %s", p.i, fmt.Sprintf(format, a...))
 }
 
+// space skips white space and comments, as json-c does between tokens. An
+// unterminated comment, or a '/' that starts none, is remembered in p.err
+// and reported by the caller's next check.
 func (p *jparser) space() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\n', '\r':
 			p.i++
+		case '/':
+			if p.i+1 >= len(p.b) {
+				p.err = p.errf("unterminated comment")
+				return
+			}
+			switch p.b[p.i+1] {
+			case '*':
+				end := bytes.Index(p.b[p.i+2:], []byte("*/"))
+				if end < 0 {
+					p.err = p.errf("unterminated comment")
+					p.i = len(p.b)
+					return
+				}
+				p.i += 2 + end + 2
+			case '/':
+				end := bytes.IndexByte(p.b[p.i+2:], '\n')
+				if end < 0 {
+					p.err = p.errf("unterminated comment")
+					p.i = len(p.b)
+					return
+				}
+				p.i += 2 + end + 1
+			default:
+				p.err = p.errf("'/' that starts no comment")
+				return
+			}
 		default:
 			return
 		}
@@ -147,6 +194,9 @@ func (p *jparser) space() {
 }
 
 func (p *jparser) value(depth int) (*jvalue, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
 	if depth > maxJSONDepth {
 		return nil, p.errf("nested deeper than %d levels", maxJSONDepth)
 	}
@@ -158,26 +208,37 @@ func (p *jparser) value(depth int) (*jvalue, error) {
 		return p.object(depth)
 	case c == '[':
 		return p.array(depth)
-	case c == '"':
+	case c == '"' || c == '\'':
 		s, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		return jstr(s), nil
+	case c == '-' && p.i+1 < len(p.b) && (p.b[p.i+1] == 'i' || p.b[p.i+1] == 'I'):
+		p.i++
+		if !p.lit("infinity") {
+			return nil, p.errf("malformed -Infinity")
+		}
+		return &jvalue{kind: jNumber, dbl: true, s: "-Infinity"}, nil
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
+		return p.number(depth)
 	case p.lit("true"):
 		return &jvalue{kind: jBool, b: true}, nil
 	case p.lit("false"):
 		return &jvalue{kind: jBool}, nil
 	case p.lit("null"):
 		return &jvalue{kind: jNull}, nil
+	case p.lit("nan"):
+		return &jvalue{kind: jNumber, dbl: true, s: "NaN"}, nil
+	case p.lit("infinity"):
+		return &jvalue{kind: jNumber, dbl: true, s: "Infinity"}, nil
 	}
 	return nil, p.errf("unexpected byte %q", p.b[p.i])
 }
 
+// lit consumes word, in any case (json-c's non-strict mode).
 func (p *jparser) lit(word string) bool {
-	if strings.HasPrefix(string(p.b[p.i:min(len(p.b), p.i+len(word))]), word) {
+	if p.i+len(word) <= len(p.b) && strings.EqualFold(string(p.b[p.i:p.i+len(word)]), word) {
 		p.i += len(word)
 		return true
 	}
@@ -186,27 +247,32 @@ func (p *jparser) lit(word string) bool {
 
 func (p *jparser) object(depth int) (*jvalue, error) {
 	v := &jvalue{kind: jObject, obj: []jmember{}}
-	p.i++ // {
+	pos := map[string]int{} // where each key is, so that a large object parses in linear time
+	p.i++                   // {
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
 		return v, nil
 	}
-	seen := map[string]bool{}
 	for {
-		p.space()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
+		if p.err != nil {
+			return nil, p.err
+		}
+		if p.i >= len(p.b) || (p.b[p.i] != '"' && p.b[p.i] != '\'') {
 			return nil, p.errf("want an object key")
 		}
 		k, err := p.str()
 		if err != nil {
 			return nil, err
 		}
-		if seen[k] {
-			return nil, p.errf("duplicate key %q", k)
+		// json-c keeps names as C strings: "0\u0000x" names "0".
+		if i := strings.IndexByte(k, 0); i >= 0 {
+			k = k[:i]
 		}
-		seen[k] = true
 		p.space()
+		if p.err != nil {
+			return nil, p.err
+		}
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
 			return nil, p.errf("want ':' after key %q", k)
 		}
@@ -216,14 +282,28 @@ func (p *jparser) object(depth int) (*jvalue, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.obj = append(v.obj, jmember{k, e})
+		// A repeated key: the last value, in the first's place.
+		if i, ok := pos[k]; ok {
+			v.obj[i].val = e
+		} else {
+			pos[k] = len(v.obj)
+			v.obj = append(v.obj, jmember{k, e})
+		}
 		p.space()
+		if p.err != nil {
+			return nil, p.err
+		}
 		if p.i >= len(p.b) {
 			return nil, p.errf("unterminated object")
 		}
 		switch p.b[p.i] {
 		case ',':
 			p.i++
+			p.space()
+			if p.i < len(p.b) && p.b[p.i] == '}' { // a trailing comma
+				p.i++
+				return v, nil
+			}
 		case '}':
 			p.i++
 			return v, nil
@@ -242,19 +322,26 @@ func (p *jparser) array(depth int) (*jvalue, error) {
 		return v, nil
 	}
 	for {
-		p.space()
 		e, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
 		v.arr = append(v.arr, e)
 		p.space()
+		if p.err != nil {
+			return nil, p.err
+		}
 		if p.i >= len(p.b) {
 			return nil, p.errf("unterminated array")
 		}
 		switch p.b[p.i] {
 		case ',':
 			p.i++
+			p.space()
+			if p.i < len(p.b) && p.b[p.i] == ']' { // a trailing comma
+				p.i++
+				return v, nil
+			}
 		case ']':
 			p.i++
 			return v, nil
@@ -264,48 +351,91 @@ func (p *jparser) array(depth int) (*jvalue, error) {
 	}
 }
 
-// number accepts the RFC 8259 grammar and keeps the text; only the fields
-// that need a number interpret it (as a non-negative integer).
-func (p *jparser) number() (*jvalue, error) {
+// number reads a number as json-c does: digits with at most one '.' and
+// one exponent, a '-' only first or right after '.' or the exponent mark,
+// a '+' only after those; trailing exponent marks and signs are dropped.
+// A number without '.' or exponent is an integer (json_type_int): beyond
+// 64 bits it saturates. Its text is kept canonical (json-c writes integers
+// from their value); a double keeps the text it was written with, as
+// json-c keeps it.
+func (p *jparser) number(depth int) (*jvalue, error) {
 	start := p.i
-	digits := func() int {
-		n := 0
-		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-			p.i++
-			n++
+	isDouble, isExp := false, false
+	negOK, posOK := true, false
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		ok := c >= '0' && c <= '9' || !isExp && (c == 'e' || c == 'E') ||
+			negOK && c == '-' || posOK && c == '+' || !isDouble && c == '.'
+		if !ok {
+			break
 		}
-		return n
-	}
-	if p.b[p.i] == '-' {
+		negOK, posOK = false, false
+		switch c {
+		case '.':
+			isDouble, negOK, posOK = true, true, true
+		case 'e', 'E':
+			isExp, isDouble, negOK, posOK = true, true, true, true
+		}
 		p.i++
 	}
-	intStart := p.i
-	if digits() == 0 {
+	if p.i < len(p.b) && depth > 1 {
+		switch p.b[p.i] {
+		case ',', ']', '}', '/', ' ', '\t', '\n', '\r':
+		default:
+			return nil, p.errf("malformed number")
+		}
+	}
+	text := string(p.b[start:p.i])
+	if isDouble {
+		for len(text) > 1 && strings.ContainsRune("eE+-", rune(text[len(text)-1])) {
+			text = text[:len(text)-1]
+		}
+		if !strtodWhole(text) {
+			return nil, p.errf("malformed number %q", text)
+		}
+		return &jvalue{kind: jNumber, dbl: true, s: text}, nil
+	}
+	if text == "-" || text == "" {
 		return nil, p.errf("malformed number")
 	}
-	if p.b[intStart] == '0' && p.i-intStart > 1 {
-		return nil, p.errf("number with a leading zero")
-	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if digits() == 0 {
-			return nil, p.errf("malformed number")
+	if text[0] == '-' {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			n = math.MinInt64 // strtoll saturates
 		}
+		return &jvalue{kind: jNumber, s: strconv.FormatInt(n, 10)}, nil
 	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if digits() == 0 {
-			return nil, p.errf("malformed number")
-		}
+	n, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		n = math.MaxUint64 // strtoull saturates
 	}
-	return &jvalue{kind: jNumber, s: string(p.b[start:p.i])}, nil
+	return &jvalue{kind: jNumber, s: strconv.FormatUint(n, 10)}, nil
 }
 
+// strtodWhole reports whether strtod consumes all of s, which json-c
+// requires of a double: an optional '-', digits with at most one '.' and
+// at least one digit, then an optional exponent with one optional sign.
+func strtodWhole(s string) bool {
+	digits := func(x string) bool { return strings.Trim(x, "0123456789") == "" }
+	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "-")), "e")
+	if hasExp {
+		if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+			exp = exp[1:]
+		}
+		if exp == "" || !digits(exp) {
+			return false
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	return whole+frac != "" && digits(whole) && digits(frac)
+}
+
+// str reads a string quoted with " or ' (json-c takes both). Raw bytes
+// go in as they are, control bytes and invalid UTF-8 included, as json-c
+// keeps them.
 func (p *jparser) str() (string, error) {
-	p.i++ // "
+	quote := p.b[p.i]
+	p.i++
 	var sb strings.Builder
 	for {
 		if p.i >= len(p.b) {
@@ -313,11 +443,9 @@ func (p *jparser) str() (string, error) {
 		}
 		c := p.b[p.i]
 		switch {
-		case c == '"':
+		case c == quote:
 			p.i++
 			return sb.String(), nil
-		case c < 0x20:
-			return "", p.errf("control byte 0x%02x in a string", c)
 		case c != '\\':
 			sb.WriteByte(c)
 			p.i++
@@ -347,22 +475,26 @@ func (p *jparser) str() (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if utf16.IsSurrogate(r) {
-				// A high surrogate must be followed by a low one.
-				if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+			switch {
+			case utf16.IsSurrogate(r) && r < 0xdc00:
+				// A high surrogate takes a low one that follows; alone,
+				// it is U+FFFD and what follows is read on its own.
+				if p.i+6 <= len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+					save := p.i
 					p.i += 2
 					r2, err := p.hex4()
-					if err != nil {
-						return "", err
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						sb.WriteRune(d)
+					if err == nil && r2 >= 0xdc00 && r2 <= 0xdfff {
+						sb.WriteRune(utf16.DecodeRune(r, r2))
 						continue
 					}
+					p.i = save
 				}
-				return "", p.errf("unpaired UTF-16 surrogate")
+				sb.WriteRune(utf8.RuneError)
+			case utf16.IsSurrogate(r):
+				sb.WriteRune(utf8.RuneError)
+			default:
+				sb.WriteRune(r)
 			}
-			sb.WriteRune(r)
 		default:
 			return "", p.errf("unknown escape \\%c", e)
 		}
@@ -374,7 +506,7 @@ func (p *jparser) hex4() (rune, error) {
 		return 0, p.errf("short \\u escape")
 	}
 	n, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 16)
-	if err != nil {
+	if err != nil || strings.ContainsAny(string(p.b[p.i:p.i+4]), "+-") {
 		return 0, p.errf("malformed \\u escape")
 	}
 	p.i += 4
@@ -451,76 +583,199 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Typed accessors for the metadata fields. Each names the field in its
-// error so a bad header says what is wrong with it.
+// Accessors with json-c's semantics, for what cryptsetup reads without
+// checking its type first (a keyslot's priority, a digest's iterations):
+// the same header must mean the same thing here.
 
-var errJSONMissing = errors.New("missing")
-
-func jfield(v *jvalue, path, key string, kind jkind) (*jvalue, error) {
-	f := v.get(key)
-	if f == nil {
-		return nil, fmt.Errorf("%s.%s: %w", path, key, errJSONMissing)
+// cs is a string value as C code sees it: up to its first NUL (json-c
+// keeps a "\u0000" in the string; strcmp, strtoull and strlen stop there).
+func (v *jvalue) cs() string {
+	if i := strings.IndexByte(v.s, 0); i >= 0 {
+		return v.s[:i]
 	}
-	if f.kind != kind {
-		return nil, fmt.Errorf("%s.%s: %s, want %s", path, key, f.kind, kind)
-	}
-	return f, nil
+	return v.s
 }
 
-func jgetString(v *jvalue, path, key string) (string, error) {
-	f, err := jfield(v, path, key, jString)
-	if err != nil {
-		return "", err
-	}
-	return f.s, nil
-}
+// isInt reports whether v is a json_type_int: a number without '.' or
+// exponent.
+func (v *jvalue) isInt() bool { return v != nil && v.kind == jNumber && !v.dbl }
 
-// jgetUint reads a JSON integer (cryptsetup's json_type_int), at most max.
-func jgetUint(v *jvalue, path, key string, max uint64) (uint64, error) {
-	f, err := jfield(v, path, key, jNumber)
-	if err != nil {
-		return 0, err
+// int64Value is json_object_get_int64: an integer saturated to int64, a
+// double truncated, a string's leading decimal number, a boolean as 0 or
+// 1, anything else 0.
+func (v *jvalue) int64Value() int64 {
+	if v == nil {
+		return 0
 	}
-	n, err := strconv.ParseUint(f.s, 10, 64)
-	if err != nil || n > max {
-		return 0, fmt.Errorf("%s.%s: %q is not an integer in 0..%d", path, key, f.s, max)
-	}
-	return n, nil
-}
-
-// jgetDecimal reads a decimal string (how LUKS2 writes 64-bit offsets and
-// sizes). Only digits are accepted; strtoull's sign and white space are not.
-func jgetDecimal(v *jvalue, path, key string) (uint64, error) {
-	s, err := jgetString(v, path, key)
-	if err != nil {
-		return 0, err
-	}
-	return parseDecimal(s, path+"."+key)
-}
-
-func parseDecimal(s, what string) (uint64, error) {
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("%s: %q is not a decimal number", what, s)
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is out of range", what, s)
-	}
-	return n, nil
-}
-
-// jgetStrings reads an array of strings.
-func jgetStrings(v *jvalue, path, key string) ([]string, error) {
-	f, err := jfield(v, path, key, jArray)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(f.arr))
-	for i, e := range f.arr {
-		if e.kind != jString {
-			return nil, fmt.Errorf("%s.%s[%d]: %s, want string", path, key, i, e.kind)
+	switch v.kind {
+	case jNumber:
+		if !v.dbl {
+			if n, err := strconv.ParseInt(v.s, 10, 64); err == nil {
+				return n
+			}
+			return math.MaxInt64 // an integer above int64 (json-c keeps it as uint64)
 		}
-		out = append(out, e.s)
+		f := parseDouble(v.s)
+		switch {
+		case math.IsNaN(f):
+			return 0
+		case f >= math.MaxInt64:
+			return math.MaxInt64
+		case f <= math.MinInt64:
+			return math.MinInt64
+		}
+		return int64(f)
+	case jBool:
+		if v.b {
+			return 1
+		}
+	case jString:
+		n, _ := strtoll(v.cs())
+		return n
 	}
-	return out, nil
+	return 0
 }
+
+// intValue is json_object_get_int: int64Value clamped to int32.
+func (v *jvalue) intValue() int32 {
+	return int32(max(min(v.int64Value(), math.MaxInt32), math.MinInt32))
+}
+
+// stringValue is json_object_get_string as C sees it: a string's value up
+// to its first NUL, or the JSON text of anything else.
+func (v *jvalue) stringValue() string {
+	if v == nil {
+		return ""
+	}
+	if v.kind == jString {
+		return v.cs()
+	}
+	return string(v.marshal())
+}
+
+func parseDouble(s string) float64 {
+	switch s {
+	case "NaN":
+		return math.NaN()
+	case "Infinity":
+		return math.Inf(1)
+	case "-Infinity":
+		return math.Inf(-1)
+	}
+	f, _ := strconv.ParseFloat(s, 64) // ErrRange gives ±Inf or 0, as strtod
+	return f
+}
+
+// cSpace is C's isspace in the C locale, which strtoll and strtoull skip.
+func cSpace(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
+
+// strtoll is C's strtoll in base 10 on a whole C string: leading white
+// space and one sign skipped, then digits, saturated on overflow. ok is
+// false without any digit.
+func strtoll(s string) (n int64, ok bool) {
+	u, neg, ok := strtoDigits(s)
+	if !ok {
+		return 0, false
+	}
+	switch {
+	case !neg && u > math.MaxInt64:
+		return math.MaxInt64, true
+	case neg && u > 1<<63:
+		return math.MinInt64, true
+	case neg:
+		return int64(-u), true // -(1<<63) wraps to MinInt64
+	}
+	return int64(u), true
+}
+
+// strtoDigits reads what strtol and strtoull share: white space, a sign,
+// digits (the magnitude saturates at 2^64-1).
+func strtoDigits(s string) (u uint64, neg bool, ok bool) {
+	i := 0
+	for i < len(s) && cSpace(s[i]) {
+		i++
+	}
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return 0, false, false
+	}
+	u, err := strconv.ParseUint(s[i:j], 10, 64)
+	if err != nil {
+		u = math.MaxUint64
+	}
+	return u, neg, true
+}
+
+// strToUint64 is cryptsetup's json_str_to_uint64: strtoull over the whole
+// C string, refused on overflow or anything after the digits. strtoull
+// takes leading white space and a sign ("-1" is 2^64-1), so do we.
+func strToUint64(s string) (uint64, bool) {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	i := 0
+	for i < len(s) && cSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i || j != len(s) {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s[i:j], 10, 64)
+	if err != nil {
+		return 0, false // ERANGE
+	}
+	if neg {
+		u = -u
+	}
+	return u, true
+}
+
+// numbered is cryptsetup's check of object names and number strings: only
+// decimal digits (the empty string passes, as in cryptsetup).
+func numbered(s string) bool {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return strings.Trim(s, "0123456789") == ""
+}
+
+// atoi is C's atoi on an object name, as cryptsetup numbers keyslots,
+// digests, segments and tokens: strtol saturated to 64 bits, then cut to
+// a 32-bit int.
+func atoi(s string) int {
+	u, neg, ok := strtoDigits(s)
+	if !ok {
+		return 0
+	}
+	var n int64
+	switch {
+	case !neg && u > math.MaxInt64:
+		n = math.MaxInt64
+	case neg && u > 1<<63:
+		n = math.MinInt64
+	case neg:
+		n = int64(-u)
+	default:
+		n = int64(u)
+	}
+	return int(int32(n))
+}
+
+// nameOf is the object name cryptsetup looks an ID up by ("%u").
+func nameOf(id int) string { return strconv.FormatUint(uint64(uint32(id)), 10) }

@@ -2,6 +2,7 @@ package luks
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
@@ -28,21 +29,93 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestJSONRefuses(t *testing.T) {
+// TestJSONGrammar: what json-c's non-strict tokener (cryptsetup's JSON
+// reader) takes and refuses, so is it here. TestCryptsetupRules shows the
+// same on headers against cryptsetup itself.
+func TestJSONGrammar(t *testing.T) {
 	for _, in := range []string{
-		``, `{`, `{"a":1,}`, `[1,]`, `{"a":1}x`, `{"a":1} `, `{"a":01}`, `{"a":1.}`, `{"a":-}`,
-		`{"a":1,"a":2}`, `{"a":"\x01"}`, `{"a":"\q"}`, `{"a":"\ud800"}`, `{"a":"\u12"}`,
-		`{'a':1}`, `{"a":tru}`, `{"a":NaN}`, `/* c */{}`,
-		strings.Repeat("[", maxJSONDepth+2) + strings.Repeat("]", maxJSONDepth+2),
+		``, `{`, `{"a":1}x`, `{"a":1} x`, `{"a":1}}`, `{"a":-}`, `{"a":--1}`, `{"a":[1-2]}`, `{"a":+1}`, `{"a":.5}`, `{"a":0x10}`,
+		`{"a":"\q"}`, `{"a":"\u12"}`, `{"a":"\u00zz"}`, `{"a":tru}`, `{"a":-NaN}`, `{"a":Inf}`, `{a:1}`, `{"a" 1}`, `{"a":}`,
+		`[,]`, `[1,,2]`, `{,}`, `{"a":1,,"b":2}`, `[1 2]`, `{"a":1} /* c`, `{"a":1} / `, `{"a":"x`,
+		"{\"a\":1\f}", "{\"a\":1\v}",
+		strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
+		strings.Repeat("[", maxJSONDepth) + "1" + strings.Repeat("]", maxJSONDepth),
 	} {
 		if _, err := parseJSON([]byte(in)); err == nil {
 			t.Errorf("parseJSON(%q) succeeded", in)
 		}
 	}
-	for _, in := range []string{`{}`, `[]`, `{"a":[1,-2.5e+3,true,false,null,"\u00e9\ud83d\ude00\/"]}`, ` {"a" : { } } `} {
-		if _, err := parseJSON([]byte(strings.TrimSpace(in))); err != nil {
+	for _, in := range []string{
+		`{}`, `[]`, `{"a":[1,-2.5e+3,true,false,null,"\u00e9\ud83d\ude00\/"]}`, `{"a" : { } } `,
+		`{"a":1,}`, `[1,]`, `{"a":01}`, `{"a":-01}`, `{"a":1.}`, `{"a":1e}`, `{"a":1e400}`, `{"a":99999999999999999999}`,
+		`{"a":NaN}`, `{"a":nan}`, `{"a":Infinity}`, `{"a":-infinity}`, `{"a":TRUE}`, `{"a":False}`, `{"a":NULL}`,
+		`{"a":"\ud800"}`, `{"a":"\udc00"}`, `{'a':'b"c'}`, "{\"a\":\"\x01\t\xff\"}",
+		`{"a":1} /* c */ // d` + "\n", `{/* c */"a"/**/:1//x` + "\n}",
+		strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth),
+		strings.Repeat("[", maxJSONDepth-1) + "1" + strings.Repeat("]", maxJSONDepth-1),
+	} {
+		if _, err := parseJSON([]byte(in)); err != nil {
 			t.Errorf("parseJSON(%q): %v", in, err)
 		}
+	}
+
+	// A repeated key: the last value, in the first's place; a name is a C
+	// string; integers are written canonically, saturated; doubles as
+	// written.
+	v, err := parseJSON([]byte(`{"a":1,"b":2,"a":3,"c\u0000d":4,"n":[01,-0,99999999999999999999,-99999999999999999999,1.50,1e]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(v.marshal()), `{"a":3,"b":2,"c":4,"n":[1,0,18446744073709551615,-9223372036854775808,1.50,1]}`; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	n := v.get("n").arr
+	if !n[0].isInt() || n[4].isInt() || !n[5].dbl || n[2].int64Value() != math.MaxInt64 || n[4].intValue() != 1 {
+		t.Errorf("number kinds and values: %+v", n)
+	}
+}
+
+// TestJSONCValues: the conversions cryptsetup reads unchecked fields with.
+func TestJSONCValues(t *testing.T) {
+	for _, c := range []struct {
+		in  string
+		i64 int64
+		i32 int32
+	}{
+		{`7`, 7, 7}, {`-1`, -1, -1}, {`4294967296`, 4294967296, math.MaxInt32}, {`-4294967296`, -4294967296, math.MinInt32},
+		{`18446744073709551615`, math.MaxInt64, math.MaxInt32}, {`2.9`, 2, 2}, {`-2.9`, -2, -2}, {`1e300`, math.MaxInt64, math.MaxInt32},
+		{`"12abc"`, 12, 12}, {`" +5"`, 5, 5}, {`"x"`, 0, 0}, {`true`, 1, 1}, {`null`, 0, 0}, {`[1]`, 0, 0}, {`NaN`, 0, 0},
+	} {
+		v, err := parseJSON([]byte(`{"v":` + c.in + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.get("v"); got.int64Value() != c.i64 || got.intValue() != c.i32 {
+			t.Errorf("%s: int64 %d, int %d; want %d, %d", c.in, got.int64Value(), got.intValue(), c.i64, c.i32)
+		}
+	}
+	for _, c := range []struct {
+		in string
+		n  uint64
+		ok bool
+	}{
+		{"12288", 12288, true}, {"+12288", 12288, true}, {" 12288", 12288, true}, {"\t12", 12, true}, {"-1", math.MaxUint64, true},
+		{"12288 ", 0, false}, {"", 0, false}, {" ", 0, false}, {"1x", 0, false}, {"18446744073709551616", 0, false}, {"12\x00junk", 12, true},
+	} {
+		if n, ok := strToUint64(c.in); n != c.n || ok != c.ok {
+			t.Errorf("strToUint64(%q) = %d, %v; want %d, %v", c.in, n, ok, c.n, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		in string
+		n  int
+	}{{"0", 0}, {"31", 31}, {"007", 7}, {"", 0}, {"4294967296", 0}, {"4294967295", -1}, {"99999999999999999999", -1}} {
+		if n := atoi(c.in); n != c.n {
+			t.Errorf("atoi(%q) = %d, want %d", c.in, n, c.n)
+		}
+	}
+	if nameOf(-1) != "4294967295" || nameOf(7) != "7" {
+		t.Errorf("nameOf: %q %q", nameOf(-1), nameOf(7))
 	}
 }
 

@@ -1,8 +1,6 @@
 package luks
 
 import (
-	"fmt"
-
 	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 )
@@ -73,28 +71,18 @@ func (s spent) add(k KDF) spent {
 }
 
 // checkKDF reports whether running k, after what sp says was spent, stays
-// within l.
+// within l. slotProblem has refused the parameters no KDF takes.
 func (l Limits) checkKDF(slot int, k KDF, sp spent) error {
 	cost := func(what string, v, lim, spent uint64, unit string) error {
 		return &KDFCostError{Keyslot: slot, KDF: k.name(), Cost: what, Value: v, Limit: lim, Spent: spent, Unit: unit}
 	}
 	switch k.Type {
 	case "pbkdf2":
-		if k.Iterations == 0 {
-			return corrupt(fmt.Sprintf("keyslot %d", slot), "0 PBKDF2 iterations")
-		}
 		if sp.iter+uint64(k.Iterations) > l.MaxIterations {
 			return cost("iterations", uint64(k.Iterations), l.MaxIterations, sp.iter, "")
 		}
 	case "argon2i", "argon2id":
-		where := fmt.Sprintf("keyslot %d", slot)
 		switch {
-		case k.Time == 0:
-			return corrupt(where, "%s with 0 passes", k.Type)
-		case k.Threads == 0:
-			return corrupt(where, "%s with 0 threads", k.Type)
-		case uint64(k.MemoryKiB) < 8*uint64(k.Threads):
-			return corrupt(where, "%s with %d KiB for %d threads (Argon2 needs 8 KiB per thread)", k.Type, k.MemoryKiB, k.Threads)
 		case k.Threads > l.MaxThreads || k.Threads > 255:
 			return cost("threads", uint64(k.Threads), uint64(min(l.MaxThreads, 255)), 0, "")
 		case k.MemoryKiB > l.MaxMemoryKiB:

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/xtsctl/xtsctl/internal/dmtable"
 )
 
 // LUKS1 on-disk layout (LUKS1 On-Disk Format Specification 1.2.3). All
@@ -48,9 +46,12 @@ func parseLUKS1(b []byte, devSize uint64) (*Header, error) {
 		return nil, corrupt(where, "digest iterations are 0")
 	}
 	d := Digest{
-		ID: 0, Type: "pbkdf2", Hash: h.Hash, Iterations: dIter, Segments: []int{0},
+		ID: 0, name: "0", Type: "pbkdf2", Hash: h.Hash, Iterations: dIter, Segments: []int{0},
 		Salt:  append([]byte(nil), b[132:132+saltLen1]...),
 		Value: append([]byte(nil), b[112:112+luks1DigestSize]...),
+	}
+	if hashByName(h.Hash) == nil {
+		d.Err = &UnsupportedError{Feature: FeatureHash, Value: h.Hash, Keyslot: -1, Hint: supportedHashes, CryptsetupOpens: cryptsetupHash(h.Hash)}
 	}
 
 	// Every slot's area is checked, active or not, as cryptsetup does
@@ -87,14 +88,11 @@ func parseLUKS1(b []byte, devSize uint64) (*Header, error) {
 			return nil, corrupt(slotWhere, "state 0x%08x is neither active nor inactive", state)
 		}
 		k := Keyslot{
-			ID: i, Type: "luks1", KeySize: h.KeySize, Priority: PriorityNormal,
+			ID: i, name: nameOf(i), pos: i, Type: "luks1", KeySize: h.KeySize, Priority: PriorityNormal,
 			KDF:    KDF{Type: "pbkdf2", Hash: h.Hash, Iterations: iter, Salt: append([]byte(nil), s[8:8+saltLen1]...)},
 			AF:     AF{Type: "luks1", Stripes: int(stripes), Hash: h.Hash},
 			Area:   Area{Type: "raw", Offset: off * 512, Size: matSectors * 512, Cipher: h.Cipher, KeySize: h.KeySize},
 			Digest: 0,
-		}
-		if iter == 0 {
-			k.Err = corrupt(slotWhere, "0 PBKDF2 iterations")
 		}
 		h.Keyslots = append(h.Keyslots, k)
 		d.Keyslots = append(d.Keyslots, i)
@@ -109,69 +107,9 @@ func parseLUKS1(b []byte, devSize uint64) (*Header, error) {
 		return nil, corrupt(where, "key material ends at byte %d, beyond the %d-byte header device", h.HeaderSize, devSize)
 	}
 	h.Digests = []Digest{d}
+	h.indexDigests()
 	h.checkSlots()
 	return h, nil
-}
-
-// checkSlots marks the keyslots this package cannot try: an unknown KDF,
-// hash, AF or area cipher, a stored key of another size than the volume key,
-// no digest for the data segment.
-func (h *Header) checkSlots() {
-	for i := range h.Keyslots {
-		k := &h.Keyslots[i]
-		if k.Err == nil {
-			k.Err = h.slotProblem(k)
-		}
-	}
-}
-
-func (h *Header) slotProblem(k *Keyslot) error {
-	switch k.Type {
-	case "luks1", "luks2":
-	default:
-		return unsupportedSlot(k.ID, FeatureKeyslotType, fmt.Sprintf("%q", k.Type), "only luks2 keyslots hold a passphrase")
-	}
-	switch k.KDF.Type {
-	case "pbkdf2":
-		if hashByName(k.KDF.Hash) == nil {
-			return unsupportedSlot(k.ID, FeatureHash, k.KDF.Hash, supportedHashes)
-		}
-	case "argon2i", "argon2id":
-	default:
-		return unsupportedSlot(k.ID, FeatureKDF, k.KDF.Type, "pbkdf2, argon2i or argon2id")
-	}
-	if k.AF.Type != "luks1" {
-		return unsupportedSlot(k.ID, FeatureAF, k.AF.Type, "want luks1")
-	}
-	if k.AF.Stripes != stripesLUKS {
-		return unsupportedSlot(k.ID, FeatureAF, fmt.Sprintf("with %d stripes", k.AF.Stripes), fmt.Sprintf("cryptsetup uses %d", stripesLUKS))
-	}
-	if hashByName(k.AF.Hash) == nil {
-		return unsupportedSlot(k.ID, FeatureHash, k.AF.Hash, supportedHashes)
-	}
-	switch {
-	case k.Area.Type != "raw":
-		return unsupportedSlot(k.ID, FeatureKeyslotArea, fmt.Sprintf("type %q", k.Area.Type), "want raw")
-	case k.Area.Cipher != dmtable.DefaultCipher && k.Area.Cipher != "aes-xts-plain":
-		return unsupportedSlot(k.ID, FeatureCipher, k.Area.Cipher, "keyslot areas in aes-xts-plain64 only")
-	case k.Area.KeySize != 32 && k.Area.KeySize != 64:
-		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits (keyslot area)", k.Area.KeySize*8), "want 256 or 512")
-	case uint64(afMaterialSize(k.KeySize, k.AF.Stripes)) > k.Area.Size:
-		return corrupt(fmt.Sprintf("keyslot %d", k.ID), "%d-byte key material does not fit its %d-byte area", afMaterialSize(k.KeySize, k.AF.Stripes), k.Area.Size)
-	case k.KeySize != h.KeySize:
-		return unsupportedSlot(k.ID, FeatureKeySize, fmt.Sprintf("%d bits", k.KeySize*8), fmt.Sprintf("an unbound key; the volume key has %d bits", h.KeySize*8))
-	}
-	d := h.digest(k.Digest)
-	if d == nil || !containsInt(d.Segments, h.Segment.ID) {
-		return unsupportedSlot(k.ID, FeatureDigest, "(no digest for the data segment)", "an unbound keyslot")
-	}
-	if d.Type != "pbkdf2" {
-		return unsupportedSlot(k.ID, FeatureDigest, d.Type, "want pbkdf2")
-	}
-	if hashByName(d.Hash) == nil {
-		return unsupportedSlot(k.ID, FeatureHash, d.Hash+" (digest)", supportedHashes)
-	}
-	return nil
 }
 
 func containsInt(s []int, v int) bool {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 )
@@ -71,10 +72,12 @@ type copyData struct {
 	salt  [saltLen2]byte
 }
 
+// checksumHash returns the hash of a header checksum algorithm: any hash
+// this package has whose digest fits the 64-byte checksum field (cryptsetup
+// takes any its crypto backend has).
 func checksumHash(alg string) func() hash.Hash {
-	switch alg {
-	case "sha1", "sha256", "sha512", "sha384", "sha224":
-		return hashByName(alg)
+	if h := hashByName(alg); h != nil && h().Size() <= checksumLen {
+		return h
 	}
 	return nil
 }
@@ -122,8 +125,12 @@ func readCopy(r io.ReaderAt, devSize, off uint64, secondary bool) (*copyData, er
 	}
 	alg := cstring(bin[offCsumAlg : offCsumAlg+csumAlgLen])
 	newHash := checksumHash(alg)
-	if newHash == nil {
-		return nil, unsupported(FeatureChecksum, fmt.Sprintf("%q", alg), "sha256 (or sha1, sha224, sha384, sha512)")
+	switch {
+	case newHash == nil && cryptsetupHash(alg):
+		return nil, fmt.Errorf("%s: %w", name, &UnsupportedError{Feature: FeatureChecksum, Value: fmt.Sprintf("%q", alg),
+			Keyslot: -1, Hint: "sha256, or another of " + supportedHashes, CryptsetupOpens: true})
+	case newHash == nil:
+		return nil, corrupt(name, "unknown checksum algorithm %q", alg)
 	}
 	area := make([]byte, size-binHeaderSize)
 	if err := readFull(r, area, int64(off+binHeaderSize)); err != nil {
@@ -204,10 +211,7 @@ func readLUKS2(r io.ReaderAt, devSize uint64) (*Header, error) {
 		}
 	}
 	if prim == nil && sec == nil {
-		if isNoMagic(perr) && isNoMagic(serr) {
-			return nil, ErrNotLUKS
-		}
-		return nil, fmt.Errorf("no valid LUKS2 header copy: %w; %w", perr, serr)
+		return nil, noValidCopy(perr, serr)
 	}
 	copies := []Copy{
 		{Name: "primary", Offset: 0, State: CopyDamaged, Err: perr},
@@ -253,8 +257,34 @@ func readLUKS2(r io.ReaderAt, devSize uint64) (*Header, error) {
 
 func isNoMagic(err error) bool { return errors.Is(err, errNoMagic) }
 
-// parseMetadata checks the JSON area as cryptsetup's LUKS2_hdr_validate
-// does, with every number bounded, and extracts the header it describes.
+// noValidCopy is the error when neither copy reads, of one class only, so
+// that a caller can say what is wrong: ErrNotLUKS when neither is there; a
+// copy's *UnsupportedError when a copy is sound but asks for what this
+// package does not do (a LUKS version, a checksum algorithm); a copy's
+// I/O error; else a *CorruptError naming both copies' problems (a damaged
+// header, which only a backup brings back).
+func noValidCopy(perr, serr error) error {
+	if isNoMagic(perr) && isNoMagic(serr) {
+		return ErrNotLUKS
+	}
+	for _, err := range []error{perr, serr} {
+		if errors.Is(err, ErrUnsupported) {
+			return err
+		}
+	}
+	for _, err := range []error{perr, serr} {
+		if !errors.Is(err, ErrCorrupt) {
+			return err // reading failed
+		}
+	}
+	return corrupt("LUKS2 header", "no valid header copy: %v; %v", perr, serr)
+}
+
+// parseMetadata reads a JSON area as cryptsetup does: the JSON text from
+// its first byte, which must be '{', up to its first NUL, with only NULs
+// after it; parsed as json-c parses it and validated by cryptsetup's rules
+// (validateMetadata); then the header it describes, which the device
+// (devSize bytes) must hold whole: both copies and the keyslots area.
 func parseMetadata(area []byte, hdrSize, devSize uint64) (*Header, error) {
 	const where = "LUKS2 metadata"
 	if len(area) == 0 || area[0] != '{' {
@@ -271,472 +301,259 @@ func parseMetadata(area []byte, hdrSize, devSize uint64) (*Header, error) {
 	if err != nil {
 		return nil, corrupt(where, "%v", err)
 	}
-	h, err := metadataHeader(root, hdrSize, devSize)
-	if err != nil {
+	if err := validateMetadata(root, hdrSize-binHeaderSize); err != nil {
 		return nil, corrupt(where, "%v", err)
+	}
+	h := metadataHeader(root, hdrSize)
+	if h.HeaderSize > devSize {
+		return nil, corrupt("LUKS2 header", "the %d-byte device is shorter than the two header copies and the keyslots area (%d bytes)", devSize, h.HeaderSize)
 	}
 	h.meta = root
 	h.checkSlots()
 	return h, nil
 }
 
-// canonicalID parses an object key that names a keyslot, segment, digest
-// or token: a decimal number without leading zeros, below max.
-func canonicalID(key string, max int) (int, bool) {
-	n, err := strconv.Atoi(key)
-	if err != nil || n < 0 || n >= max || strconv.Itoa(n) != key {
-		return 0, false
-	}
-	return n, true
-}
-
-func b64(v *jvalue, path, key string, minLen, maxLen int) ([]byte, error) {
-	s, err := jgetString(v, path, key)
-	if err != nil {
-		return nil, err
-	}
-	if len(s) > base64.StdEncoding.EncodedLen(maxLen) {
-		return nil, fmt.Errorf("%s.%s: longer than %d bytes", path, key, maxLen)
-	}
-	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s.%s: %v", path, key, err)
-	}
-	if len(b) < minLen || len(b) > maxLen {
-		return nil, fmt.Errorf("%s.%s: %d bytes, want %d..%d", path, key, len(b), minLen, maxLen)
-	}
-	return b, nil
-}
-
-func idList(v *jvalue, path, key string, exists map[int]bool, max int) ([]int, error) {
-	ss, err := jgetStrings(v, path, key)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, 0, len(ss))
-	for _, s := range ss {
-		id, ok := canonicalID(s, max)
-		if !ok || !exists[id] {
-			return nil, fmt.Errorf("%s.%s: %q names nothing that exists", path, key, s)
-		}
-		out = append(out, id)
-	}
-	return out, nil
-}
-
-func metadataHeader(root *jvalue, hdrSize, devSize uint64) (*Header, error) {
-	if root.kind != jObject {
-		return nil, fmt.Errorf("top level is a %s, want object", root.kind)
-	}
-	sections := map[string]*jvalue{}
-	for _, s := range []string{"keyslots", "tokens", "segments", "digests", "config"} {
-		v, err := jfield(root, "", s, jObject)
-		if err != nil {
-			return nil, err
-		}
-		sections[s] = v
-	}
+// metadataHeader extracts the header a validated JSON tree describes.
+// Objects are numbered as cryptsetup numbers them (atoi of their names).
+// What cryptsetup reads only when it uses a keyslot or digest (KDF salts,
+// digest values) is checked here too, but a problem there makes only that
+// keyslot or digest unusable (Keyslot.Err, Digest.Err), as in cryptsetup.
+func metadataHeader(root *jvalue, hdrSize uint64) *Header {
 	h := &Header{Version: 2, MetadataSize: hdrSize}
+	cfg := root.get("config")
+	_, h.KeyslotsSize, _ = configSizes(cfg)
+	h.HeaderSize = 2*hdrSize + h.KeyslotsSize
+	for _, f := range cfg.get("flags").elems() {
+		h.Flags = append(h.Flags, f.cs())
+	}
+	h.Requirements = mandatoryRequirements(root)
 
-	// config first: it bounds the keyslots area.
-	cfg := sections["config"]
-	jsonSize, err := jgetDecimal(cfg, "config", "json_size")
-	if err != nil {
-		return nil, err
-	}
-	if jsonSize != hdrSize-binHeaderSize {
-		return nil, fmt.Errorf("config.json_size %d does not match the binary header's %d-byte JSON area", jsonSize, hdrSize-binHeaderSize)
-	}
-	ksSize, err := jgetDecimal(cfg, "config", "keyslots_size")
-	if err != nil {
-		return nil, err
-	}
-	if ksSize%4096 != 0 || ksSize > maxKeyslotsSize {
-		return nil, fmt.Errorf("config.keyslots_size %d is not a multiple of 4096 up to 128 MiB", ksSize)
-	}
-	h.KeyslotsSize = ksSize
-	h.HeaderSize = 2*hdrSize + ksSize
-	if h.HeaderSize > devSize {
-		return nil, fmt.Errorf("header and keyslots area (%d bytes) do not fit the %d-byte device", h.HeaderSize, devSize)
-	}
-	if cfg.get("flags") != nil {
-		if h.Flags, err = jgetStrings(cfg, "config", "flags"); err != nil {
-			return nil, err
+	// The data segment is cryptsetup's default segment: the reencryption
+	// target (backup-final) while one is in progress, else segment 0.
+	segs := root.get("segments")
+	def := "0"
+	for _, m := range segs.obj {
+		if hasFlag(m.val, "backup-final") {
+			def = nameOf(atoi(m.key))
+			break
 		}
 	}
-	if req := cfg.get("requirements"); req != nil {
-		if req.kind != jObject {
-			return nil, fmt.Errorf("config.requirements: %s, want object", req.kind)
+	h.Segments = len(segs.obj)
+	for _, m := range segs.obj {
+		s := segmentOf(m)
+		if m.key == def {
+			h.Segment = s
+		} else {
+			h.OtherSegments = append(h.OtherSegments, s)
 		}
-		if req.get("mandatory") != nil {
-			if h.Requirements, err = jgetStrings(req, "config.requirements", "mandatory"); err != nil {
-				return nil, err
+	}
+	sort.SliceStable(h.OtherSegments, func(i, j int) bool { return h.OtherSegments[i].ID < h.OtherSegments[j].ID })
+
+	digests := root.get("digests")
+	for _, m := range digests.obj {
+		h.Digests = append(h.Digests, digestOf(m))
+	}
+	// LUKS2_digest_by_keyslot: a keyslot's digest is the first that names
+	// it.
+	firstDigest := map[string]string{}
+	for _, d := range digests.obj {
+		for _, e := range d.val.get("keyslots").elems() {
+			if _, ok := firstDigest[e.stringValue()]; !ok {
+				firstDigest[e.stringValue()] = d.key
 			}
 		}
 	}
-
-	// Keyslots: structure, and every area inside the keyslots area with no
-	// two overlapping (validate_intervals).
-	slots := map[int]bool{}
-	type interval struct {
-		id       int
-		off, end uint64
-	}
-	var areas []interval
-	for _, m := range sections["keyslots"].obj {
-		id, ok := canonicalID(m.key, maxKeyslots2)
-		if !ok {
-			return nil, fmt.Errorf("keyslot name %q is not a number below %d", m.key, maxKeyslots2)
+	byName := index(digests)
+	for pos, m := range root.get("keyslots").obj {
+		k := keyslotOf(pos, m)
+		if d, ok := firstDigest[nameOf(k.ID)]; ok {
+			k.Digest = atoi(d)
+			dv := byName[nameOf(k.Digest)]
+			k.Unbound = dv != nil && len(dv.get("segments").elems()) == 0
 		}
-		k, err := parseKeyslot(id, m.val)
-		if err != nil {
-			return nil, err
-		}
-		if k.Area.Size == 0 || k.Area.Offset < 2*hdrSize || k.Area.Offset > h.HeaderSize ||
-			k.Area.Size > h.HeaderSize-k.Area.Offset {
-			return nil, fmt.Errorf("keyslot %d: area [%d, +%d) is not inside the keyslots area [%d, %d)", id, k.Area.Offset, k.Area.Size, 2*hdrSize, h.HeaderSize)
-		}
-		areas = append(areas, interval{id, k.Area.Offset, k.Area.Offset + k.Area.Size})
-		slots[id] = true
 		h.Keyslots = append(h.Keyslots, k)
 	}
-	sort.Slice(areas, func(i, j int) bool { return areas[i].off < areas[j].off })
-	for i := 1; i < len(areas); i++ {
-		if areas[i].off < areas[i-1].end {
-			return nil, fmt.Errorf("keyslot %d's area overlaps keyslot %d's", areas[i].id, areas[i-1].id)
+	sort.SliceStable(h.Keyslots, func(i, j int) bool { return h.Keyslots[i].ID < h.Keyslots[j].ID })
+	sort.SliceStable(h.Digests, func(i, j int) bool { return h.Digests[i].ID < h.Digests[j].ID })
+	for _, m := range root.get("tokens").obj {
+		t := Token{ID: atoi(m.key), Type: m.val.get("type").cs(), Runnable: TokenRunnable(m.val.get("type").cs())}
+		for _, e := range m.val.get("keyslots").elems() {
+			t.Keyslots = append(t.Keyslots, atoi(e.cs()))
 		}
+		h.Tokens = append(h.Tokens, t)
 	}
-	sort.Slice(h.Keyslots, func(i, j int) bool { return h.Keyslots[i].ID < h.Keyslots[j].ID })
-
-	// Segments.
-	segs := map[int]*jvalue{}
-	var segIDs []int
-	for _, m := range sections["segments"].obj {
-		id, ok := canonicalID(m.key, maxSegments2)
-		if !ok {
-			return nil, fmt.Errorf("segment name %q is not a number below %d", m.key, maxSegments2)
-		}
-		if m.val.kind != jObject {
-			return nil, fmt.Errorf("segment %d: %s, want object", id, m.val.kind)
-		}
-		segs[id] = m.val
-		segIDs = append(segIDs, id)
-	}
-	if len(segIDs) == 0 {
-		return nil, fmt.Errorf("no data segment")
-	}
-	sort.Ints(segIDs)
-	h.Segments = len(segIDs)
-	segExists := map[int]bool{}
-	var parsed []Segment
-	for _, id := range segIDs {
-		s, err := parseSegment(id, segs[id])
-		if err != nil {
-			return nil, err
-		}
-		// The keyslots area must end before the first data byte, unless
-		// the header is detached (offset 0).
-		if s.Offset != 0 && s.Offset < h.HeaderSize {
-			return nil, fmt.Errorf("segment %d at offset %d overlaps the header and keyslots area (%d bytes)", id, s.Offset, h.HeaderSize)
-		}
-		segExists[id] = true
-		parsed = append(parsed, s)
-	}
-	h.Segment = parsed[0] // the lowest ID: "0" in every header cryptsetup makes
-
-	// Digests.
-	for _, m := range sections["digests"].obj {
-		id, ok := canonicalID(m.key, maxKeyslots2)
-		if !ok {
-			return nil, fmt.Errorf("digest name %q is not a number below %d", m.key, maxKeyslots2)
-		}
-		d, err := parseDigest(id, m.val, slots, segExists)
-		if err != nil {
-			return nil, err
-		}
-		h.Digests = append(h.Digests, d)
-	}
-	sort.Slice(h.Digests, func(i, j int) bool { return h.Digests[i].ID < h.Digests[j].ID })
-	for _, s := range parsed {
-		if !digestsCover(h.Digests, s.ID) {
-			return nil, fmt.Errorf("segment %d has no digest", s.ID)
-		}
-	}
-	for i := range h.Keyslots {
-		h.Keyslots[i].Digest = -1
-		for _, d := range h.Digests {
-			if containsInt(d.Keyslots, h.Keyslots[i].ID) {
-				h.Keyslots[i].Digest = d.ID
-				break
-			}
-		}
-	}
-
-	// Tokens: listed, not run.
-	for _, m := range sections["tokens"].obj {
-		id, ok := canonicalID(m.key, maxTokens2)
-		if !ok {
-			return nil, fmt.Errorf("token name %q is not a number below %d", m.key, maxTokens2)
-		}
-		path := "tokens." + m.key
-		if m.val.kind != jObject {
-			return nil, fmt.Errorf("%s: %s, want object", path, m.val.kind)
-		}
-		typ, err := jgetString(m.val, path, "type")
-		if err != nil {
-			return nil, err
-		}
-		ks, err := idList(m.val, path, "keyslots", slots, maxKeyslots2)
-		if err != nil {
-			return nil, err
-		}
-		h.Tokens = append(h.Tokens, Token{ID: id, Type: typ, Keyslots: ks})
-	}
-	sort.Slice(h.Tokens, func(i, j int) bool { return h.Tokens[i].ID < h.Tokens[j].ID })
+	sort.SliceStable(h.Tokens, func(i, j int) bool { return h.Tokens[i].ID < h.Tokens[j].ID })
 
 	h.Cipher = h.Segment.Cipher
-	// 0 (unknown) when no keyslot holds the volume key any more: it can
-	// still be opened with the key itself (VerifyKey).
-	h.KeySize = 0
-	if d := segmentDigest(h.Digests, h.Segment.ID); d != nil {
-		// The volume key size is that of the keyslots bound to the
-		// segment's digest (cryptsetup's LUKS2_get_volume_key_size).
-		for _, k := range h.Keyslots {
-			if containsInt(d.Keyslots, k.ID) {
-				h.KeySize = k.KeySize
-				break
-			}
-		}
-	}
-	return h, nil
+	h.KeySize = volumeKeySize(root, nameOf(h.Segment.ID))
+	h.indexDigests()
+	return h
 }
 
-func digestsCover(ds []Digest, seg int) bool { return segmentDigest(ds, seg) != nil }
-
-func segmentDigest(ds []Digest, seg int) *Digest {
-	for i := range ds {
-		if containsInt(ds[i].Segments, seg) {
-			return &ds[i]
+// volumeKeySize is cryptsetup's LUKS2_get_volume_key_size: the key_size of
+// the first keyslot of the first digest of the segment; 0 if there is none
+// (no keyslot holds the volume key any more).
+func volumeKeySize(root *jvalue, seg string) int {
+	for _, d := range root.get("digests").obj {
+		if !containsName(d.val.get("segments"), seg) || len(d.val.get("keyslots").elems()) == 0 {
+			continue
 		}
+		k := root.get("keyslots").get(d.val.get("keyslots").arr[0].cs())
+		return int(uint32(k.get("key_size").int64Value()))
 	}
-	return nil
+	return 0
 }
 
-func parseKeyslot(id int, v *jvalue) (Keyslot, error) {
-	path := "keyslots." + strconv.Itoa(id)
-	k := Keyslot{ID: id, Priority: PriorityNormal, Digest: -1}
-	if v.kind != jObject {
-		return k, fmt.Errorf("%s: %s, want object", path, v.kind)
-	}
-	var err error
-	if k.Type, err = jgetString(v, path, "type"); err != nil {
-		return k, err
-	}
-	ks, err := jgetUint(v, path, "key_size", maxKeyBytes)
-	if err != nil {
-		return k, err
-	}
-	k.KeySize = int(ks)
-	// Every keyslot, whatever its type, has an area (hdr_validate_areas).
-	area, err := jfield(v, path, "area", jObject)
-	if err != nil {
-		return k, err
-	}
-	apath := path + ".area"
-	if k.Area.Offset, err = jgetDecimal(area, apath, "offset"); err != nil {
-		return k, err
-	}
-	if k.Area.Size, err = jgetDecimal(area, apath, "size"); err != nil {
-		return k, err
-	}
-	if k.Area.Type, err = jgetString(area, apath, "type"); err != nil {
-		return k, err
-	}
-	if p := v.get("priority"); p != nil {
-		n, err := jgetUint(v, path, "priority", 2)
-		if err != nil {
-			return k, err
+// containsName reports whether an array of names holds name (LUKS2_array_jobj).
+func containsName(arr *jvalue, name string) bool {
+	for _, e := range arr.elems() {
+		if e.stringValue() == name {
+			return true
 		}
-		k.Priority = Priority(n)
 	}
-	if k.Type != "luks2" {
-		return k, nil // listed; slotProblem says why it cannot be used
-	}
-	// luks2_keyslot_validate: raw area, luks1 AF, a kdf object.
-	if k.Area.Type == "raw" {
-		if k.Area.Cipher, err = jgetString(area, apath, "encryption"); err != nil {
-			return k, err
-		}
-		aks, err := jgetUint(area, apath, "key_size", maxKeyBytes)
-		if err != nil {
-			return k, err
-		}
-		k.Area.KeySize = int(aks)
-	}
-	af, err := jfield(v, path, "af", jObject)
-	if err != nil {
-		return k, err
-	}
-	if k.AF.Type, err = jgetString(af, path+".af", "type"); err != nil {
-		return k, err
-	}
-	if k.AF.Type == "luks1" {
-		if k.AF.Hash, err = jgetString(af, path+".af", "hash"); err != nil {
-			return k, err
-		}
-		st, err := jgetUint(af, path+".af", "stripes", 1<<20)
-		if err != nil {
-			return k, err
-		}
-		k.AF.Stripes = int(st)
-	}
-	kdf, err := jfield(v, path, "kdf", jObject)
-	if err != nil {
-		return k, err
-	}
-	kpath := path + ".kdf"
-	if k.KDF.Type, err = jgetString(kdf, kpath, "type"); err != nil {
-		return k, err
-	}
-	const u32 = 1<<32 - 1
-	switch k.KDF.Type {
-	case "pbkdf2":
-		if k.KDF.Hash, err = jgetString(kdf, kpath, "hash"); err != nil {
-			return k, err
-		}
-		n, err := jgetUint(kdf, kpath, "iterations", u32)
-		if err != nil {
-			return k, err
-		}
-		k.KDF.Iterations = uint32(n)
-	case "argon2i", "argon2id":
-		t, err := jgetUint(kdf, kpath, "time", u32)
-		if err != nil {
-			return k, err
-		}
-		m, err := jgetUint(kdf, kpath, "memory", u32)
-		if err != nil {
-			return k, err
-		}
-		c, err := jgetUint(kdf, kpath, "cpus", u32)
-		if err != nil {
-			return k, err
-		}
-		k.KDF.Time, k.KDF.MemoryKiB, k.KDF.Threads = uint32(t), uint32(m), uint32(c)
-	default:
-		return k, nil // an unknown KDF: slotProblem refuses the slot
-	}
-	if k.KDF.Salt, err = b64(kdf, kpath, "salt", 0, 1024); err != nil {
-		return k, err
-	}
-	if len(k.KDF.Salt) != keyslotSaltLen {
-		k.Err = corrupt(fmt.Sprintf("keyslot %d", id), "%d-byte KDF salt, want %d", len(k.KDF.Salt), keyslotSaltLen)
-	}
-	return k, nil
+	return false
 }
 
-func parseSegment(id int, v *jvalue) (Segment, error) {
-	path := "segments." + strconv.Itoa(id)
-	s := Segment{ID: id}
-	var err error
-	if s.Type, err = jgetString(v, path, "type"); err != nil {
-		return s, err
-	}
-	if s.Offset, err = jgetDecimal(v, path, "offset"); err != nil {
-		return s, err
-	}
-	size, err := jgetString(v, path, "size")
-	if err != nil {
-		return s, err
-	}
-	if size == "dynamic" {
+func segmentOf(m jmember) Segment {
+	v := m.val
+	s := Segment{ID: atoi(m.key), Type: v.get("type").cs()}
+	s.Offset, _ = strToUint64(v.get("offset").s)
+	if size := v.get("size"); size.cs() == "dynamic" {
 		s.Dynamic = true
-	} else if s.Size, err = parseDecimal(size, path+".size"); err != nil {
-		return s, err
-	} else if s.Size == 0 {
-		return s, fmt.Errorf("%s.size: 0", path)
+	} else {
+		s.Size, _ = strToUint64(size.s)
 	}
-	if s.Offset%512 != 0 || s.Size%512 != 0 {
-		return s, fmt.Errorf("%s: offset %d or size %d is not a multiple of 512", path, s.Offset, s.Size)
-	}
-	if s.Offset > 1<<62 || s.Size > 1<<62 {
-		return s, fmt.Errorf("%s: offset %d or size %d is implausibly large", path, s.Offset, s.Size)
-	}
-	if v.get("flags") != nil {
-		if s.Flags, err = jgetStrings(v, path, "flags"); err != nil {
-			return s, err
-		}
+	for _, f := range v.get("flags").elems() {
+		s.Flags = append(s.Flags, f.cs())
 	}
 	if s.Type != "crypt" {
-		return s, nil // Supported refuses it
+		return s
 	}
-	tweak, err := jgetString(v, path, "iv_tweak")
-	if err != nil {
-		return s, err
-	}
-	if s.IVTweak, err = parseDecimal(tweak, path+".iv_tweak"); err != nil {
-		return s, err
-	}
-	if s.Cipher, err = jgetString(v, path, "encryption"); err != nil {
-		return s, err
-	}
-	ss, err := jgetUint(v, path, "sector_size", 1<<32-1)
-	if err != nil {
-		return s, err
-	}
-	if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
-		return s, fmt.Errorf("%s.sector_size %d is not a power of two in 512..4096", path, ss)
-	}
-	s.SectorSize = int(ss)
-	if s.Size%ss != 0 {
-		return s, fmt.Errorf("%s: size %d is not a multiple of the %d-byte sector", path, s.Size, ss)
-	}
+	s.IVTweak, _ = strToUint64(v.get("iv_tweak").s)
+	s.Cipher = v.get("encryption").cs()
+	s.SectorSize = int(v.get("sector_size").int64Value())
 	if in := v.get("integrity"); in != nil {
-		if in.kind != jObject {
-			return s, fmt.Errorf("%s.integrity: %s, want object", path, in.kind)
-		}
-		if s.Integrity, err = jgetString(in, path+".integrity", "type"); err != nil {
-			return s, err
-		}
+		s.Integrity = in.get("type").cs()
 	}
-	return s, nil
+	return s
 }
 
-func parseDigest(id int, v *jvalue, slots, segs map[int]bool) (Digest, error) {
-	path := "digests." + strconv.Itoa(id)
-	d := Digest{ID: id}
-	if v.kind != jObject {
-		return d, fmt.Errorf("%s: %s, want object", path, v.kind)
+func digestOf(m jmember) Digest {
+	v := m.val
+	d := Digest{ID: atoi(m.key), name: m.key, Type: v.get("type").cs()}
+	for _, e := range v.get("keyslots").elems() {
+		d.Keyslots = append(d.Keyslots, atoi(e.cs()))
 	}
-	var err error
-	if d.Type, err = jgetString(v, path, "type"); err != nil {
-		return d, err
+	for _, e := range v.get("segments").elems() {
+		d.Segments = append(d.Segments, atoi(e.cs()))
 	}
-	if d.Keyslots, err = idList(v, path, "keyslots", slots, maxKeyslots2); err != nil {
-		return d, err
-	}
-	if d.Segments, err = idList(v, path, "segments", segs, maxSegments2); err != nil {
-		return d, err
-	}
+	where := fmt.Sprintf("digest %d", d.ID)
 	if d.Type != "pbkdf2" {
-		return d, nil // slots bound to it are refused
+		d.Err = &UnsupportedError{Feature: FeatureDigest, Value: fmt.Sprintf("%q", d.Type), Keyslot: -1, Hint: "digest " + nameOf(d.ID) + "; only pbkdf2 digests exist"}
+		return d
 	}
-	if d.Hash, err = jgetString(v, path, "hash"); err != nil {
-		return d, err
+	// In the order cryptsetup's PBKDF2_digest_verify reads them.
+	hash, iter := v.get("hash"), v.get("iterations")
+	if hash == nil || iter == nil {
+		d.Err = corrupt(where, "no hash or iterations")
+		return d
 	}
-	n, err := jgetUint(v, path, "iterations", 1<<32-1)
-	if err != nil {
-		return d, err
+	d.Hash = hash.stringValue()
+	d.Iterations = uint32(iter.int64Value()) // an unsigned int in cryptsetup
+	var err error
+	if d.Salt, err = base64Field(v, "salt"); err != nil {
+		d.Err = corrupt(where, "salt: %v", err)
+		return d
 	}
-	if n == 0 {
-		return d, fmt.Errorf("%s.iterations: 0", path)
+	if d.Value, err = base64Field(v, "digest"); err != nil {
+		d.Err = corrupt(where, "digest: %v", err)
+		return d
 	}
-	d.Iterations = uint32(n)
-	if d.Salt, err = b64(v, path, "salt", 1, maxDigestSaltLen); err != nil {
-		return d, err
+	// cryptsetup 2.6.1 takes any key for a digest whose salt or value has
+	// the wrong length (it returns success on that path); such a digest
+	// checks nothing, so it is refused here.
+	hsize := 0
+	if nh := hashByName(d.Hash); nh != nil {
+		hsize = nh().Size()
 	}
-	if d.Value, err = b64(v, path, "digest", minDigestLen, 64); err != nil {
-		return d, err
+	switch n := len(d.Value); {
+	case len(d.Salt) != keyslotSaltLen:
+		d.Err = corrupt(where, "%d-byte salt, want %d", len(d.Salt), keyslotSaltLen)
+	case hashByName(d.Hash) == nil:
+		d.Err = &UnsupportedError{Feature: FeatureHash, Value: d.Hash + " (digest)", Keyslot: -1, Hint: supportedHashes,
+			CryptsetupOpens: cryptsetupHash(d.Hash)}
+	case n < luks1DigestSize || n > 64 || n != luks1DigestSize && n != hsize:
+		d.Err = corrupt(where, "%d-byte digest, want %d or %d (%s)", n, luks1DigestSize, hsize, d.Hash)
+	case d.Iterations == 0:
+		d.Err = corrupt(where, "0 iterations")
 	}
-	return d, nil
+	return d
+}
+
+// base64Field decodes a base64 string member (at most 1 KiB decoded).
+func base64Field(v *jvalue, key string) ([]byte, error) {
+	f := v.get(key)
+	if f == nil {
+		return nil, errJSONMissing
+	}
+	s := f.stringValue()
+	if len(s) > base64.StdEncoding.EncodedLen(1024) {
+		return nil, fmt.Errorf("longer than 1 KiB")
+	}
+	return base64.StdEncoding.Strict().DecodeString(s)
+}
+
+var errJSONMissing = errors.New("missing")
+
+// keyslotOf extracts a validated keyslot object (its digest is the
+// caller's to find).
+func keyslotOf(pos int, m jmember) Keyslot {
+	v := m.val
+	k := Keyslot{ID: atoi(m.key), name: m.key, pos: pos, Type: v.get("type").cs(), Priority: PriorityNormal, Digest: -1}
+	k.KeySize = int(uint32(v.get("key_size").int64Value()))
+	if p := v.get("priority"); p != nil {
+		k.Priority = Priority(p.intValue())
+	}
+	area := v.get("area")
+	k.Area.Type = area.get("type").cs()
+	k.Area.Offset, _ = strToUint64(area.get("offset").s)
+	k.Area.Size, _ = strToUint64(area.get("size").s)
+	if k.Type != "luks2" {
+		return k // listed; slotProblem says why it cannot be used
+	}
+	// Validated: a raw area, a luks1 AF, a kdf object.
+	k.Area.Cipher = area.get("encryption").cs()
+	k.Area.KeySize = int(area.get("key_size").intValue())
+	af := v.get("af")
+	k.AF = AF{Type: af.get("type").cs(), Hash: af.get("hash").cs(), Stripes: int(af.get("stripes").intValue())}
+	kdf := v.get("kdf")
+	k.KDF.Type = kdf.get("type").cs()
+	where := fmt.Sprintf("keyslot %d", k.ID)
+	switch k.KDF.Type {
+	case "pbkdf2":
+		k.KDF.Hash = kdf.get("hash").cs()
+		k.KDF.Iterations = uint32(kdf.get("iterations").intValue())
+	case "argon2i", "argon2id":
+		k.KDF.Time = uint32(kdf.get("time").intValue())
+		k.KDF.MemoryKiB = uint32(kdf.get("memory").intValue())
+		k.KDF.Threads = uint32(kdf.get("cpus").intValue())
+	default:
+		return k // an unknown KDF: slotProblem refuses the keyslot
+	}
+	salt, err := base64Field(kdf, "salt")
+	switch {
+	case err != nil:
+		k.useErr = corrupt(where, "KDF salt: %v", err)
+	case len(salt) != keyslotSaltLen:
+		k.useErr = corrupt(where, "%d-byte KDF salt, want %d", len(salt), keyslotSaltLen)
+	}
+	k.KDF.Salt = salt
+	// json_object_get_int of a negative or huge number, as cryptsetup
+	// reads these, gives a count no KDF takes.
+	for _, f := range []string{"iterations", "time", "memory", "cpus"} {
+		if n := kdf.get(f); n != nil && (n.int64Value() < 0 || n.int64Value() > math.MaxInt32) && k.useErr == nil {
+			k.useErr = corrupt(where, "KDF %s %s out of range", f, n.s)
+		}
+	}
+	return k
 }

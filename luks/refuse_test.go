@@ -104,18 +104,21 @@ func TestRefuses(t *testing.T) {
 		{"opal-segment", func(m *jvalue) { seg(m).set("type", jstr("hw-opal-crypt")) }, FeatureOPAL, false},
 		{"linear-segment", func(m *jvalue) { seg(m).set("type", jstr("linear")) }, FeatureSegmentType, false},
 		{"two-segments", func(m *jvalue) {
-			m.get("segments").set("1", seg(m).clone())
+			s := seg(m).clone()
+			seg(m).set("size", jstr("4096"))
+			s.set("offset", jstr("16781312"))
+			m.get("segments").set("1", s)
 			d := m.get("digests").get("0").get("segments")
 			d.arr = append(d.arr, jstr("1"))
 		}, FeatureSegments, false},
-		{"segment-flag", func(m *jvalue) { seg(m).set("flags", jarr(jstr("backup-final"))) }, FeatureSegmentFlag, false},
+		{"segment-flag", func(m *jvalue) { seg(m).set("flags", jarr(jstr("in-reencryption"))) }, FeatureSegmentFlag, false},
+		{"sector-size", func(m *jvalue) { seg(m).set("sector_size", jnum(8192)) }, FeatureSectorSize, false},
 		{"key-size-384", func(m *jvalue) {
 			slot(m).set("key_size", jnum(48))
 			slot(m).get("area").set("key_size", jnum(48))
 		}, FeatureKeySize, false},
 		{"keyslot-type", func(m *jvalue) { slot(m).set("type", jstr("tokens-only")) }, FeatureKeyslotType, true},
-		{"af-type", func(m *jvalue) { slot(m).get("af").set("type", jstr("luks3")) }, FeatureAF, true},
-		{"af-stripes", func(m *jvalue) { slot(m).get("af").set("stripes", jnum(2000)) }, FeatureAF, true},
+		{"af-hash", func(m *jvalue) { slot(m).get("af").set("hash", jstr("whirlpool")) }, FeatureHash, true},
 		{"kdf", func(m *jvalue) { slot(m).get("kdf").set("type", jstr("scrypt")) }, FeatureKDF, true},
 		{"kdf-hash", func(m *jvalue) { slot(m).get("kdf").set("hash", jstr("whirlpool")) }, FeatureHash, true},
 		{"area-cipher", func(m *jvalue) { slot(m).get("area").set("encryption", jstr("aes-cbc-essiv:sha256")) }, FeatureCipher, true},

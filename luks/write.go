@@ -50,7 +50,9 @@ func serializeCopy(p copyParams, meta []byte, secondary bool, salt [saltLen2]byt
 	if uint64(len(meta)) > p.hdrSize-binHeaderSize-1 {
 		return nil, fmt.Errorf("LUKS2 metadata of %d bytes does not fit the %d-byte JSON area", len(meta), p.hdrSize-binHeaderSize)
 	}
-	if len(p.label) >= labelLen || len(p.subsystem) >= labelLen {
+	// The fields hold what a header read gives back (cstring): up to their
+	// whole width, a NUL only when shorter, as cryptsetup reads them.
+	if len(p.label) > labelLen || len(p.subsystem) > labelLen || len(p.uuid) > uuidLen || len(p.checksumAlg) > csumAlgLen {
 		return nil, fmt.Errorf("label and subsystem are at most %d bytes", labelLen-1)
 	}
 	b := make([]byte, p.hdrSize)
@@ -63,11 +65,11 @@ func serializeCopy(p copyParams, meta []byte, secondary bool, salt [saltLen2]byt
 	binary.BigEndian.PutUint16(b[offVersion:], 2)
 	binary.BigEndian.PutUint64(b[offHdrSize:], p.hdrSize)
 	binary.BigEndian.PutUint64(b[offSeqID:], p.seqID)
-	copy(b[offLabel:offLabel+labelLen-1], p.label)
-	copy(b[offCsumAlg:offCsumAlg+csumAlgLen-1], p.checksumAlg)
+	copy(b[offLabel:offLabel+labelLen], p.label)
+	copy(b[offCsumAlg:offCsumAlg+csumAlgLen], p.checksumAlg)
 	copy(b[offSalt:], salt[:])
-	copy(b[offUUID:offUUID+uuidLen-1], p.uuid)
-	copy(b[offSubsystem:offSubsystem+labelLen-1], p.subsystem)
+	copy(b[offUUID:offUUID+uuidLen], p.uuid)
+	copy(b[offSubsystem:offSubsystem+labelLen], p.subsystem)
 	binary.BigEndian.PutUint64(b[offHdrOffset:], off)
 	copy(b[binHeaderSize:], meta)
 	newHash := checksumHash(p.checksumAlg)
@@ -554,12 +556,32 @@ func format(f ReadWriterAt, devSize int64, passphrase []byte, opt FormatOptions,
 	return h, key, nil
 }
 
-// writable checks that h is a LUKS2 header this package may rewrite.
+// writable checks that h is a LUKS2 header this package may rewrite: one
+// it decrypts, whose keyslots, digests, segments and tokens are named by
+// their numbers' canonical spelling (the edits find them by number) and
+// whose data segment has a usable digest (the key to write is checked
+// against it).
 func (h *Header) writable() error {
 	if h.Version != 2 || h.meta == nil {
 		return unsupported(FeatureVersion, "1 (writing)", "only LUKS2 headers are written")
 	}
-	return h.Supported()
+	if err := h.Supported(); err != nil {
+		return err
+	}
+	for _, sec := range []string{"keyslots", "digests", "segments", "tokens"} {
+		for _, m := range h.meta.get(sec).obj {
+			if m.key != nameOf(atoi(m.key)) {
+				return unsupported(FeatureNames, fmt.Sprintf("(%s %q)", sec[:len(sec)-1], m.key), "cryptsetup cannot change such a header either")
+			}
+		}
+	}
+	switch d := h.digest(h.segmentDigest(h.Segment.ID)); {
+	case d == nil:
+		return corrupt("header", "no digest for the data segment")
+	case d.Err != nil:
+		return d.Err
+	}
+	return nil
 }
 
 // AddKeyslot adds a keyslot holding key (the volume key, checked against
@@ -604,7 +626,7 @@ func (h *Header) AddKeyslot(f ReadWriterAt, devSize int64, key, passphrase []byt
 	}
 	meta := h.meta.clone()
 	meta.get("keyslots").set(strconv.Itoa(id), ks)
-	d := meta.get("digests").get(strconv.Itoa(segmentDigest(h.Digests, h.Segment.ID).ID))
+	d := meta.get("digests").get(nameOf(h.segmentDigest(h.Segment.ID)))
 	d.get("keyslots").arr = append(d.get("keyslots").arr, jstr(strconv.Itoa(id)))
 	if _, err := h.current(f, devSize); err != nil {
 		return -1, err
@@ -639,7 +661,7 @@ func (h *Header) RemoveKeyslot(f ReadWriterAt, devSize int64, id int, opt Remove
 	if k == nil {
 		return fmt.Errorf("keyslot %d is not active", id)
 	}
-	d := segmentDigest(h.Digests, h.Segment.ID)
+	d := h.digest(h.segmentDigest(h.Segment.ID))
 	if containsInt(d.Keyslots, id) && len(d.Keyslots) == 1 && !opt.AllowLast {
 		return fmt.Errorf("keyslot %d: %w", id, ErrLastKeyslot)
 	}
@@ -696,7 +718,7 @@ func (h *Header) ChangeKeyslot(f ReadWriterAt, devSize int64, id int, key, passp
 	if err := h.VerifyKey(key, opt.Limits); err != nil {
 		return err
 	}
-	if d := segmentDigest(h.Digests, h.Segment.ID); !containsInt(d.Keyslots, id) {
+	if d := h.digest(h.segmentDigest(h.Segment.ID)); !containsInt(d.Keyslots, id) {
 		return fmt.Errorf("keyslot %d does not hold the volume key", id)
 	}
 	aSize := areaSize(len(key))
@@ -803,6 +825,17 @@ func Restore(f ReadWriterAt, devSize int64, backup io.ReaderAt, backupSize int64
 	if uint64(devSize) < b.HeaderSize {
 		return nil, fmt.Errorf("a %d-byte device cannot hold the %d-byte header", devSize, b.HeaderSize)
 	}
+	p := copyParams{
+		hdrSize: b.MetadataSize, seqID: seq + 1, label: b.Label,
+		subsystem: b.Subsystem, uuid: b.UUID, checksumAlg: b.checksumAlg,
+	}
+	// The copies must be writable before anything is written: a restore
+	// that stopped after the keyslots area would leave the old header over
+	// the backup's key material.
+	text := b.meta.marshal()
+	if _, err := serializeCopy(p, text, false, b.salts[0]); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
 	area := make([]byte, b.KeyslotsSize)
 	if err := readFull(backup, area, int64(2*b.MetadataSize)); err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
@@ -810,13 +843,9 @@ func Restore(f ReadWriterAt, devSize int64, backup io.ReaderAt, backupSize int64
 	if err := writeArea(f, area, 2*b.MetadataSize); err != nil {
 		return nil, err
 	}
-	p := copyParams{
-		hdrSize: b.MetadataSize, seqID: seq + 1, label: b.Label,
-		subsystem: b.Subsystem, uuid: b.UUID, checksumAlg: b.checksumAlg,
-	}
 	// As in commit: the copy that may be the only good one is written last.
 	primaryFirst := cerr != nil || cur.Copies[1].State == CopyOK
-	if err := writeCopies(f, p, b.meta.marshal(), b.salts, primaryFirst); err != nil {
+	if err := writeCopies(f, p, text, b.salts, primaryFirst); err != nil {
 		return nil, err
 	}
 	return ReadHeader(f, devSize)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
 	"github.com/xtsctl/xtsctl/xts"
@@ -43,6 +44,7 @@ func (plainFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Title: "a plain image (cryptsetup plain mode)", Signature: false,
 		Takes:        []string{"sector-size"},
+		CreateTakes:  []string{"sector-size", "key-file", OptOffset, OptSkip, OptIVLargeSectors},
 		WrongKeyHint: "a wrong key or wrong options (--sector-size, --offset, --skip, --iv-large-sectors) decrypt a plain image to noise: check them first",
 		KeyFile:      "the raw key, 32 bytes (XTS-AES-128) or 64 bytes (XTS-AES-256)",
 		KeyFileLimit: 64,
@@ -52,8 +54,8 @@ func (plainFormat) Info() disk.FormatInfo {
 		},
 		Options: []disk.Option{
 			{Name: OptIVLargeSectors, Bool: true, Usage: "plain: count tweaks in sectors of --sector-size instead of 512-byte units (dm-crypt iv_large_sectors)"},
-			{Name: OptOffset, Value: "N", Usage: "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)"},
-			{Name: OptSkip, Value: "N", Usage: "plain: IV offset added to every tweak, in 512-byte units (cryptsetup --skip)"},
+			{Name: OptOffset, Value: "N", Number: true, Usage: "plain: start of the encrypted data in the image, in 512-byte units (cryptsetup --offset)"},
+			{Name: OptSkip, Value: "N", Number: true, Usage: "plain: IV offset added to every tweak, in 512-byte units (cryptsetup --skip)"},
 		},
 	}
 }
@@ -61,8 +63,8 @@ func (plainFormat) Info() disk.FormatInfo {
 // Probe is false: a plain image has no signature, so it is never guessed.
 func (plainFormat) Probe(io.ReaderAt, int64) bool { return false }
 
-// Params reads the mapping from the options.
-func Params(opt disk.Options) (volume.Plain, error) {
+// ParamsOf reads the mapping from the options.
+func ParamsOf(opt disk.Options) (Mapping, error) {
 	num := func(name string) (uint64, error) {
 		v, ok := opt[name]
 		if !ok {
@@ -74,37 +76,34 @@ func Params(opt disk.Options) (volume.Plain, error) {
 		}
 		return n, nil
 	}
-	ss := uint64(DefaultSectorSize)
-	if _, ok := opt[OptSectorSize]; ok {
-		n, err := num(OptSectorSize)
+	ss := DefaultSectorSize
+	if v, ok := opt[OptSectorSize]; ok {
+		n, err := strconv.Atoi(v)
 		if err != nil {
-			return volume.Plain{}, disk.WithKind(disk.KindUsage, fmt.Errorf("--sector-size %q is not a number", opt[OptSectorSize]))
+			return Mapping{}, disk.WithKind(disk.KindUsage, fmt.Errorf("--sector-size %q is not a number", v))
 		}
 		ss = n
 	}
 	offset, err := num(OptOffset)
 	if err != nil {
-		return volume.Plain{}, err
+		return Mapping{}, err
 	}
 	skip, err := num(OptSkip)
 	if err != nil {
-		return volume.Plain{}, err
+		return Mapping{}, err
 	}
-	if ss > sector.MaxSize {
-		ss = 0 // Check names it
-	}
-	p := volume.Plain{Sector: sector.Params{Size: int(ss), IVOffset: skip}, Offset: offset}
+	p := Mapping{Sector: sector.Params{Size: ss, IVOffset: skip}, Offset: offset}
 	if opt.Bool(OptIVLargeSectors) {
 		p.Sector.IVMode = sector.Plain64LargeSectors
 	}
 	if err := p.Check(); err != nil {
-		return volume.Plain{}, disk.WithKind(disk.KindUsage, err)
+		return Mapping{}, disk.WithKind(disk.KindUsage, err)
 	}
 	return p, nil
 }
 
 func (plainFormat) Open(img *disk.Image, opt disk.Options) (disk.Header, error) {
-	p, err := Params(opt)
+	p, err := ParamsOf(opt)
 	if err != nil {
 		return nil, err
 	}
@@ -113,13 +112,13 @@ func (plainFormat) Open(img *disk.Image, opt disk.Options) (disk.Header, error) 
 
 type plainHeader struct {
 	img *disk.Image
-	p   volume.Plain
+	p   Mapping
 }
 
 func (h *plainHeader) Format() disk.Format { return Format }
 
 // Mapping is the plain mapping the options gave.
-func (h *plainHeader) Mapping() volume.Plain { return h.p }
+func (h *plainHeader) Mapping() Mapping { return h.p }
 
 func (h *plainHeader) Report(disk.ReportOptions) (*disk.Report, error) {
 	return nil, disk.WithKind(disk.KindInput, fmt.Errorf("%s: a plain image has no header to show: %w", h.img.Path, disk.ErrUnsupported))
@@ -224,7 +223,7 @@ func (h *plainHeader) Decrypt(ctx context.Context, u *disk.Unlocked, w io.Writer
 		return nil, disk.WithKind(disk.KindKey, err)
 	}
 	defer codec.Wipe()
-	n, err := volume.DecryptPlain(ctx, w, r, size, h.p, codec, opt.Progress)
+	n, err := Decrypt(ctx, w, r, size, h.p, codec, opt.Progress)
 	if err == nil && n == 0 { // an empty stream, refused as an empty file is
 		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", h.img.Path)}
 	}
@@ -232,4 +231,87 @@ func (h *plainHeader) Decrypt(ctx context.Context, u *disk.Unlocked, w io.Writer
 		return nil, err
 	}
 	return &disk.DecryptResult{Bytes: n}, nil
+}
+
+// Summary describes a plain mapping for people, as cryptsetup's options
+// set it: "aes-xts-plain64, 512-bit key, 4096-byte sectors,
+// iv_large_sectors, skip 16, offset 8".
+func Summary(p Mapping, keyBits int) string {
+	s := fmt.Sprintf("%s, %d-bit key, %d-byte sectors", disk.XTSPlain64, keyBits, p.Sector.Size)
+	if p.Sector.IVMode == sector.Plain64LargeSectors {
+		s += ", iv_large_sectors"
+	}
+	if p.Sector.IVOffset != 0 {
+		s += fmt.Sprintf(", skip %d", p.Sector.IVOffset)
+	}
+	if p.Offset != 0 {
+		s += fmt.Sprintf(", offset %d", p.Offset)
+	}
+	return s
+}
+
+// PlanCreate checks the mapping of a new plain image; its key comes from
+// a key file, and it streams: written in order, nothing after the data.
+func (plainFormat) PlanCreate(o *disk.CreateOptions) (*disk.CreatePlan, error) {
+	p, err := ParamsOf(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	plan := &disk.CreatePlan{Options: o, SectorSize: p.Sector.Size, Plan: p, ImageSize: -1,
+		Need: disk.Need{KeyFile: disk.WantRequired}}
+	if o.DataSize >= 0 {
+		plan.ImageSize = p.OffsetBytes() + o.DataSize
+	}
+	return plan, nil
+}
+
+// Create writes what the device holds after the plaintext was written
+// through cryptsetup's plain mapping: the offset's zeros, then the
+// ciphertext, as it comes (a stream is read to its end).
+func (plainFormat) Create(ctx context.Context, plan *disk.CreatePlan, in *disk.CreateInput, out *disk.CreateOutput, sec *disk.Secret) (*disk.CreateResult, error) {
+	p := plan.Plan.(Mapping)
+	if len(sec.KeyFiles) != 1 {
+		return nil, disk.WithKind(disk.KindUsage, errors.New("--type plain needs --key-file"))
+	}
+	name := "(unnamed)"
+	if len(sec.KeyFileNames) > 0 {
+		name = sec.KeyFileNames[0]
+	}
+	key := sec.KeyFiles[0]
+	if err := checkKey(key, name); err != nil {
+		return nil, err
+	}
+	codec, err := sector.NewCodecKey(key, p.Sector)
+	if err != nil {
+		return nil, disk.WithKind(disk.KindKey, err)
+	}
+	defer codec.Wipe()
+	size := plan.Options.DataSize
+	if plan.Options.Total != nil {
+		plan.Options.Total(size)
+	}
+	var r io.Reader = zeros{}
+	if in != nil {
+		r = in.R
+	} else {
+		r = io.LimitReader(r, size)
+	}
+	n, err := Encrypt(ctx, out.W, r, size, p, codec, plan.Options.Progress)
+	if err == nil && n == 0 { // an empty stream, refused as an empty file is
+		err = &volume.ReadError{Err: fmt.Errorf("input %s is empty", in.Name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &disk.CreateResult{
+		Sizes:   fmt.Sprintf("%s, %d sectors", bytesize.Human(n), n/int64(p.Sector.Size)),
+		Summary: Summary(p, 8*len(key)), ImageSize: p.OffsetBytes() + n, DataBytes: n,
+	}, nil
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"sync"
 
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -107,9 +106,8 @@ type Codec struct {
 	workers int
 }
 
-// parallelMin is the smallest run split over several cores: below it,
-// starting goroutines costs a sizeable share of the work.
-const parallelMin = 64 << 10
+// parallelMin is the smallest run split over two cores (see parallel.go).
+const parallelMin = 2 * minShare
 
 // NewCodec returns a Codec for c with parameters p, using up to
 // runtime.GOMAXPROCS(0) cores for large runs.
@@ -142,6 +140,8 @@ func (s *Codec) Wipe() { s.c.Wipe() }
 func (s *Codec) Params() Params { return s.p }
 
 // SetWorkers limits how many cores a single call may use (at least 1).
+// A call uses more than one only when each gets at least 64 KiB, and only
+// the helpers that are free at the time (parallel.go).
 // It must not be called concurrently with Encrypt or Decrypt.
 func (s *Codec) SetWorkers(n int) { s.workers = max(n, 1) }
 
@@ -160,30 +160,9 @@ func (s *Codec) run(dst, src []byte, first uint64, decrypt bool) {
 	if len(dst) < len(src) {
 		panic("sector: output smaller than input")
 	}
-	sectors := len(src) / size
-	workers := min(s.workers, len(src)/(parallelMin/2))
-	if workers <= 1 {
+	if !s.parallel(dst[:len(src)], src, first, decrypt, len(src)/size, s.workers) {
 		s.chunk(dst, src, first, decrypt)
-		return
 	}
-	// Each worker gets an equal share of whole sectors. Goroutines are
-	// started per call, never per sector; the caller takes the last share.
-	per := (sectors + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < sectors; lo += per {
-		hi := min(lo+per, sectors)
-		d, x, n := dst[lo*size:hi*size], src[lo*size:hi*size], first+uint64(lo)
-		if hi == sectors {
-			s.chunk(d, x, n, decrypt)
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.chunk(d, x, n, decrypt)
-		}()
-	}
-	wg.Wait()
 }
 
 func (s *Codec) chunk(dst, src []byte, first uint64, decrypt bool) {

@@ -28,7 +28,8 @@ type volumeFormat struct{}
 
 func (volumeFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key",
-		Refer: "volumes", Takes: []string{"digest", "recover"}}
+		Refer: "volumes", Takes: []string{"digest", "recover"},
+		CreateTakes: []string{"sector-size", "key-size", "integrity", "tag-size", "label", "digest", "passphrase-file", "kdf-time", "kdf-memory", "kdf-iterations"}}
 }
 
 // Probe recognises a volume by its magic in either header copy (one may

@@ -95,7 +95,7 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 		allTags = make([]byte, l.TagLength)
 	} else if !preallocate(dev, l.Size) {
 		if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
-			return nil, digest, &WriteError{err}
+			return nil, digest, &WriteError{Err: err}
 		}
 	}
 	var sum hash.Hash
@@ -118,14 +118,14 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 			s := scratch[w]
 			e.fit(&s, len(buf))
 			if _, err := dev.WriteAt(buf, l.DataOffset+off); err != nil {
-				return &WriteError{err}
+				return &WriteError{Err: err}
 			}
 			if tags := s.tags; len(tags) > 0 {
 				pos := l.TagPosition(uint64(off / int64(l.SectorSize)))
 				if allTags != nil {
 					copy(allTags[pos-l.TagOffset:], tags)
 				} else if _, err := dev.WriteAt(tags, pos); err != nil {
-					return &WriteError{err}
+					return &WriteError{Err: err}
 				}
 			}
 			if progress != nil {
@@ -139,13 +139,13 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 	}
 	if allTags != nil {
 		if _, err := dev.WriteAt(allTags, l.TagOffset); err != nil {
-			return nil, digest, &WriteError{err}
+			return nil, digest, &WriteError{Err: err}
 		}
 	}
 	// The secondary copy's region ends the volume; writeHeader fills its
 	// first CopySize bytes.
 	if _, err := dev.WriteAt(make([]byte, CopyRegion), l.SecondaryOffset); err != nil {
-		return nil, digest, &WriteError{err}
+		return nil, digest, &WriteError{Err: err}
 	}
 	if sum != nil {
 		copy(digest[:], sum.Sum(nil))
@@ -259,9 +259,9 @@ func readFull(r io.ReaderAt, buf []byte, off, size int64) error {
 		return nil
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		return &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(n), size)}
+		return &ReadError{Err: fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(n), size)}
 	}
-	return &ReadError{fmt.Errorf("cannot read input: %w", err)}
+	return &ReadError{Err: fmt.Errorf("cannot read input: %w", err)}
 }
 
 // DigestCheck says what became of the end-to-end digest.
@@ -374,7 +374,7 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output, digest bool, pro
 			e.fit(&t, len(buf))
 			if t.tags != nil {
 				if _, err := v.dev.ReadAt(t.stored, l.TagPosition(first)); err != nil {
-					return 0, &ReadError{fmt.Errorf("cannot read tags: %w", err)}
+					return 0, &ReadError{Err: fmt.Errorf("cannot read tags: %w", err)}
 				}
 				blake2b.SumSectors(t.tags, l.TagSize, e.tagKey, first, buf, l.SectorSize)
 				s.bad = v.compareTags(t.stored, t.tags, first)
@@ -396,7 +396,7 @@ func (v *Volume) scan(ctx context.Context, w io.Writer, output, digest bool, pro
 			}
 			if output {
 				if _, err := w.Write(buf); err != nil {
-					return &WriteError{err}
+					return &WriteError{Err: err}
 				}
 			}
 			done += int64(len(buf))

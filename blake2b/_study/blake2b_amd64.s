@@ -82,6 +82,200 @@ DATA rot16<>+30(SB)/1, $0x18
 DATA rot16<>+31(SB)/1, $0x19
 GLOBL rot16<>(SB), RODATA|NOPTR, $32
 
+DATA laneSched<>+0(SB)/1, $0x00
+DATA laneSched<>+1(SB)/1, $0x08
+DATA laneSched<>+2(SB)/1, $0x10
+DATA laneSched<>+3(SB)/1, $0x18
+DATA laneSched<>+4(SB)/1, $0x20
+DATA laneSched<>+5(SB)/1, $0x28
+DATA laneSched<>+6(SB)/1, $0x30
+DATA laneSched<>+7(SB)/1, $0x38
+DATA laneSched<>+8(SB)/1, $0x40
+DATA laneSched<>+9(SB)/1, $0x48
+DATA laneSched<>+10(SB)/1, $0x50
+DATA laneSched<>+11(SB)/1, $0x58
+DATA laneSched<>+12(SB)/1, $0x60
+DATA laneSched<>+13(SB)/1, $0x68
+DATA laneSched<>+14(SB)/1, $0x70
+DATA laneSched<>+15(SB)/1, $0x78
+DATA laneSched<>+16(SB)/1, $0x70
+DATA laneSched<>+17(SB)/1, $0x50
+DATA laneSched<>+18(SB)/1, $0x20
+DATA laneSched<>+19(SB)/1, $0x40
+DATA laneSched<>+20(SB)/1, $0x48
+DATA laneSched<>+21(SB)/1, $0x78
+DATA laneSched<>+22(SB)/1, $0x68
+DATA laneSched<>+23(SB)/1, $0x30
+DATA laneSched<>+24(SB)/1, $0x08
+DATA laneSched<>+25(SB)/1, $0x60
+DATA laneSched<>+26(SB)/1, $0x00
+DATA laneSched<>+27(SB)/1, $0x10
+DATA laneSched<>+28(SB)/1, $0x58
+DATA laneSched<>+29(SB)/1, $0x38
+DATA laneSched<>+30(SB)/1, $0x28
+DATA laneSched<>+31(SB)/1, $0x18
+DATA laneSched<>+32(SB)/1, $0x58
+DATA laneSched<>+33(SB)/1, $0x40
+DATA laneSched<>+34(SB)/1, $0x60
+DATA laneSched<>+35(SB)/1, $0x00
+DATA laneSched<>+36(SB)/1, $0x28
+DATA laneSched<>+37(SB)/1, $0x10
+DATA laneSched<>+38(SB)/1, $0x78
+DATA laneSched<>+39(SB)/1, $0x68
+DATA laneSched<>+40(SB)/1, $0x50
+DATA laneSched<>+41(SB)/1, $0x70
+DATA laneSched<>+42(SB)/1, $0x18
+DATA laneSched<>+43(SB)/1, $0x30
+DATA laneSched<>+44(SB)/1, $0x38
+DATA laneSched<>+45(SB)/1, $0x08
+DATA laneSched<>+46(SB)/1, $0x48
+DATA laneSched<>+47(SB)/1, $0x20
+DATA laneSched<>+48(SB)/1, $0x38
+DATA laneSched<>+49(SB)/1, $0x48
+DATA laneSched<>+50(SB)/1, $0x18
+DATA laneSched<>+51(SB)/1, $0x08
+DATA laneSched<>+52(SB)/1, $0x68
+DATA laneSched<>+53(SB)/1, $0x60
+DATA laneSched<>+54(SB)/1, $0x58
+DATA laneSched<>+55(SB)/1, $0x70
+DATA laneSched<>+56(SB)/1, $0x10
+DATA laneSched<>+57(SB)/1, $0x30
+DATA laneSched<>+58(SB)/1, $0x28
+DATA laneSched<>+59(SB)/1, $0x50
+DATA laneSched<>+60(SB)/1, $0x20
+DATA laneSched<>+61(SB)/1, $0x00
+DATA laneSched<>+62(SB)/1, $0x78
+DATA laneSched<>+63(SB)/1, $0x40
+DATA laneSched<>+64(SB)/1, $0x48
+DATA laneSched<>+65(SB)/1, $0x00
+DATA laneSched<>+66(SB)/1, $0x28
+DATA laneSched<>+67(SB)/1, $0x38
+DATA laneSched<>+68(SB)/1, $0x10
+DATA laneSched<>+69(SB)/1, $0x20
+DATA laneSched<>+70(SB)/1, $0x50
+DATA laneSched<>+71(SB)/1, $0x78
+DATA laneSched<>+72(SB)/1, $0x70
+DATA laneSched<>+73(SB)/1, $0x08
+DATA laneSched<>+74(SB)/1, $0x58
+DATA laneSched<>+75(SB)/1, $0x60
+DATA laneSched<>+76(SB)/1, $0x30
+DATA laneSched<>+77(SB)/1, $0x40
+DATA laneSched<>+78(SB)/1, $0x18
+DATA laneSched<>+79(SB)/1, $0x68
+DATA laneSched<>+80(SB)/1, $0x10
+DATA laneSched<>+81(SB)/1, $0x60
+DATA laneSched<>+82(SB)/1, $0x30
+DATA laneSched<>+83(SB)/1, $0x50
+DATA laneSched<>+84(SB)/1, $0x00
+DATA laneSched<>+85(SB)/1, $0x58
+DATA laneSched<>+86(SB)/1, $0x40
+DATA laneSched<>+87(SB)/1, $0x18
+DATA laneSched<>+88(SB)/1, $0x20
+DATA laneSched<>+89(SB)/1, $0x68
+DATA laneSched<>+90(SB)/1, $0x38
+DATA laneSched<>+91(SB)/1, $0x28
+DATA laneSched<>+92(SB)/1, $0x78
+DATA laneSched<>+93(SB)/1, $0x70
+DATA laneSched<>+94(SB)/1, $0x08
+DATA laneSched<>+95(SB)/1, $0x48
+DATA laneSched<>+96(SB)/1, $0x60
+DATA laneSched<>+97(SB)/1, $0x28
+DATA laneSched<>+98(SB)/1, $0x08
+DATA laneSched<>+99(SB)/1, $0x78
+DATA laneSched<>+100(SB)/1, $0x70
+DATA laneSched<>+101(SB)/1, $0x68
+DATA laneSched<>+102(SB)/1, $0x20
+DATA laneSched<>+103(SB)/1, $0x50
+DATA laneSched<>+104(SB)/1, $0x00
+DATA laneSched<>+105(SB)/1, $0x38
+DATA laneSched<>+106(SB)/1, $0x30
+DATA laneSched<>+107(SB)/1, $0x18
+DATA laneSched<>+108(SB)/1, $0x48
+DATA laneSched<>+109(SB)/1, $0x10
+DATA laneSched<>+110(SB)/1, $0x40
+DATA laneSched<>+111(SB)/1, $0x58
+DATA laneSched<>+112(SB)/1, $0x68
+DATA laneSched<>+113(SB)/1, $0x58
+DATA laneSched<>+114(SB)/1, $0x38
+DATA laneSched<>+115(SB)/1, $0x70
+DATA laneSched<>+116(SB)/1, $0x60
+DATA laneSched<>+117(SB)/1, $0x08
+DATA laneSched<>+118(SB)/1, $0x18
+DATA laneSched<>+119(SB)/1, $0x48
+DATA laneSched<>+120(SB)/1, $0x28
+DATA laneSched<>+121(SB)/1, $0x00
+DATA laneSched<>+122(SB)/1, $0x78
+DATA laneSched<>+123(SB)/1, $0x20
+DATA laneSched<>+124(SB)/1, $0x40
+DATA laneSched<>+125(SB)/1, $0x30
+DATA laneSched<>+126(SB)/1, $0x10
+DATA laneSched<>+127(SB)/1, $0x50
+DATA laneSched<>+128(SB)/1, $0x30
+DATA laneSched<>+129(SB)/1, $0x78
+DATA laneSched<>+130(SB)/1, $0x70
+DATA laneSched<>+131(SB)/1, $0x48
+DATA laneSched<>+132(SB)/1, $0x58
+DATA laneSched<>+133(SB)/1, $0x18
+DATA laneSched<>+134(SB)/1, $0x00
+DATA laneSched<>+135(SB)/1, $0x40
+DATA laneSched<>+136(SB)/1, $0x60
+DATA laneSched<>+137(SB)/1, $0x10
+DATA laneSched<>+138(SB)/1, $0x68
+DATA laneSched<>+139(SB)/1, $0x38
+DATA laneSched<>+140(SB)/1, $0x08
+DATA laneSched<>+141(SB)/1, $0x20
+DATA laneSched<>+142(SB)/1, $0x50
+DATA laneSched<>+143(SB)/1, $0x28
+DATA laneSched<>+144(SB)/1, $0x50
+DATA laneSched<>+145(SB)/1, $0x10
+DATA laneSched<>+146(SB)/1, $0x40
+DATA laneSched<>+147(SB)/1, $0x20
+DATA laneSched<>+148(SB)/1, $0x38
+DATA laneSched<>+149(SB)/1, $0x30
+DATA laneSched<>+150(SB)/1, $0x08
+DATA laneSched<>+151(SB)/1, $0x28
+DATA laneSched<>+152(SB)/1, $0x78
+DATA laneSched<>+153(SB)/1, $0x58
+DATA laneSched<>+154(SB)/1, $0x48
+DATA laneSched<>+155(SB)/1, $0x70
+DATA laneSched<>+156(SB)/1, $0x18
+DATA laneSched<>+157(SB)/1, $0x60
+DATA laneSched<>+158(SB)/1, $0x68
+DATA laneSched<>+159(SB)/1, $0x00
+DATA laneSched<>+160(SB)/1, $0x00
+DATA laneSched<>+161(SB)/1, $0x08
+DATA laneSched<>+162(SB)/1, $0x10
+DATA laneSched<>+163(SB)/1, $0x18
+DATA laneSched<>+164(SB)/1, $0x20
+DATA laneSched<>+165(SB)/1, $0x28
+DATA laneSched<>+166(SB)/1, $0x30
+DATA laneSched<>+167(SB)/1, $0x38
+DATA laneSched<>+168(SB)/1, $0x40
+DATA laneSched<>+169(SB)/1, $0x48
+DATA laneSched<>+170(SB)/1, $0x50
+DATA laneSched<>+171(SB)/1, $0x58
+DATA laneSched<>+172(SB)/1, $0x60
+DATA laneSched<>+173(SB)/1, $0x68
+DATA laneSched<>+174(SB)/1, $0x70
+DATA laneSched<>+175(SB)/1, $0x78
+DATA laneSched<>+176(SB)/1, $0x70
+DATA laneSched<>+177(SB)/1, $0x50
+DATA laneSched<>+178(SB)/1, $0x20
+DATA laneSched<>+179(SB)/1, $0x40
+DATA laneSched<>+180(SB)/1, $0x48
+DATA laneSched<>+181(SB)/1, $0x78
+DATA laneSched<>+182(SB)/1, $0x68
+DATA laneSched<>+183(SB)/1, $0x30
+DATA laneSched<>+184(SB)/1, $0x08
+DATA laneSched<>+185(SB)/1, $0x60
+DATA laneSched<>+186(SB)/1, $0x00
+DATA laneSched<>+187(SB)/1, $0x10
+DATA laneSched<>+188(SB)/1, $0x58
+DATA laneSched<>+189(SB)/1, $0x38
+DATA laneSched<>+190(SB)/1, $0x28
+DATA laneSched<>+191(SB)/1, $0x18
+GLOBL laneSched<>(SB), RODATA|NOPTR, $192
+
 DATA rowSched<>+0(SB)/1, $0x00
 DATA rowSched<>+1(SB)/1, $0x02
 DATA rowSched<>+2(SB)/1, $0x04
@@ -467,200 +661,6 @@ DATA rowSched<>+381(SB)/1, $0x00
 DATA rowSched<>+382(SB)/1, $0x00
 DATA rowSched<>+383(SB)/1, $0x00
 GLOBL rowSched<>(SB), RODATA|NOPTR, $384
-
-DATA laneSched<>+0(SB)/1, $0x00
-DATA laneSched<>+1(SB)/1, $0x08
-DATA laneSched<>+2(SB)/1, $0x10
-DATA laneSched<>+3(SB)/1, $0x18
-DATA laneSched<>+4(SB)/1, $0x20
-DATA laneSched<>+5(SB)/1, $0x28
-DATA laneSched<>+6(SB)/1, $0x30
-DATA laneSched<>+7(SB)/1, $0x38
-DATA laneSched<>+8(SB)/1, $0x40
-DATA laneSched<>+9(SB)/1, $0x48
-DATA laneSched<>+10(SB)/1, $0x50
-DATA laneSched<>+11(SB)/1, $0x58
-DATA laneSched<>+12(SB)/1, $0x60
-DATA laneSched<>+13(SB)/1, $0x68
-DATA laneSched<>+14(SB)/1, $0x70
-DATA laneSched<>+15(SB)/1, $0x78
-DATA laneSched<>+16(SB)/1, $0x70
-DATA laneSched<>+17(SB)/1, $0x50
-DATA laneSched<>+18(SB)/1, $0x20
-DATA laneSched<>+19(SB)/1, $0x40
-DATA laneSched<>+20(SB)/1, $0x48
-DATA laneSched<>+21(SB)/1, $0x78
-DATA laneSched<>+22(SB)/1, $0x68
-DATA laneSched<>+23(SB)/1, $0x30
-DATA laneSched<>+24(SB)/1, $0x08
-DATA laneSched<>+25(SB)/1, $0x60
-DATA laneSched<>+26(SB)/1, $0x00
-DATA laneSched<>+27(SB)/1, $0x10
-DATA laneSched<>+28(SB)/1, $0x58
-DATA laneSched<>+29(SB)/1, $0x38
-DATA laneSched<>+30(SB)/1, $0x28
-DATA laneSched<>+31(SB)/1, $0x18
-DATA laneSched<>+32(SB)/1, $0x58
-DATA laneSched<>+33(SB)/1, $0x40
-DATA laneSched<>+34(SB)/1, $0x60
-DATA laneSched<>+35(SB)/1, $0x00
-DATA laneSched<>+36(SB)/1, $0x28
-DATA laneSched<>+37(SB)/1, $0x10
-DATA laneSched<>+38(SB)/1, $0x78
-DATA laneSched<>+39(SB)/1, $0x68
-DATA laneSched<>+40(SB)/1, $0x50
-DATA laneSched<>+41(SB)/1, $0x70
-DATA laneSched<>+42(SB)/1, $0x18
-DATA laneSched<>+43(SB)/1, $0x30
-DATA laneSched<>+44(SB)/1, $0x38
-DATA laneSched<>+45(SB)/1, $0x08
-DATA laneSched<>+46(SB)/1, $0x48
-DATA laneSched<>+47(SB)/1, $0x20
-DATA laneSched<>+48(SB)/1, $0x38
-DATA laneSched<>+49(SB)/1, $0x48
-DATA laneSched<>+50(SB)/1, $0x18
-DATA laneSched<>+51(SB)/1, $0x08
-DATA laneSched<>+52(SB)/1, $0x68
-DATA laneSched<>+53(SB)/1, $0x60
-DATA laneSched<>+54(SB)/1, $0x58
-DATA laneSched<>+55(SB)/1, $0x70
-DATA laneSched<>+56(SB)/1, $0x10
-DATA laneSched<>+57(SB)/1, $0x30
-DATA laneSched<>+58(SB)/1, $0x28
-DATA laneSched<>+59(SB)/1, $0x50
-DATA laneSched<>+60(SB)/1, $0x20
-DATA laneSched<>+61(SB)/1, $0x00
-DATA laneSched<>+62(SB)/1, $0x78
-DATA laneSched<>+63(SB)/1, $0x40
-DATA laneSched<>+64(SB)/1, $0x48
-DATA laneSched<>+65(SB)/1, $0x00
-DATA laneSched<>+66(SB)/1, $0x28
-DATA laneSched<>+67(SB)/1, $0x38
-DATA laneSched<>+68(SB)/1, $0x10
-DATA laneSched<>+69(SB)/1, $0x20
-DATA laneSched<>+70(SB)/1, $0x50
-DATA laneSched<>+71(SB)/1, $0x78
-DATA laneSched<>+72(SB)/1, $0x70
-DATA laneSched<>+73(SB)/1, $0x08
-DATA laneSched<>+74(SB)/1, $0x58
-DATA laneSched<>+75(SB)/1, $0x60
-DATA laneSched<>+76(SB)/1, $0x30
-DATA laneSched<>+77(SB)/1, $0x40
-DATA laneSched<>+78(SB)/1, $0x18
-DATA laneSched<>+79(SB)/1, $0x68
-DATA laneSched<>+80(SB)/1, $0x10
-DATA laneSched<>+81(SB)/1, $0x60
-DATA laneSched<>+82(SB)/1, $0x30
-DATA laneSched<>+83(SB)/1, $0x50
-DATA laneSched<>+84(SB)/1, $0x00
-DATA laneSched<>+85(SB)/1, $0x58
-DATA laneSched<>+86(SB)/1, $0x40
-DATA laneSched<>+87(SB)/1, $0x18
-DATA laneSched<>+88(SB)/1, $0x20
-DATA laneSched<>+89(SB)/1, $0x68
-DATA laneSched<>+90(SB)/1, $0x38
-DATA laneSched<>+91(SB)/1, $0x28
-DATA laneSched<>+92(SB)/1, $0x78
-DATA laneSched<>+93(SB)/1, $0x70
-DATA laneSched<>+94(SB)/1, $0x08
-DATA laneSched<>+95(SB)/1, $0x48
-DATA laneSched<>+96(SB)/1, $0x60
-DATA laneSched<>+97(SB)/1, $0x28
-DATA laneSched<>+98(SB)/1, $0x08
-DATA laneSched<>+99(SB)/1, $0x78
-DATA laneSched<>+100(SB)/1, $0x70
-DATA laneSched<>+101(SB)/1, $0x68
-DATA laneSched<>+102(SB)/1, $0x20
-DATA laneSched<>+103(SB)/1, $0x50
-DATA laneSched<>+104(SB)/1, $0x00
-DATA laneSched<>+105(SB)/1, $0x38
-DATA laneSched<>+106(SB)/1, $0x30
-DATA laneSched<>+107(SB)/1, $0x18
-DATA laneSched<>+108(SB)/1, $0x48
-DATA laneSched<>+109(SB)/1, $0x10
-DATA laneSched<>+110(SB)/1, $0x40
-DATA laneSched<>+111(SB)/1, $0x58
-DATA laneSched<>+112(SB)/1, $0x68
-DATA laneSched<>+113(SB)/1, $0x58
-DATA laneSched<>+114(SB)/1, $0x38
-DATA laneSched<>+115(SB)/1, $0x70
-DATA laneSched<>+116(SB)/1, $0x60
-DATA laneSched<>+117(SB)/1, $0x08
-DATA laneSched<>+118(SB)/1, $0x18
-DATA laneSched<>+119(SB)/1, $0x48
-DATA laneSched<>+120(SB)/1, $0x28
-DATA laneSched<>+121(SB)/1, $0x00
-DATA laneSched<>+122(SB)/1, $0x78
-DATA laneSched<>+123(SB)/1, $0x20
-DATA laneSched<>+124(SB)/1, $0x40
-DATA laneSched<>+125(SB)/1, $0x30
-DATA laneSched<>+126(SB)/1, $0x10
-DATA laneSched<>+127(SB)/1, $0x50
-DATA laneSched<>+128(SB)/1, $0x30
-DATA laneSched<>+129(SB)/1, $0x78
-DATA laneSched<>+130(SB)/1, $0x70
-DATA laneSched<>+131(SB)/1, $0x48
-DATA laneSched<>+132(SB)/1, $0x58
-DATA laneSched<>+133(SB)/1, $0x18
-DATA laneSched<>+134(SB)/1, $0x00
-DATA laneSched<>+135(SB)/1, $0x40
-DATA laneSched<>+136(SB)/1, $0x60
-DATA laneSched<>+137(SB)/1, $0x10
-DATA laneSched<>+138(SB)/1, $0x68
-DATA laneSched<>+139(SB)/1, $0x38
-DATA laneSched<>+140(SB)/1, $0x08
-DATA laneSched<>+141(SB)/1, $0x20
-DATA laneSched<>+142(SB)/1, $0x50
-DATA laneSched<>+143(SB)/1, $0x28
-DATA laneSched<>+144(SB)/1, $0x50
-DATA laneSched<>+145(SB)/1, $0x10
-DATA laneSched<>+146(SB)/1, $0x40
-DATA laneSched<>+147(SB)/1, $0x20
-DATA laneSched<>+148(SB)/1, $0x38
-DATA laneSched<>+149(SB)/1, $0x30
-DATA laneSched<>+150(SB)/1, $0x08
-DATA laneSched<>+151(SB)/1, $0x28
-DATA laneSched<>+152(SB)/1, $0x78
-DATA laneSched<>+153(SB)/1, $0x58
-DATA laneSched<>+154(SB)/1, $0x48
-DATA laneSched<>+155(SB)/1, $0x70
-DATA laneSched<>+156(SB)/1, $0x18
-DATA laneSched<>+157(SB)/1, $0x60
-DATA laneSched<>+158(SB)/1, $0x68
-DATA laneSched<>+159(SB)/1, $0x00
-DATA laneSched<>+160(SB)/1, $0x00
-DATA laneSched<>+161(SB)/1, $0x08
-DATA laneSched<>+162(SB)/1, $0x10
-DATA laneSched<>+163(SB)/1, $0x18
-DATA laneSched<>+164(SB)/1, $0x20
-DATA laneSched<>+165(SB)/1, $0x28
-DATA laneSched<>+166(SB)/1, $0x30
-DATA laneSched<>+167(SB)/1, $0x38
-DATA laneSched<>+168(SB)/1, $0x40
-DATA laneSched<>+169(SB)/1, $0x48
-DATA laneSched<>+170(SB)/1, $0x50
-DATA laneSched<>+171(SB)/1, $0x58
-DATA laneSched<>+172(SB)/1, $0x60
-DATA laneSched<>+173(SB)/1, $0x68
-DATA laneSched<>+174(SB)/1, $0x70
-DATA laneSched<>+175(SB)/1, $0x78
-DATA laneSched<>+176(SB)/1, $0x70
-DATA laneSched<>+177(SB)/1, $0x50
-DATA laneSched<>+178(SB)/1, $0x20
-DATA laneSched<>+179(SB)/1, $0x40
-DATA laneSched<>+180(SB)/1, $0x48
-DATA laneSched<>+181(SB)/1, $0x78
-DATA laneSched<>+182(SB)/1, $0x68
-DATA laneSched<>+183(SB)/1, $0x30
-DATA laneSched<>+184(SB)/1, $0x08
-DATA laneSched<>+185(SB)/1, $0x60
-DATA laneSched<>+186(SB)/1, $0x00
-DATA laneSched<>+187(SB)/1, $0x10
-DATA laneSched<>+188(SB)/1, $0x58
-DATA laneSched<>+189(SB)/1, $0x38
-DATA laneSched<>+190(SB)/1, $0x28
-DATA laneSched<>+191(SB)/1, $0x18
-GLOBL laneSched<>(SB), RODATA|NOPTR, $192
 
 // func compressScalar(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 // Requires: SSE2
@@ -2574,9 +2574,11 @@ TEXT ·compressAVX2(SB), NOSPLIT, $0-48
 	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
 	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
 	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
 	MOVQ    h+0(FP), AX
 	MOVQ    c+8(FP), CX
 	MOVQ    flag+16(FP), DX
@@ -3372,9 +3374,11 @@ TEXT ·compressAVX2Rolled(SB), NOSPLIT, $0-48
 	// Dispatch requires AVX, AVX2 (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
 	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
 	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
 	MOVQ    h+0(FP), AX
 	MOVQ    c+8(FP), CX
 	MOVQ    flag+16(FP), DX
@@ -3509,9 +3513,11 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-48
 	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
 	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
 	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
 	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
 	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
 	MOVQ    h+0(FP), AX
 	MOVQ    c+8(FP), CX
 	MOVQ    flag+16(FP), DX
@@ -3528,6 +3534,889 @@ TEXT ·compressAVX512(SB), NOSPLIT, $0-48
 	VMOVQ   DX, X9
 
 compressAVX512_loop:
+	ADDQ        $0x00000080, DI
+	ADCQ        $0x00000000, R8
+	VMOVQ       DI, X8
+	VPINSRQ     $0x01, R8, X8, X8
+	VINSERTI128 $0x01, X9, Y8, Y8
+	VMOVDQA     Y4, Y0
+	VMOVDQA     Y5, Y1
+	VMOVDQA     Y6, Y2
+	VPXOR       Y8, Y7, Y3
+
+	// Round 0
+	VMOVQ       (BX), X10
+	VPINSRQ     $0x01, 16(BX), X10, X10
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       8(BX), X11
+	VPINSRQ     $0x01, 24(BX), X11, X11
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       112(BX), X12
+	VPINSRQ     $0x01, 64(BX), X12, X12
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       120(BX), X13
+	VPINSRQ     $0x01, 72(BX), X13, X13
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 1
+	VMOVQ       112(BX), X10
+	VPINSRQ     $0x01, 32(BX), X10, X10
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       80(BX), X11
+	VPINSRQ     $0x01, 64(BX), X11, X11
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       40(BX), X12
+	VPINSRQ     $0x01, 8(BX), X12, X12
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       24(BX), X13
+	VPINSRQ     $0x01, 96(BX), X13, X13
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 2
+	VMOVQ       88(BX), X10
+	VPINSRQ     $0x01, 96(BX), X10, X10
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       64(BX), X11
+	VPINSRQ     $0x01, (BX), X11, X11
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       72(BX), X12
+	VPINSRQ     $0x01, 80(BX), X12, X12
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       32(BX), X13
+	VPINSRQ     $0x01, 112(BX), X13, X13
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 3
+	VMOVQ       56(BX), X10
+	VPINSRQ     $0x01, 24(BX), X10, X10
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       72(BX), X11
+	VPINSRQ     $0x01, 8(BX), X11, X11
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 112(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       120(BX), X12
+	VPINSRQ     $0x01, 16(BX), X12, X12
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       64(BX), X13
+	VPINSRQ     $0x01, 48(BX), X13, X13
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, (BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 4
+	VMOVQ       72(BX), X10
+	VPINSRQ     $0x01, 40(BX), X10, X10
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 80(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       (BX), X11
+	VPINSRQ     $0x01, 56(BX), X11, X11
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       24(BX), X12
+	VPINSRQ     $0x01, 112(BX), X12, X12
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       104(BX), X13
+	VPINSRQ     $0x01, 8(BX), X13, X13
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 5
+	VMOVQ       16(BX), X10
+	VPINSRQ     $0x01, 48(BX), X10, X10
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       96(BX), X11
+	VPINSRQ     $0x01, 80(BX), X11, X11
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       8(BX), X12
+	VPINSRQ     $0x01, 32(BX), X12, X12
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 120(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       72(BX), X13
+	VPINSRQ     $0x01, 104(BX), X13, X13
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 112(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 6
+	VMOVQ       96(BX), X10
+	VPINSRQ     $0x01, 8(BX), X10, X10
+	VMOVQ       112(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       40(BX), X11
+	VPINSRQ     $0x01, 120(BX), X11, X11
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 80(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       64(BX), X12
+	VPINSRQ     $0x01, (BX), X12, X12
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 72(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       88(BX), X13
+	VPINSRQ     $0x01, 56(BX), X13, X13
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 16(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 7
+	VMOVQ       104(BX), X10
+	VPINSRQ     $0x01, 56(BX), X10, X10
+	VMOVQ       96(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       88(BX), X11
+	VPINSRQ     $0x01, 112(BX), X11, X11
+	VMOVQ       8(BX), X15
+	VPINSRQ     $0x01, 72(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       16(BX), X12
+	VPINSRQ     $0x01, 40(BX), X12, X12
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       80(BX), X13
+	VPINSRQ     $0x01, (BX), X13, X13
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 8
+	VMOVQ       48(BX), X10
+	VPINSRQ     $0x01, 112(BX), X10, X10
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, (BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       120(BX), X11
+	VPINSRQ     $0x01, 72(BX), X11, X11
+	VMOVQ       24(BX), X15
+	VPINSRQ     $0x01, 64(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       80(BX), X12
+	VPINSRQ     $0x01, 96(BX), X12, X12
+	VMOVQ       104(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       40(BX), X13
+	VPINSRQ     $0x01, 16(BX), X13, X13
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 32(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 9
+	VMOVQ       80(BX), X10
+	VPINSRQ     $0x01, 64(BX), X10, X10
+	VMOVQ       56(BX), X15
+	VPINSRQ     $0x01, 8(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       16(BX), X11
+	VPINSRQ     $0x01, 32(BX), X11, X11
+	VMOVQ       48(BX), X15
+	VPINSRQ     $0x01, 40(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       104(BX), X12
+	VPINSRQ     $0x01, 120(BX), X12, X12
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 24(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       (BX), X13
+	VPINSRQ     $0x01, 88(BX), X13, X13
+	VMOVQ       112(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 10
+	VMOVQ       (BX), X10
+	VPINSRQ     $0x01, 16(BX), X10, X10
+	VMOVQ       32(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       8(BX), X11
+	VPINSRQ     $0x01, 24(BX), X11, X11
+	VMOVQ       40(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       112(BX), X12
+	VPINSRQ     $0x01, 64(BX), X12, X12
+	VMOVQ       80(BX), X15
+	VPINSRQ     $0x01, 96(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       120(BX), X13
+	VPINSRQ     $0x01, 72(BX), X13, X13
+	VMOVQ       88(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// Round 11
+	VMOVQ       112(BX), X10
+	VPINSRQ     $0x01, 32(BX), X10, X10
+	VMOVQ       72(BX), X15
+	VPINSRQ     $0x01, 104(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	VMOVQ       80(BX), X11
+	VPINSRQ     $0x01, 64(BX), X11, X11
+	VMOVQ       120(BX), X15
+	VPINSRQ     $0x01, 48(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	VMOVQ       40(BX), X12
+	VPINSRQ     $0x01, 8(BX), X12, X12
+	VMOVQ       (BX), X15
+	VPINSRQ     $0x01, 88(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	VMOVQ       24(BX), X13
+	VPINSRQ     $0x01, 96(BX), X13, X13
+	VMOVQ       16(BX), X15
+	VPINSRQ     $0x01, 56(BX), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+
+	// h ^= v[0..7] ^ v[8..15]
+	VPTERNLOGQ $0x96, Y2, Y0, Y4
+	VPTERNLOGQ $0x96, Y3, Y1, Y5
+	ADDQ       $0x00000080, BX
+	DECQ       SI
+	JNZ        compressAVX512_loop
+	VMOVDQU    Y4, (AX)
+	VMOVDQU    Y5, 32(AX)
+	MOVQ       DI, (CX)
+	MOVQ       R8, 8(CX)
+	VZEROUPPER
+
+compressAVX512_done:
+	RET
+
+// func compressAVX512Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·compressAVX512Rolled(SB), NOSPLIT, $0-48
+	// compressAVX512Rolled hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
+	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
+	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
+	// round's message vectors (two qwords loaded into each half); Y14 scratch.
+	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
+	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
+	MOVQ    h+0(FP), AX
+	MOVQ    c+8(FP), CX
+	MOVQ    flag+16(FP), DX
+	MOVQ    blocks_base+24(FP), BX
+	MOVQ    blocks_len+32(FP), SI
+	SHRQ    $0x07, SI
+	JZ      compressAVX512Rolled_done
+	MOVQ    (CX), DI
+	MOVQ    8(CX), R8
+	VMOVDQU (AX), Y4
+	VMOVDQU 32(AX), Y5
+	VMOVDQU iv<>+0(SB), Y6
+	VMOVDQU iv<>+32(SB), Y7
+	VMOVQ   DX, X9
+
+compressAVX512Rolled_loop:
+	ADDQ        $0x00000080, DI
+	ADCQ        $0x00000000, R8
+	VMOVQ       DI, X8
+	VPINSRQ     $0x01, R8, X8, X8
+	VINSERTI128 $0x01, X9, Y8, Y8
+	VMOVDQA     Y4, Y0
+	VMOVDQA     Y5, Y1
+	VMOVDQA     Y6, Y2
+	VPXOR       Y8, Y7, Y3
+	LEAQ        laneSched<>+0(SB), DX
+	MOVQ        $0x0000000c, R10
+
+rounds1:
+	MOVBQZX     (DX), R9
+	VMOVQ       (BX)(R9*1), X10
+	MOVBQZX     2(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X10, X10
+	MOVBQZX     4(DX), R9
+	VMOVQ       (BX)(R9*1), X15
+	MOVBQZX     6(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X15, X15
+	VINSERTI128 $0x01, X15, Y10, Y10
+	MOVBQZX     1(DX), R9
+	VMOVQ       (BX)(R9*1), X11
+	MOVBQZX     3(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X11, X11
+	MOVBQZX     5(DX), R9
+	VMOVQ       (BX)(R9*1), X15
+	MOVBQZX     7(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X15, X15
+	VINSERTI128 $0x01, X15, Y11, Y11
+	MOVBQZX     14(DX), R9
+	VMOVQ       (BX)(R9*1), X12
+	MOVBQZX     8(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X12, X12
+	MOVBQZX     10(DX), R9
+	VMOVQ       (BX)(R9*1), X15
+	MOVBQZX     12(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X15, X15
+	VINSERTI128 $0x01, X15, Y12, Y12
+	MOVBQZX     15(DX), R9
+	VMOVQ       (BX)(R9*1), X13
+	MOVBQZX     9(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X13, X13
+	MOVBQZX     11(DX), R9
+	VMOVQ       (BX)(R9*1), X15
+	MOVBQZX     13(DX), R9
+	VPINSRQ     $0x01, (BX)(R9*1), X15, X15
+	VINSERTI128 $0x01, X15, Y13, Y13
+	VPADDQ      Y10, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x20, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x18, Y1, Y1
+	VPADDQ      Y11, Y0, Y0
+	VPADDQ      Y1, Y0, Y0
+	VPXOR       Y0, Y3, Y3
+	VPRORQ      $0x10, Y3, Y3
+	VPADDQ      Y3, Y2, Y2
+	VPXOR       Y2, Y1, Y1
+	VPRORQ      $0x3f, Y1, Y1
+
+	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
+	VPERMQ $0x93, Y0, Y0
+	VPERMQ $0x39, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	VPADDQ Y12, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x20, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x18, Y1, Y1
+	VPADDQ Y13, Y0, Y0
+	VPADDQ Y1, Y0, Y0
+	VPXOR  Y0, Y3, Y3
+	VPRORQ $0x10, Y3, Y3
+	VPADDQ Y3, Y2, Y2
+	VPXOR  Y2, Y1, Y1
+	VPRORQ $0x3f, Y1, Y1
+	VPERMQ $0x39, Y0, Y0
+	VPERMQ $0x93, Y2, Y2
+	VPERMQ $0x4e, Y3, Y3
+	ADDQ   $0x00000010, DX
+	DECQ   R10
+	JNZ    rounds1
+
+	// h ^= v[0..7] ^ v[8..15]
+	VPTERNLOGQ $0x96, Y2, Y0, Y4
+	VPTERNLOGQ $0x96, Y3, Y1, Y5
+	ADDQ       $0x00000080, BX
+	DECQ       SI
+	JNZ        compressAVX512Rolled_loop
+	VMOVDQU    Y4, (AX)
+	VMOVDQU    Y5, 32(AX)
+	MOVQ       DI, (CX)
+	MOVQ       R8, 8(CX)
+	VZEROUPPER
+
+compressAVX512Rolled_done:
+	RET
+
+// func compressAVX512Gather(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·compressAVX512Gather(SB), NOSPLIT, $0-48
+	// compressAVX512Gather hashes len(blocks)/128 whole blocks into h, adding 128 to the
+	// 128-bit counter c before each and using flag as f0.
+	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
+	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
+	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
+	// round's message vectors (gathered by VPERMI2Q from the block in Z16, Z17); Y14 scratch.
+	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
+	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
+	// AVX-512 differs from AVX2 in VPRORQ for the rotations and VPTERNLOGQ for the
+	// final XOR.
+	MOVQ    h+0(FP), AX
+	MOVQ    c+8(FP), CX
+	MOVQ    flag+16(FP), DX
+	MOVQ    blocks_base+24(FP), BX
+	MOVQ    blocks_len+32(FP), SI
+	SHRQ    $0x07, SI
+	JZ      compressAVX512Gather_done
+	MOVQ    (CX), DI
+	MOVQ    8(CX), R8
+	VMOVDQU (AX), Y4
+	VMOVDQU 32(AX), Y5
+	VMOVDQU iv<>+0(SB), Y6
+	VMOVDQU iv<>+32(SB), Y7
+	VMOVQ   DX, X9
+
+compressAVX512Gather_loop:
 	ADDQ        $0x00000080, DI
 	ADCQ        $0x00000000, R8
 	VMOVQ       DI, X8
@@ -4097,119 +4986,14 @@ compressAVX512_loop:
 	VPTERNLOGQ $0x96, Y3, Y1, Y5
 	ADDQ       $0x00000080, BX
 	DECQ       SI
-	JNZ        compressAVX512_loop
+	JNZ        compressAVX512Gather_loop
 	VMOVDQU    Y4, (AX)
 	VMOVDQU    Y5, 32(AX)
 	MOVQ       DI, (CX)
 	MOVQ       R8, 8(CX)
 	VZEROUPPER
 
-compressAVX512_done:
-	RET
-
-// func compressAVX512Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
-TEXT ·compressAVX512Rolled(SB), NOSPLIT, $0-48
-	// compressAVX512Rolled hashes len(blocks)/128 whole blocks into h, adding 128 to the
-	// 128-bit counter c before each and using flag as f0.
-	// Dispatch requires AVX, AVX2, AVX512F, AVX512VL (the Requires line lists what this code uses).
-	// Registers: Y0..Y3 = state rows a (v0..v3), b (v4..v7), c (v8..v11), d (v12..v15);
-	// Y4, Y5 = h; Y6, Y7 = IV; Y8 = (t0, t1, f0, 0); X9 = (f0, 0); Y10..Y13 = the
-	// round's message vectors (AVX-512: gathered by VPERMI2Q from the block in Z16, Z17).
-	// Per iteration: one block, 12 rounds of 4 G steps (columns, then diagonals: a, c
-	// and d rotate across lanes while b stays, keeping the permutes off b's chain).
-	MOVQ    h+0(FP), AX
-	MOVQ    c+8(FP), CX
-	MOVQ    flag+16(FP), DX
-	MOVQ    blocks_base+24(FP), BX
-	MOVQ    blocks_len+32(FP), SI
-	SHRQ    $0x07, SI
-	JZ      compressAVX512Rolled_done
-	MOVQ    (CX), DI
-	MOVQ    8(CX), R8
-	VMOVDQU (AX), Y4
-	VMOVDQU 32(AX), Y5
-	VMOVDQU iv<>+0(SB), Y6
-	VMOVDQU iv<>+32(SB), Y7
-	VMOVQ   DX, X9
-
-compressAVX512Rolled_loop:
-	ADDQ        $0x00000080, DI
-	ADCQ        $0x00000000, R8
-	VMOVQ       DI, X8
-	VPINSRQ     $0x01, R8, X8, X8
-	VINSERTI128 $0x01, X9, Y8, Y8
-	VMOVDQA     Y4, Y0
-	VMOVDQA     Y5, Y1
-	VMOVDQA     Y6, Y2
-	VPXOR       Y8, Y7, Y3
-	VMOVDQU64   (BX), Z16
-	VMOVDQU64   64(BX), Z17
-	LEAQ        rowSched<>+0(SB), DX
-	MOVQ        $0x0000000c, R9
-
-rounds1:
-	VPMOVZXBQ (DX), Z10
-	VPERMI2Q  Z17, Z16, Z10
-	VPMOVZXBQ 8(DX), Z11
-	VPERMI2Q  Z17, Z16, Z11
-	VPMOVZXBQ 16(DX), Z12
-	VPERMI2Q  Z17, Z16, Z12
-	VPMOVZXBQ 24(DX), Z13
-	VPERMI2Q  Z17, Z16, Z13
-	VPADDQ    Y10, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x20, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x18, Y1, Y1
-	VPADDQ    Y11, Y0, Y0
-	VPADDQ    Y1, Y0, Y0
-	VPXOR     Y0, Y3, Y3
-	VPRORQ    $0x10, Y3, Y3
-	VPADDQ    Y3, Y2, Y2
-	VPXOR     Y2, Y1, Y1
-	VPRORQ    $0x3f, Y1, Y1
-
-	// Diagonalize: lane k of b is v(4+k); bring a, c, d to match.
-	VPERMQ $0x93, Y0, Y0
-	VPERMQ $0x39, Y2, Y2
-	VPERMQ $0x4e, Y3, Y3
-	VPADDQ Y12, Y0, Y0
-	VPADDQ Y1, Y0, Y0
-	VPXOR  Y0, Y3, Y3
-	VPRORQ $0x20, Y3, Y3
-	VPADDQ Y3, Y2, Y2
-	VPXOR  Y2, Y1, Y1
-	VPRORQ $0x18, Y1, Y1
-	VPADDQ Y13, Y0, Y0
-	VPADDQ Y1, Y0, Y0
-	VPXOR  Y0, Y3, Y3
-	VPRORQ $0x10, Y3, Y3
-	VPADDQ Y3, Y2, Y2
-	VPXOR  Y2, Y1, Y1
-	VPRORQ $0x3f, Y1, Y1
-	VPERMQ $0x39, Y0, Y0
-	VPERMQ $0x93, Y2, Y2
-	VPERMQ $0x4e, Y3, Y3
-	ADDQ   $0x00000020, DX
-	DECQ   R9
-	JNZ    rounds1
-
-	// h ^= v[0..7] ^ v[8..15]
-	VPTERNLOGQ $0x96, Y2, Y0, Y4
-	VPTERNLOGQ $0x96, Y3, Y1, Y5
-	ADDQ       $0x00000080, BX
-	DECQ       SI
-	JNZ        compressAVX512Rolled_loop
-	VMOVDQU    Y4, (AX)
-	VMOVDQU    Y5, 32(AX)
-	MOVQ       DI, (CX)
-	MOVQ       R8, 8(CX)
-	VZEROUPPER
-
-compressAVX512Rolled_done:
+compressAVX512Gather_done:
 	RET
 
 // func hashLanes4AVX2(h *[128]uint64, ptr *[16]*byte, blocks int, t uint64, flag uint64)

@@ -26,6 +26,12 @@ func compressAVX512(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 //go:noescape
 func compressAVX512Rolled(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
 
+// compressAVX512Gather is compressAVX512's first form: the message words
+// gathered by VPERMI2Q from the block held in two zmm registers.
+//
+//go:noescape
+func compressAVX512Gather(h *[8]uint64, c *[2]uint64, flag uint64, blocks []byte)
+
 //go:noescape
 func hashLanes4AVX2(h *laneState, ptr *[maxLanes]*byte, blocks int, t uint64, flag uint64)
 

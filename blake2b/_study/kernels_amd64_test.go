@@ -29,6 +29,7 @@ func compressKernels() []struct {
 		{"compressAVX2Rolled", hasAVX2, compressAVX2Rolled},
 		{"compressAVX512", hasAVX512, compressAVX512},
 		{"compressAVX512Rolled", hasAVX512, compressAVX512Rolled},
+		{"compressAVX512Gather", hasAVX512, compressAVX512Gather},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/volume"
 )
 
 func init() {
@@ -22,13 +23,6 @@ const (
 	typeVolume = "volume"
 	typePlain  = "plain"
 )
-
-func checkType(typ string) error {
-	if typ != typeVolume && typ != typePlain {
-		return usageError(fmt.Errorf("unknown --type %q (want %s, %s or luks2)", typ, typeVolume, typePlain))
-	}
-	return nil
-}
 
 // digestFlag is --digest of encrypt and decrypt: whether a volume's
 // plaintext is hashed end to end.
@@ -54,15 +48,17 @@ func (d digestFlag) enabled() (bool, error) {
 	return false, usageError(fmt.Errorf("unknown --digest %q (want %s or %s)", string(d), digestBLAKE2b, digestNone))
 }
 
+// encryptFlags are encrypt's flags.
+type encryptFlags struct {
+	img    imageFlags
+	cf     createFlags
+	force  bool
+	digest digestFlag
+	ip     inPlaceFlags
+}
+
 func newEncryptCmd(a *app) *cobra.Command {
-	var (
-		typ    string
-		force  bool
-		pf     plainFlags
-		cf     createFlags
-		digest digestFlag
-		ip     inPlaceFlags
-	)
+	var f encryptFlags
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesPlain: "yes"},
 		Use:         "encrypt IN OUT | encrypt --in-place TARGET",
@@ -84,6 +80,10 @@ disk: --digest none leaves it out (the tags still cover every sector; info
 says the volume has no digest). Passphrase hashing (Argon2id) is
 calibrated to take --kdf-time on this machine.
 
+With --type luks2, OUT is a LUKS2 image as cryptsetup luksFormat lays it
+out (its passphrase asked twice, or the whole of --key-file), which
+cryptsetup opens.
+
 With --type plain, OUT is byte for byte what the device would hold after
 writing IN through
   cryptsetup open --type plain --cipher aes-xts-plain64 --key-file KEY \
@@ -102,59 +102,36 @@ or where --journal says (required for a block device). docs/INPLACE.md
 says how.`,
 		Example: `  xtsctl encrypt disk.img disk.vol
   xtsctl encrypt --passphrase-file pass.txt --sector-size 512 --tag-size 16 disk.img disk.vol
+  xtsctl encrypt --type luks2 disk.img disk.luks
   head -c 64 /dev/urandom > disk.key && chmod 600 disk.key
   xtsctl encrypt --type plain --key-file disk.key disk.img disk.enc
   xtsctl encrypt --type plain --key-file disk.key --sector-size 4096 disk.img disk.enc
   xtsctl encrypt --in-place disk.img
   xtsctl encrypt --in-place --reduce-device-size 64M /dev/sdb1
   xtsctl encrypt --in-place --type plain --key-file disk.key --journal /root/sdb1.journal /dev/sdb1`,
-		Args: inPlaceArgs(&ip, "IN", "OUT"),
+		Args: inPlaceArgs(&f.ip, "IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if isLUKSType(typ) {
-				if ip.on {
-					return usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), "cryptsetup reencrypt --encrypt converts a device to LUKS in place")
-				}
-				return luksEncrypt(a, cmd, typ, args[0], args[1], force)
-			}
-			if err := notLUKS(cmd); err != nil {
-				return err
-			}
-			if err := checkType(typ); err != nil {
-				return err
-			}
-			if ip.on {
-				withDigest, err := digest.enabled()
-				if err != nil {
-					return err
-				}
-				return encryptInPlace(a, cmd, typ, &pf, &cf, &ip, args[0], withDigest)
-			}
-			if typ == typePlain {
-				if err := rejectFlags(cmd, typ, append(createOnly, "digest")); err != nil {
-					return err
-				}
-				return convertPlain(a, &pf, "encrypt", args[0], args[1], force)
-			}
-			if err := rejectFlags(cmd, typ, plainOnly); err != nil {
-				return err
-			}
-			withDigest, err := digest.enabled()
+			withDigest, err := f.digest.enabled()
 			if err != nil {
 				return err
 			}
-			return encryptVolume(a, cmd, &cf, args[0], args[1], force, withDigest)
+			if f.ip.on {
+				return encryptInPlace(a, cmd, &f, args[0], withDigest)
+			}
+			return createImage(a, &f.img, &f.cf, createJob{in: args[0], out: args[1], force: f.force, digest: withDigest})
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", typeVolume, "output format: volume, plain or luks2")
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite OUT if it exists")
-	pf.register(cmd.Flags())
-	cmd.Flags().Lookup("sector-size").Usage = fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, defaultVolumeSectorSize)
-	cf.register(cmd.Flags())
-	digest.register(cmd.Flags(), "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
-	registerKeyWindow(a, cmd.Flags())
-	addLUKSFlags(cmd, luksCreateFlags)
-	registerProgressFlag(a, cmd.Flags())
-	ip.register(cmd.Flags(), true)
+	fs := cmd.Flags()
+	f.img.register(a, cmd, imgType|imgKeyFile|imgPassFile|imgOptions)
+	fs.Lookup("type").Usage = "output format: " + creatorNames() + " (default volume)"
+	fs.Lookup("passphrase-file").Usage = "read the new passphrase from `FILE` (one trailing newline is removed) instead of the terminal"
+	registerKeyWindow(a, fs)
+	fs.BoolVarP(&f.force, "force", "f", false, "overwrite OUT if it exists; in place: convert TARGET even if it carries another format's header, or (--type plain) looks converted already")
+	fs.Int("sector-size", 0, fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, volume.DefaultSectorSize))
+	f.cf.register(fs)
+	f.digest.register(fs, "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
+	registerProgressFlag(a, fs)
+	f.ip.register(fs, true)
 	return cmd
 }
 

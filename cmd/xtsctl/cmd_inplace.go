@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/inplace"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -24,6 +25,9 @@ import (
 // (docs/INPLACE.md).
 
 // inPlaceFlags are the flags of encrypt and decrypt that --in-place uses.
+// createOnly lists the flags of a new volume that a plain run refuses.
+var createOnly = []string{"key-size", "integrity", "tag-size", "label", "passphrase-file", "kdf-time", "kdf-memory", "kdf-iterations"}
+
 type inPlaceFlags struct {
 	on      bool
 	journal string
@@ -134,15 +138,24 @@ func describeStatus(st *inplace.Status) string {
 	return fmt.Sprintf("%s of %s (%s) converted", bytesize.Human(st.Done), bytesize.Human(st.Length), st.Percent())
 }
 
-func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *createFlags, ip *inPlaceFlags, target string, withDigest bool) error {
-	if cmd.Flags().Changed("force") {
-		return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
+func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, withDigest bool) error {
+	typ, err := inPlaceType(&f.img, target, true, f.force)
+	if err != nil {
+		return err
+	}
+	ip := &f.ip
+	pf, err := f.img.plainFlags(cmd)
+	if err != nil {
+		return err
 	}
 	if typ == typePlain {
 		if err := rejectFlags(cmd, typ, slices.Concat(createOnly, []string{"digest"})); err != nil {
 			return err
 		}
-		return plainInPlace(a, pf, ip, target, inplace.Encrypt)
+		return plainInPlace(a, pf, ip, target, inplace.Encrypt, f.force)
+	}
+	if found, _ := detectAt(target); f.force && (found == nil || found.Info().Name == typ) {
+		return usageError(errors.New("--force does not apply to --in-place of a volume: there is no output file"))
 	}
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
@@ -162,7 +175,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 		if cmd.Flags().Changed("digest") {
 			a.warningf("--digest applies when a run starts: the interrupted one's choice stands")
 		}
-		pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file", prompt: "the passphrase for " + target})
+		pass, err := readPassphrase(a, passphraseRequest{file: f.img.passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
 		if err != nil {
 			return err
 		}
@@ -175,7 +188,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 		if p.Status != nil {
 			a.infof("%s: an in-place encryption stopped before it converted anything: starting again", target)
 		}
-		if res, err = startVolumeEncryption(r, p, cmd, cf, withDigest); err != nil {
+		if res, err = startVolumeEncryption(r, p, cmd, f, withDigest); err != nil {
 			return err
 		}
 	}
@@ -197,32 +210,33 @@ func encryptInPlace(a *app, cmd *cobra.Command, typ string, pf *plainFlags, cf *
 
 // startVolumeEncryption reads the new volume's flags, makes the checks that
 // need no passphrase, asks for the new passphrase and runs.
-func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, cf *createFlags, withDigest bool) (*inplace.VolumeResult, error) {
+func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, f *encryptFlags, withDigest bool) (*inplace.VolumeResult, error) {
 	a := r.a
-	ss, err := volumeSectorSize(cmd)
+	cf := &f.cf
+	// The volume format checks the options as for encrypt IN OUT.
+	do := &disk.CreateOptions{Name: r.target, TypeName: "volume", Digest: withDigest, Warn: a.warningf}
+	cf.options(do)
+	plan, err := volume.Format.(disk.Creator).PlanCreate(do)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := cf.options(cmd, ss)
-	if err != nil {
-		return nil, err
-	}
-	opts.NoDigest = !withDigest
-	if opts.NoDigest && opts.TagSize == 0 {
-		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", r.target)
-	}
+	opts := plan.Plan.(volume.CreateOptions)
 	length, err := p.CheckVolume(opts)
 	if err != nil {
 		return nil, inPlaceError(r.target, err)
 	}
-	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
+	pass, err := readPassphrase(a, passphraseRequest{file: f.img.passFile, flag: "passphrase-file",
 		prompt: "the new passphrase for " + r.target, confirm: true})
 	if err != nil {
 		return nil, err
 	}
 	defer clear(pass)
 	opts.Passphrase = pass
-	if opts.KDF, err = cf.kdf.params(a); err != nil {
+	kdf, err := cf.kdf.newKDF(a, "volume")
+	if err != nil {
+		return nil, err
+	}
+	if opts.KDF, err = volume.NewSlotKDF(kdf); err != nil {
 		return nil, err
 	}
 	a.infof("encrypting %s in place into a volume (%s of data); if this is interrupted, run the same command again to resume", r.target, bytesize.Human(length))
@@ -234,11 +248,6 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	typ, err := inPlaceType(&f.img, target, false, f.force)
 	if err != nil {
 		return err
-	}
-	if f.force {
-		if found, _ := detectAt(target); found == nil {
-			return usageError(errors.New("--force does not apply to --in-place: there is no output file"))
-		}
 	}
 	passFile, ip := f.img.passFile, &f.ip
 	pf, err := f.img.plainFlags(cmd)
@@ -252,7 +261,10 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 		if err := rejectFlags(cmd, typ, []string{"passphrase-file", "digest"}); err != nil {
 			return err
 		}
-		return plainInPlace(a, pf, ip, target, inplace.Decrypt)
+		return plainInPlace(a, pf, ip, target, inplace.Decrypt, f.force)
+	}
+	if found, _ := detectAt(target); f.force && (found == nil || found.Info().Name == typ) {
+		return usageError(errors.New("--force does not apply to --in-place of a volume: there is no output file"))
 	}
 	if err := rejectFlags(cmd, typ, slices.Concat(plainOnly, []string{"journal"})); err != nil {
 		return err
@@ -308,8 +320,10 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	return nil
 }
 
-// plainInPlace runs a plain in-place encryption or decryption.
-func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir inplace.Direction) error {
+// plainInPlace runs a plain in-place encryption or decryption; force skips
+// the guards that guess from the data that the target is converted
+// already.
+func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir inplace.Direction, force bool) error {
 	p, err := pf.params()
 	if err != nil {
 		return err
@@ -336,16 +350,23 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	}
 	defer secret.Wipe(key)
 	switch {
-	case plan.Status == nil:
-		a.infof("%s %s in place (%s); journal %s: if this is interrupted, run the same command again to resume, and keep the journal until it finishes",
+	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
+		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
 			verb, target, plainCipher(p, 8*len(key)), j.Path)
 	case plan.Resume:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
 	}
-	res, err := plan.RunPlain(a.ctx, key, r.options())
+	opts := r.options()
+	opts.Force = force
+	res, err := plan.RunPlain(a.ctx, key, opts)
 	r.finishProgress()
 	if err != nil {
 		return inPlaceError(target, err)
+	}
+	if res.AlreadyDone {
+		a.infof("%s was %s in place already (its journal %s records the finished run): nothing was converted", target,
+			map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir], j.Path)
+		return nil
 	}
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
 		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
@@ -358,8 +379,10 @@ func inPlaceError(target string, err error) error {
 		return nil
 	}
 	var (
-		ce  *cliError
+		cle *cliError
 		be  *inplace.BusyError
+		fe  *inplace.FinishedError
+		ce  *inplace.ConvertedError
 		ne  *inplace.NeedRoomError
 		me  *inplace.MismatchError
 		de  *inplace.DirectionError
@@ -377,7 +400,7 @@ func inPlaceError(target string, err error) error {
 		return withCode(code, fmt.Errorf("%s: %w", target, err), hints...)
 	}
 	switch {
-	case errors.As(err, &ce):
+	case errors.As(err, &cle):
 		return err
 	case errors.Is(err, context.Canceled):
 		return withCode(exitInterrupted, fmt.Errorf("%s: interrupted: run the same command again to resume (xtsctl info %s shows how far it got)", target, target))
@@ -391,6 +414,16 @@ func inPlaceError(target string, err error) error {
 		return wrap(exitKey, "give the key (or passphrase) the interrupted run was started with")
 	case errors.Is(err, inplace.ErrNotThisTarget):
 		return wrap(exitInput, "resume the run on the target it was started on; nothing was changed")
+	case errors.Is(err, inplace.ErrRolledBack):
+		return wrap(exitInput, "put back the newest copy of the journal (or of the image) if there is one; nothing was changed")
+	case errors.As(err, &fe) && fe.OtherKey:
+		return wrap(exitKey, "give the key that run used; if "+target+" no longer holds what it left, move "+fe.Journal+" away first; nothing was changed")
+	case errors.As(err, &fe):
+		return wrap(exitInput, "if "+target+" now holds other data to "+fe.Direction.Verb()+", move "+fe.Journal+" away first; nothing was changed")
+	case errors.As(err, &ce):
+		return wrap(exitInput, fmt.Sprintf("nothing was changed; if you are sure it is not %sed, give --force", ce.Direction.Verb()))
+	case errors.As(err, &me) && me.Finished:
+		return wrap(exitUsage, "give the options that run used (if "+target+" no longer holds what it left, move its journal away); nothing was changed")
 	case errors.As(err, &me):
 		return wrap(exitUsage, "give the options the interrupted run was started with; nothing was changed")
 	case errors.As(err, &de):
@@ -444,9 +477,12 @@ type inPlaceJSON struct {
 	Recorded bool `json:"recorded"`
 	// Started: false for a run that stopped while starting (nothing was
 	// converted).
-	Started bool   `json:"started"`
-	Journal string `json:"journal,omitempty"`
-	Resume  string `json:"resume"`
+	Started bool `json:"started"`
+	// Finished: a plain run's journal says it finished (which only the
+	// key authenticates); Resume is then "".
+	Finished bool   `json:"finished,omitempty"`
+	Journal  string `json:"journal,omitempty"`
+	Resume   string `json:"resume"`
 }
 
 // infoInPlace shows an interrupted in-place run of image (a volume's run
@@ -462,28 +498,12 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 	case st == nil:
 		return false, nil
 	}
-	resume := fmt.Sprintf("xtsctl %s --in-place", st.Direction.Verb())
-	if st.Kind == inplace.KindPlain {
-		resume += " --type plain --key-file KEYFILE"
-		if st.Journal != inplace.DefaultJournal(image) {
-			resume += " --journal " + st.Journal
-		}
-		if st.SectorSize != 512 {
-			resume += fmt.Sprintf(" --sector-size %d", st.SectorSize)
-		}
-		if st.LargeSectors {
-			resume += " --iv-large-sectors"
-		}
-		if st.Skip != 0 {
-			resume += fmt.Sprintf(" --skip %d", st.Skip)
-		}
-		if st.Offset != 0 {
-			resume += fmt.Sprintf(" --offset %d", st.Offset)
-		}
+	resume := st.ResumeCommand(image)
+	if st.Finished {
+		resume = ""
 	}
-	resume += " " + image
 	j := &inPlaceJSON{Kind: st.Kind.String(), Direction: st.Direction.Verb(), DataLength: st.Length, Done: st.Done,
-		Recorded: st.Recorded, Started: st.Started, Journal: st.Journal, Resume: resume}
+		Recorded: st.Recorded, Started: st.Started, Finished: st.Finished, Journal: st.Journal, Resume: resume}
 	if st.Length > 0 {
 		j.Percent = math.Round(1000*float64(st.Done)/float64(st.Length)) / 10
 	}
@@ -528,6 +548,10 @@ func infoInPlace(a *app, f *infoFlags, image string, in *safefile.Input) (shown 
 	}
 	progress := fmt.Sprintf("%s of %s (%.1f%%) converted, as its last record says (which only the key authenticates)", bytesize.Human(st.Done), bytesize.Human(st.Length), j.Percent)
 	switch {
+	case st.Finished:
+		a.resultf("%-16s %s %s, finished, as its journal says (which only the key authenticates): running it again converts nothing", "in-place run:", what, st.Direction)
+		a.resultf("%-16s %s", "journal:", st.Journal)
+		return true, nil
 	case !st.Started:
 		progress = "stopped while starting: nothing was converted"
 	case !st.Recorded:

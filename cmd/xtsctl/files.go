@@ -103,17 +103,6 @@ func finish(out *safefile.Output, err error) error {
 	return nil
 }
 
-// needFile refuses a stream for an output that must be written out of
-// order: a volume's header goes at its start, after the data.
-func needFile(out *safefile.Output) error {
-	if out.File != nil {
-		return nil
-	}
-	out.Abort()
-	return usageError(fmt.Errorf("%s cannot take a volume: its header is written at its start after the data, so it must be a file", out.FinalName()),
-		"write the volume to a file; --type plain streams")
-}
-
 // notWritten says what a failed run left of out (after out.Abort).
 func notWritten(out *safefile.Output) string {
 	switch {

@@ -99,7 +99,7 @@ func registerFormatOptions(fs *pflag.FlagSet) {
 			if o.Bool {
 				fs.Bool(o.Name, false, o.Usage)
 			} else {
-				fs.Var(&optionValue{name: cmp.Or(o.Value, "string")}, o.Name, o.Usage)
+				fs.Var(&optionValue{name: cmp.Or(o.Value, "string"), number: o.Number}, o.Name, o.Usage)
 			}
 		}
 	}
@@ -107,11 +107,22 @@ func registerFormatOptions(fs *pflag.FlagSet) {
 
 // optionValue is a format option's value, named in help as the format
 // names it ("N", "NAME").
-type optionValue struct{ v, name string }
+type optionValue struct {
+	v, name string
+	number  bool
+}
 
-func (o *optionValue) String() string     { return o.v }
-func (o *optionValue) Set(v string) error { o.v = v; return nil }
-func (o *optionValue) Type() string       { return o.name }
+func (o *optionValue) String() string { return o.v }
+func (o *optionValue) Set(v string) error {
+	if o.number {
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return err
+		}
+	}
+	o.v = v
+	return nil
+}
+func (o *optionValue) Type() string { return o.name }
 
 // options are the values of the formats' options given on the command
 // line, and --sector-size, which several formats read.
@@ -162,7 +173,8 @@ func (f *imageFlags) checkFlags(format disk.Format) error {
 		if info.Refer != "" && (name == "sector-size" || !slices.Contains(formatDependent, name)) {
 			return usageError(fmt.Errorf("--%s does not apply to %s: the header records it", name, info.Refer))
 		}
-		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" {
+		if takers := formatsTaking(name); len(takers) == 1 && takers[0].Info().Refer != "" && f.typ == "" {
+			// No --type: the flag may say what the user meant.
 			return usageError(fmt.Errorf("--%s applies to %s only", name, takers[0].Info().Refer))
 		}
 		return usageError(fmt.Errorf("--%s does not apply to --type %s", name, info.Name), rejectHints[info.Name+" "+name]...)
@@ -378,6 +390,9 @@ func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, forc
 	if err := f.checkFlags(format); err != nil {
 		return nil, err
 	}
+	if err := disk.CheckGuards(img, format); err != nil {
+		return nil, err
+	}
 	h, err := format.Open(img, f.options())
 	if err != nil {
 		return nil, notFormat(img, err)
@@ -513,7 +528,7 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 	if prompt == "" {
 		prompt = "the passphrase for " + o.path
 	}
-	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt, optional: wantPass == disk.WantOptional})
+	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt, optional: wantPass == disk.WantOptional, confirm: need.Confirm})
 	if err != nil {
 		sec.Wipe()
 		return nil, err

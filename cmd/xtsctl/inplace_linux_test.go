@@ -150,6 +150,20 @@ func TestInPlaceRefusals(t *testing.T) {
 		expectFail(t, exitDevice, "attached to "+dev, append(plainEnc, img)...)
 		unchanged(t, img, data)
 	})
+	t.Run("image on a loop device by another name", func(t *testing.T) {
+		// Attached by one name, which is then removed: sysfs shows
+		// "NAME (deleted)", and only the device and inode tell.
+		reset()
+		other := filepath.Join(dir, "attached.img")
+		if err := os.Link(img, other); err != nil {
+			t.Fatal(err)
+		}
+		dev := attachLoop(t, other, false)
+		os.Remove(other)
+		expectFail(t, exitDevice, "attached to "+dev, append(volEnc, img)...)
+		expectFail(t, exitDevice, "attached to "+dev, append(plainEnc, img)...)
+		unchanged(t, img, data)
+	})
 	t.Run("open in xtsctl", func(t *testing.T) {
 		reset()
 		// What open holds while it serves an image (read-only here: a
@@ -376,7 +390,190 @@ func TestInPlaceBlockDevice(t *testing.T) {
 	if !bytes.Equal(got, want[:len(got)]) {
 		t.Fatal("a plain in-place run on a device differs from encrypt --type plain")
 	}
-	if _, err := os.Stat(j); err == nil {
-		t.Fatal("the journal is left behind")
+	// The journal stays, and says the run finished: the same command
+	// again converts nothing.
+	mustRun("encrypt", "-q", "--in-place", "--type", "plain", "--key-file", key, "--offset", "2048", "--reduce-device-size", "1M", "--journal", j, dev)
+	if again, _ := os.ReadFile(img); !bytes.Equal(again, got) {
+		t.Fatal("running the finished plain run again changed the device")
+	}
+}
+
+// TestPlainImageInterrupted: a plain image with the journal of an
+// interrupted in-place run beside it (part of it converted) is not opened
+// or decrypted as a whole: the refusal names the journal and the command
+// that finishes the run; once it finished, both work.
+func TestPlainImageInterrupted(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	t.Setenv("XTSCTL_RUNDIR", t.TempDir())
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(i * 3 >> 10)
+	}
+	img := filepath.Join(dir, "disk.img")
+	os.WriteFile(img, data, 0o644)
+	enc := []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, img}
+	if killed, code, stderr := runKilledAt(t, "record", enc...); !killed {
+		t.Fatalf("not interrupted: exit %d: %s", code, stderr)
+	}
+	half, _ := os.ReadFile(img)
+	out := filepath.Join(dir, "out")
+	resume := "xtsctl encrypt --in-place --type plain --key-file KEYFILE " + img
+	for _, args := range [][]string{
+		{"decrypt", "--type", "plain", "--key-file", key, img, out},
+		{"open", "--type", "plain", "--key-file", key, img, "xtsctl-test-interrupted"},
+	} {
+		c, _, stderr := runOut(t, args...)
+		if c != exitInput || !strings.Contains(stderr, "an in-place encryption of it was interrupted") ||
+			!strings.Contains(stderr, inplace.DefaultJournal(img)) || !strings.Contains(stderr, "finish it first: "+resume) {
+			t.Fatalf("xtsctl %s: exit %d: %s", args[0], c, stderr)
+		}
+	}
+	unchanged(t, img, half)
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a refused decrypt wrote its output")
+	}
+	// A journal that is not one: refused all the same.
+	j := inplace.DefaultJournal(img)
+	jb, _ := os.ReadFile(j)
+	os.WriteFile(j, []byte("not a journal"), 0o600)
+	expectFail(t, exitInput, "cannot be read", "decrypt", "--type", "plain", "--key-file", key, img, out)
+	os.WriteFile(j, jb, 0o600)
+	// Finished: its journal says so, and the image decrypts.
+	if c, _, stderr := runOut(t, enc...); c != 0 {
+		t.Fatalf("resume: %d %s", c, stderr)
+	}
+	if c, _, stderr := runOut(t, "decrypt", "-q", "--type", "plain", "--key-file", key, img, out); c != 0 {
+		t.Fatalf("decrypt after the run finished: %d %s", c, stderr)
+	}
+	unchanged(t, out, data)
+}
+
+// TestInPlaceRollback: an in-place run killed, resumed and killed again
+// further on; then its records (a volume's run area, a plain run's
+// journal) are put back as they were after the first kill. Resuming would
+// convert again what the second run converted: it is refused, nothing
+// written. With the newest records put back it finishes, to the straight
+// result; with the newest record zeroed (the one before it in force) it
+// finishes too, or is refused.
+func TestInPlaceRollback(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	pass := filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("rollback"), 0o600)
+	data := make([]byte, 48<<20)
+	for i := range data {
+		data[i] = byte(i*7>>10) ^ byte(i>>19)
+	}
+	orig := filepath.Join(dir, "orig.img")
+	os.WriteFile(orig, data, 0o644)
+	vol, plainEnc := filepath.Join(dir, "orig.vol"), filepath.Join(dir, "orig.enc")
+	for _, args := range [][]string{
+		{"encrypt", "-q", "--passphrase-file", pass, orig, vol},
+		{"encrypt", "-q", "--type", "plain", "--key-file", key, "--offset", "2048", orig, plainEnc},
+	} {
+		if c, _, stderr := runOut(t, args...); c != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	img := filepath.Join(dir, "target")
+	journal := inplace.DefaultJournal(img)
+	// records reads (or writes back) what holds the run's records.
+	volumeRecords := func(b []byte) []byte {
+		f, err := os.OpenFile(img, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		size, _ := f.Seek(0, 2)
+		off := size - 16<<10
+		if b != nil {
+			f.WriteAt(b, off)
+			return nil
+		}
+		b = make([]byte, 8<<10) // the two record slots
+		f.ReadAt(b, off)
+		return b
+	}
+	plainJournal := func(b []byte) []byte {
+		if b != nil {
+			os.WriteFile(journal, b, 0o600)
+			return nil
+		}
+		b, _ = os.ReadFile(journal)
+		return b
+	}
+	for _, c := range []struct {
+		name     string
+		from     string
+		args     []string
+		records  func([]byte) []byte
+		finished func(t *testing.T) bool
+	}{
+		{"volume encrypt", orig, []string{"encrypt", "--in-place", "-q", "--passphrase-file", pass}, volumeRecords, func(t *testing.T) bool {
+			c, stdout, _ := runOut(t, "verify", "--passphrase-file", pass, img)
+			return c == 0 && strings.Contains(stdout, "digest: ok")
+		}},
+		{"volume decrypt", vol, []string{"decrypt", "--in-place", "-q", "--passphrase-file", pass}, volumeRecords, func(t *testing.T) bool {
+			return sameContent(t, img, orig)
+		}},
+		{"plain encrypt", orig, []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--offset", "2048"}, plainJournal, func(t *testing.T) bool {
+			return sameContent(t, img, plainEnc)
+		}},
+		{"plain decrypt", plainEnc, []string{"decrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--offset", "2048"}, plainJournal, func(t *testing.T) bool {
+			return sameContent(t, img, orig)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(c.args, img)
+			copyFile(t, c.from, img)
+			os.Remove(journal)
+			if killed, code, stderr := runKilledAt(t, "record:4", args...); !killed {
+				t.Fatalf("not interrupted: exit %d: %s", code, stderr)
+			}
+			early := c.records(nil)
+			if killed, code, stderr := runKilledAt(t, "record:8", args...); !killed {
+				t.Fatalf("the resumed run was not interrupted: exit %d: %s", code, stderr)
+			}
+			late := c.records(nil)
+
+			c.records(early)
+			target, _ := os.ReadFile(img) // a volume's records are in it
+			expectFail(t, exitInput, "records are older than its data", args...)
+			unchanged(t, img, target)
+
+			// The newest record zeroed: the one before it in force.
+			zeroed := bytes.Clone(late)
+			base := 0
+			if strings.HasPrefix(c.name, "plain") {
+				base = 4096 // the journal's records follow its anchor
+			}
+			slot := 0
+			if bytes.Compare(zeroed[base+24:base+32], zeroed[base+4096+24:base+4096+32]) < 0 {
+				slot = 1 // the higher sequence number (both are below 2^62)
+			}
+			clear(zeroed[base+slot*4096 : base+(slot+1)*4096])
+			c.records(zeroed)
+			target, _ = os.ReadFile(img)
+			if code, _, stderr := runOut(t, args...); code != 0 {
+				if code != exitInput {
+					t.Fatalf("the newest record zeroed: exit %d: %s", code, stderr)
+				}
+				unchanged(t, img, target)
+				c.records(late)
+				if code, _, stderr := runOut(t, args...); code != 0 {
+					t.Fatalf("the newest records put back: exit %d: %s", code, stderr)
+				}
+			}
+			if !c.finished(t) {
+				t.Fatal("the resumed run's result differs from the straight one")
+			}
+		})
 	}
 }

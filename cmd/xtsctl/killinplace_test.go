@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -114,15 +115,12 @@ func TestInPlaceKillResume(t *testing.T) {
 				copyFile(t, op.from, target)
 				os.Remove(journal)
 				for try := 0; ; try++ {
-					// A plain target has no marker of its own: with no
-					// journal it must be untouched or finished (and then
-					// must not be converted again).
+					// A plain target has no marker of its own: its journal
+					// stays, and says when the run finished. With none the
+					// target must be untouched.
 					if op.plain {
 						if _, err := os.Stat(journal); errors.Is(err, os.ErrNotExist) && try > 0 && !sameContent(t, target, op.from) {
-							if !op.finished(t) {
-								t.Fatalf("round %d: no journal, and the target is neither untouched nor finished", rounds)
-							}
-							break
+							t.Fatalf("round %d: no journal, and the target is not untouched", rounds)
 						}
 					}
 					cmd := exec.Command("xtsctl", append(op.args, "-q", target)...)
@@ -161,8 +159,25 @@ func TestInPlaceKillResume(t *testing.T) {
 				if !op.finished(t) {
 					t.Fatalf("round %d: after %d kills, the result differs from the straight run", rounds, kills)
 				}
-				if _, err := os.Stat(journal); err == nil {
-					t.Fatalf("round %d: the journal is left behind", rounds)
+				if op.plain {
+					f, err := os.Open(journal)
+					if err != nil {
+						t.Fatalf("round %d: no journal says the run finished: %v", rounds, err)
+					}
+					st, err := inplace.ProbeJournal(f)
+					f.Close()
+					if err != nil || !st.Finished {
+						t.Fatalf("round %d: the journal does not say the run finished: %+v %v", rounds, st, err)
+					}
+					if rounds == 1 {
+						// The same command again, after it finished:
+						// nothing is converted.
+						if code, _, stderr := runOut(t, append(op.args, "-q", target)...); code != 0 || !op.finished(t) {
+							t.Fatalf("round %d: running the finished command again: exit %d: %s", rounds, code, stderr)
+						}
+					}
+				} else if _, err := os.Stat(journal); err == nil {
+					t.Fatalf("round %d: a volume run left a journal file", rounds)
 				}
 			}
 			t.Logf("a straight run took %v; %d kills in %d rounds (%d of them of a resumed run), each resumed to the straight result", window, kills, rounds, resumed)
@@ -182,4 +197,221 @@ func sameContent(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(x, y)
+}
+
+// killAtEnv names the moment of an in-place run at which xtsctl, started
+// by a test, kills itself (testhooks.InPlaceStep).
+const killAtEnv = "XTSCTL_TEST_KILL_AT"
+
+// runKilledAt runs xtsctl with args, killed with SIGKILL at the moment
+// step of its in-place run; it reports whether the run was killed there
+// (false: it exited, with its code, without reaching step).
+func runKilledAt(t *testing.T, step string, args ...string) (killed bool, code int, stderr string) {
+	t.Helper()
+	cmd := exec.Command("xtsctl", args...)
+	cmd.Env = append(os.Environ(), killAtEnv+"="+step)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return false, 0, errb.String()
+	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled():
+		return true, -1, errb.String()
+	case errors.As(err, &ee):
+		return false, ee.ExitCode(), errb.String()
+	}
+	t.Fatal(err)
+	return
+}
+
+// TestInPlaceKillAtFinish kills plain in-place runs at each moment around
+// their end (after the last zone, after the finish steps, after the
+// journal says so, and just before the process exits) and runs the same
+// command again, as the documentation says to: the target is then the
+// straight result, converted once. Running the command again after a run
+// that finished converts nothing either, and the other direction then
+// gives the original back.
+func TestInPlaceKillAtFinish(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	const size = 24 << 20
+	orig := filepath.Join(dir, "orig.img")
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*5>>9) ^ byte(i>>18)
+	}
+	os.WriteFile(orig, data, 0o644)
+	target := filepath.Join(dir, "target")
+	journal := inplace.DefaultJournal(target)
+	for i, c := range []struct {
+		name   string
+		params []string
+	}{
+		{"journal mode", nil},
+		{"shift mode", []string{"--offset", "2048"}},
+	} {
+		enc := filepath.Join(dir, fmt.Sprintf("orig%d.enc", i))
+		if code, _, stderr := runOut(t, append(append([]string{"encrypt", "-q", "--type", "plain", "--key-file", key}, c.params...), orig, enc)...); code != 0 {
+			t.Fatal(stderr)
+		}
+		for _, dir := range []struct {
+			verb       string
+			from, want string
+		}{
+			{"encrypt", orig, enc},
+			{"decrypt", enc, orig},
+		} {
+			args := append(append([]string{dir.verb, "--in-place", "-q", "--type", "plain", "--key-file", key}, c.params...), target)
+			for _, step := range []string{"converted", "finished", "recorded", "end"} {
+				t.Run(c.name+"/"+dir.verb+"/"+step, func(t *testing.T) {
+					copyFile(t, dir.from, target)
+					os.Remove(journal)
+					killed, code, stderr := runKilledAt(t, step, args...)
+					if !killed {
+						t.Fatalf("the run did not reach %q: exit %d: %s", step, code, stderr)
+					}
+					for again := range 2 {
+						if code, _, stderr := runOut(t, args...); code != 0 {
+							t.Fatalf("run %d after the kill: exit %d: %s", again+1, code, stderr)
+						}
+						if !sameContent(t, target, dir.want) {
+							t.Fatalf("run %d after a kill at %q: the target is not the straight result (converted twice?)", again+1, step)
+						}
+					}
+					f, err := os.Open(journal)
+					if err != nil {
+						t.Fatalf("the finished run left no journal: %v", err)
+					}
+					st, err := inplace.ProbeJournal(f)
+					f.Close()
+					if err != nil || !st.Finished {
+						t.Fatalf("the journal does not say the run finished: %+v %v", st, err)
+					}
+					// The other direction starts anew and undoes it.
+					other := map[string]string{"encrypt": "decrypt", "decrypt": "encrypt"}[dir.verb]
+					if code, _, stderr := runOut(t, append(append([]string{other, "--in-place", "-q", "--type", "plain", "--key-file", key}, c.params...), target)...); code != 0 {
+						t.Fatalf("%s after: exit %d: %s", other, code, stderr)
+					}
+					if !sameContent(t, target, dir.from) {
+						t.Fatalf("%s after the run does not give back what it started from", other)
+					}
+				})
+			}
+		}
+	}
+}
+
+// pauseAtEnv and pauseFileEnv make xtsctl, started by a test, stand still
+// at a moment of its in-place run until a file it makes is removed.
+const (
+	pauseAtEnv   = "XTSCTL_TEST_PAUSE_AT"
+	pauseFileEnv = "XTSCTL_TEST_PAUSE_FILE"
+)
+
+// startPausedAt starts xtsctl with args and returns once its in-place run
+// stands still at step; release lets it go on and returns its exit code
+// and stderr.
+func startPausedAt(t *testing.T, step string, args ...string) (release func() (int, string)) {
+	t.Helper()
+	flag := filepath.Join(t.TempDir(), "paused")
+	cmd := exec.Command("xtsctl", args...)
+	cmd.Env = append(os.Environ(), pauseAtEnv+"="+step, pauseFileEnv+"="+flag)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		if _, err := os.Stat(flag); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("xtsctl exited (%v) before it reached %q: %s", err, step, errb.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return func() (int, string) {
+		os.Remove(flag)
+		err := <-done
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), errb.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, errb.String()
+	}
+}
+
+// TestInPlaceSharedJournal: two plain runs naming one --journal never both
+// run. One that holds it refuses the other; and of two that both found no
+// journal, the second to make one is refused instead of putting its
+// journal over the first's (which would leave the first's target half
+// converted with no journal, to be converted twice).
+func TestInPlaceSharedJournal(t *testing.T) {
+	if puregoBuild {
+		t.Skip("pure-Go AES: the build with assembly runs this test")
+	}
+	dir := fastTempDir(t)
+	key := writeTestKey(t, dir)
+	journal := filepath.Join(dir, "shared.journal")
+	imgs := map[string][]byte{}
+	for i, name := range []string{"one.img", "two.img"} {
+		b := make([]byte, 40<<20)
+		for j := range b {
+			b[j] = byte(j*(i+3)>>10) ^ byte(i)
+		}
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, b, 0o644)
+		imgs[path] = b
+	}
+	one, two := filepath.Join(dir, "one.img"), filepath.Join(dir, "two.img")
+	enc := func(img string) []string {
+		return []string{"encrypt", "--in-place", "-q", "--type", "plain", "--key-file", key, "--journal", journal, img}
+	}
+	straight := func(img string) string {
+		t.Helper()
+		orig, out := filepath.Join(dir, "orig"), img+".straight"
+		os.WriteFile(orig, imgs[img], 0o644)
+		if c, _, stderr := runOut(t, "encrypt", "-q", "--type", "plain", "--key-file", key, orig, out); c != 0 {
+			t.Fatal(stderr)
+		}
+		return out
+	}
+
+	// The first found no journal and stands still; the second makes one
+	// and is killed half-way.
+	release := startPausedAt(t, "no journal", enc(one)...)
+	if killed, code, stderr := runKilledAt(t, "record", enc(two)...); !killed {
+		t.Fatalf("the second run was not interrupted: exit %d: %s", code, stderr)
+	}
+	code, stderr := release()
+	if code != exitDevice || !strings.Contains(stderr, "appeared while this run was starting") {
+		t.Fatalf("the first run: exit %d: %s", code, stderr)
+	}
+	unchanged(t, one, imgs[one])
+
+	// The second's run holds the journal: a run of the first is refused.
+	release = startPausedAt(t, "record", enc(two)...)
+	expectFail(t, exitDevice, "is in use by another xtsctl", enc(one)...)
+	unchanged(t, one, imgs[one])
+	if code, stderr := release(); code != 0 {
+		t.Fatalf("the second run, resumed: exit %d: %s", code, stderr)
+	}
+	if !sameContent(t, two, straight(two)) {
+		t.Fatal("the second run's result differs from encrypt --type plain")
+	}
+	// Its journal now records its finished run (of two.img): the first,
+	// another target, is not mistaken for it.
+	expectFail(t, exitInput, "is not what that run left", enc(one)...)
+	unchanged(t, one, imgs[one])
 }

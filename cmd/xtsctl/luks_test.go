@@ -34,7 +34,6 @@ import (
 // processes they start (this binary, TestMain).
 func init() {
 	testOnlyLUKSArgon2 = &luks.Argon2Params{Time: 4, MemoryKiB: 32, Threads: 1}
-	testOnlyLUKSDigest = 1000
 }
 
 func needCryptsetup(t testing.TB) {

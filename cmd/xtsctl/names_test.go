@@ -13,3 +13,6 @@ const (
 	infoSchema     = volume.InfoSchema
 	luksInfoSchema = luksimage.InfoSchema
 )
+
+// hasLUKSHeader reports whether the file at path holds a LUKS header.
+func hasLUKSHeader(path string) bool { return luksimage.IsLUKS(path) }

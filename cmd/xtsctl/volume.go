@@ -1,18 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
@@ -25,30 +21,44 @@ import (
 // Shared by the volume commands: creation flags, passphrase flags, error
 // mapping, descriptions; and encrypt/decrypt with --type volume.
 
-// defaultVolumeSectorSize: 4096-byte sectors halve nothing of dm-crypt's
-// speed and cut the tag area and the tag work by 8 compared with 512.
-const defaultVolumeSectorSize = 4096
-
-// createFlags are the options of a new volume (format, encrypt).
+// createFlags are the options of a new image (format, encrypt); each
+// format says which it takes (disk.FormatInfo.Takes).
 type createFlags struct {
-	keyBits       int
-	integrity     string
-	tagSize       int
-	label         string
-	passphraseOpt string
-	kdf           kdfFlags
+	keyBits   int
+	integrity string
+	tagSize   int
+	label     string
+	uuid      string
+	kdf       kdfFlags
+	fs        *pflag.FlagSet
 }
 
-// createOnly lists the flags that apply to new volumes only (not --type plain).
-var createOnly = []string{"key-size", "integrity", "tag-size", "label", "passphrase-file", "kdf-time", "kdf-memory", "kdf-iterations"}
-
 func (f *createFlags) register(fs *pflag.FlagSet) {
-	fs.IntVar(&f.keyBits, "key-size", 512, "volume: XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
+	f.fs = fs
+	fs.IntVar(&f.keyBits, "key-size", 512, "XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
 	fs.StringVar(&f.integrity, "integrity", "blake2b", "volume: per-sector integrity tags: blake2b, or none")
 	fs.IntVar(&f.tagSize, "tag-size", 32, "volume: bytes per integrity tag: 16 or 32")
-	fs.StringVar(&f.label, "label", "", "volume: a label stored in the header (at most 64 bytes)")
-	fs.StringVar(&f.passphraseOpt, "passphrase-file", "", "read the passphrase from FILE (one trailing newline is removed) instead of the terminal")
+	fs.StringVar(&f.label, "label", "", "a label stored in the header (volume: at most 64 bytes; LUKS2: 47)")
+	fs.StringVar(&f.uuid, "uuid", "", "luks2: the new image's UUID (default: a random one)")
 	f.kdf.register(fs)
+}
+
+// options fill o from the flags given.
+func (f *createFlags) options(o *disk.CreateOptions) {
+	changed := func(name string) bool { return f.fs.Changed(name) }
+	if changed("key-size") {
+		o.KeyBits = f.keyBits
+	}
+	if changed("integrity") {
+		o.Integrity = f.integrity
+	}
+	if changed("tag-size") {
+		o.TagSize = f.tagSize
+	}
+	o.Label, o.UUID = f.label, f.uuid
+	if n, err := f.fs.GetInt("sector-size"); err == nil && changed("sector-size") {
+		o.SectorSize = n
+	}
 }
 
 // kdfFlags set the Argon2id costs of a new key slot.
@@ -103,108 +113,6 @@ func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
 		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: p.Threads}
 	}
 	return k, nil
-}
-
-// params returns the costs for a new slot.
-func (f *kdfFlags) params(a *app) (volume.KDFParams, error) {
-	memKiB, err := f.memoryKiB()
-	if err != nil {
-		return volume.KDFParams{}, err
-	}
-	if f.iterations > 0 {
-		p := volume.FixedKDF(f.iterations, memKiB)
-		return p, f.checkNew(a, p)
-	}
-	if testOnlyCalibrate != nil {
-		return testOnlyCalibrate(), nil
-	}
-	a.infof("calibrating the passphrase hashing (Argon2id) to take %v", f.time)
-	p, took := volume.CalibrateKDF(f.time, memKiB)
-	if err := f.checkNew(a, p); err != nil {
-		return p, err
-	}
-	a.infof("passphrase hashing: Argon2id, %d passes, %s, %d threads: unlocking takes %.2f s on this machine",
-		p.Time, bytesize.Human(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
-	return p, nil
-}
-
-// checkNew puts volume.CheckNewKDF's refusals in the flags' terms, and
-// warns of weak costs the user chose.
-func (f *kdfFlags) checkNew(a *app, p volume.KDFParams) error {
-	err := volume.CheckNewKDF(p, f.memory != "")
-	var ke *volume.NewKDFError
-	switch {
-	case errors.As(err, &ke):
-		return f.costError(p.MemoryKiB, p.Time, ke.TooCostly, volume.MaxKDFWork)
-	case err != nil:
-		return usageError(err)
-	}
-	f.warnWeak(a, p.MemoryKiB, "volume")
-	return nil
-}
-
-// costError words a refused cost of a new slot (volumes and LUKS): more
-// work than unlocking runs unasked (maxWork KiB×passes), or else a memory
-// that calibration lowered below the floor.
-func (f *kdfFlags) costError(memKiB, passes uint32, tooCostly bool, maxWork uint64) error {
-	if tooCostly {
-		return usageError(fmt.Errorf("Argon2id with %s × %d passes is more than xtsctl unlocks without --allow-expensive-kdf (%d GiB×passes)",
-			bytesize.Human(int64(memKiB)<<10), passes, maxWork>>20), "use a shorter --kdf-time, or fewer --kdf-iterations")
-	}
-	return usageError(fmt.Errorf("calibration lowered Argon2id's memory to %s to fit --kdf-time %v, below the %d MiB floor that keeps passphrase guessing costly",
-		bytesize.Human(int64(memKiB)<<10), f.time, volume.MinKDFMemoryKiB>>10), "give a longer --kdf-time, or choose the memory with --kdf-memory")
-}
-
-// warnWeak warns of a memory below the floor, which only --kdf-memory
-// chooses (calibration below it is refused).
-func (f *kdfFlags) warnWeak(a *app, memKiB uint32, what string) {
-	if memKiB < volume.MinKDFMemoryKiB {
-		a.warningf("Argon2id memory %s is below %d MiB: passphrase guesses are cheap (fine for a test %s, not for data)", bytesize.Human(int64(memKiB)<<10), volume.MinKDFMemoryKiB>>10, what)
-	}
-}
-
-// options validates the creation flags.
-func (f *createFlags) options(cmd *cobra.Command, sectorSize int) (volume.CreateOptions, error) {
-	o := volume.CreateOptions{SectorSize: sectorSize, Label: f.label}
-	switch f.keyBits {
-	case 256, 512:
-		o.KeySize = f.keyBits / 8
-	default:
-		return o, usageError(fmt.Errorf("unsupported --key-size %d (want 512 for XTS-AES-256 or 256 for XTS-AES-128)", f.keyBits))
-	}
-	switch f.integrity {
-	case "blake2b":
-		if f.tagSize != 16 && f.tagSize != 32 {
-			return o, usageError(fmt.Errorf("unsupported --tag-size %d (want 16 or 32)", f.tagSize))
-		}
-		o.TagSize = f.tagSize
-	case "none":
-		if cmd.Flags().Changed("tag-size") {
-			return o, usageError(errors.New("--tag-size does not apply to --integrity none"))
-		}
-	default:
-		return o, usageError(fmt.Errorf("unknown --integrity %q (want blake2b or none)", f.integrity))
-	}
-	if len(f.label) > volume.MaxLabel {
-		return o, usageError(fmt.Errorf("--label is %d bytes, longer than %d", len(f.label), volume.MaxLabel))
-	}
-	if strings.IndexByte(f.label, 0) >= 0 || !utf8.ValidString(f.label) {
-		return o, usageError(errors.New("--label must be UTF-8 text without NUL bytes"))
-	}
-	return o, nil
-}
-
-// volumeSectorSize is --sector-size for volumes (4096 unless given).
-func volumeSectorSize(cmd *cobra.Command) (int, error) {
-	if !cmd.Flags().Changed("sector-size") {
-		return defaultVolumeSectorSize, nil
-	}
-	n, _ := cmd.Flags().GetInt("sector-size")
-	switch n {
-	case 512, 1024, 2048, 4096:
-		return n, nil
-	}
-	return 0, usageError(fmt.Errorf("unsupported sector size %d (want 512, 1024, 2048 or 4096)", n))
 }
 
 // volumeError maps the volume package's errors to exit codes, names the
@@ -328,76 +236,6 @@ func volumeCipher(h *volume.Header) blockdev.Cipher {
 // BLAKE2b-512 (the hex digits b2sum prints), as the command's result.
 func printDigest(a *app, digest []byte) {
 	a.resultf("%s", hex.EncodeToString(digest))
-}
-
-func encryptVolume(a *app, cmd *cobra.Command, cf *createFlags, inPath, outPath string, force, withDigest bool) error {
-	ss, err := volumeSectorSize(cmd)
-	if err != nil {
-		return err
-	}
-	opts, err := cf.options(cmd, ss)
-	if err != nil {
-		return err
-	}
-	opts.NoDigest = !withDigest
-	if opts.NoDigest && opts.TagSize == 0 {
-		a.warningf("with --integrity none and --digest none nothing will detect a change to the data of %s", outPath)
-	}
-	in, err := openInput(inPath)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if in.Size%int64(ss) != 0 {
-		return withCode(exitInput, fmt.Errorf("input %s is %d bytes, not a whole number of %d-byte sectors", inPath, in.Size, ss),
-			fmt.Sprintf("pad it (truncate -s %d %s), or choose a smaller --sector-size", roundUp(in.Size, int64(ss)), inPath))
-	}
-	out, err := createOutput(outPath, in, force)
-	if err != nil {
-		return err
-	}
-	if err := needFile(out); err != nil {
-		return err
-	}
-	h, digest, err := createVolume(a, cf, opts, out.File, in, in.Size, outPath, "encrypting")
-	if err := finish(out, err); err != nil {
-		return volumeError(outPath, err)
-	}
-	if withDigest {
-		printDigest(a, digest)
-	}
-	a.infof("encrypted %s (%s) to the volume %s: %s, UUID %s", inPath, bytesize.Human(in.Size), outPath, volumeCipher(h), h.UUIDString())
-	if !withDigest {
-		a.infof("%s records no end-to-end digest (--digest none)", outPath)
-	}
-	return nil
-}
-
-// createVolume asks for the new passphrase, calibrates, and writes the
-// volume to dev from r.
-func createVolume(a *app, cf *createFlags, opts volume.CreateOptions, dev volume.Device, r io.ReaderAt, size int64, image, what string) (*volume.Header, []byte, error) {
-	// Check that the size fits the format before asking for a passphrase
-	// and spending seconds on calibrating the key derivation.
-	if _, err := volume.NewLayout(size, cmp.Or(opts.SectorSize, 4096), opts.TagSize); err != nil {
-		return nil, nil, usageError(err)
-	}
-	pass, err := readPassphrase(a, passphraseRequest{file: cf.passphraseOpt, flag: "passphrase-file",
-		prompt: "the new passphrase for " + image, confirm: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer clear(pass)
-	opts.Passphrase = pass
-	if opts.KDF, err = cf.kdf.params(a); err != nil {
-		return nil, nil, err
-	}
-	update, done := newProgress(a, what, size)
-	h, digest, err := volume.Create(a.ctx, dev, r, size, opts, update)
-	done()
-	if err != nil {
-		return nil, nil, err
-	}
-	return h, digest[:], nil
 }
 
 // currentVerb is the command being run and whether it has --type, so that

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
@@ -31,6 +34,25 @@ func TestMain(m *testing.M) {
 			// No controlling terminal, as in CI, also when the tests
 			// run from one: a passphrase prompt on /dev/tty must not wait.
 			syscall.Setsid()
+			// A test can stop an in-place run at a named moment with
+			// SIGKILL, as a crash there would (killinplace_test.go):
+			// "STEP", or "STEP:N" for its N-th time. Or pause it there
+			// until the file it makes is removed.
+			if at, pauseAt := os.Getenv(killAtEnv), os.Getenv(pauseAtEnv); at != "" || pauseAt != "" {
+				at, nth, _ := strings.Cut(at, ":")
+				times, _ := strconv.Atoi(nth)
+				testhooks.InPlaceStep = func(step string) {
+					if step == at {
+						if times--; times <= 0 {
+							syscall.Kill(os.Getpid(), syscall.SIGKILL)
+						}
+					}
+					if step == pauseAt {
+						pauseAt = "" // once
+						pauseHere(os.Getenv(pauseFileEnv))
+					}
+				}
+			}
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
@@ -43,4 +65,18 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Cmds:                scriptCmds,
 	})
+}
+
+// pauseHere makes the file path and waits until it is removed (a minute
+// at most), so that a test can act while an in-place run stands still at
+// a known moment.
+func pauseHere(path string) {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err != nil {
+			return
+		}
+	}
 }

@@ -31,3 +31,31 @@ func Brand() string {
 	}
 	return strings.TrimSpace(strings.TrimRight(string(b[:]), "\x00"))
 }
+
+// Identify returns the vendor string (CPUID leaf 0) and the family and
+// model (leaf 1) as Intel and AMD document them: the extended family added
+// for family 15, the extended model folded in for families 6 and 15 up.
+func Identify() (vendor string, family, model uint32) {
+	maxLeaf, ebx, ecx, edx := CPUID(0, 0)
+	var b [12]byte
+	binary.LittleEndian.PutUint32(b[0:], ebx)
+	binary.LittleEndian.PutUint32(b[4:], edx)
+	binary.LittleEndian.PutUint32(b[8:], ecx)
+	vendor = string(b[:])
+	if maxLeaf < 1 {
+		return vendor, 0, 0
+	}
+	eax, _, _, _ := CPUID(1, 0)
+	family = eax >> 8 & 0xf
+	model = eax >> 4 & 0xf
+	if family == 0xf {
+		family += eax >> 20 & 0xff
+	}
+	if family == 6 || family >= 0xf {
+		model |= (eax >> 16 & 0xf) << 4
+	}
+	return vendor, family, model
+}
+
+// This returns the row of Table that covers this CPU.
+func This() (Tuning, bool) { return Lookup(Identify()) }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -219,6 +220,74 @@ func BackedBy(file string) ([]string, error) {
 	}
 	return devs, nil
 }
+
+// BackedByFile lists the loop devices (as /dev/loopN) whose backing file
+// is the file fi describes (from os.Stat or File.Stat), compared by device
+// and inode number as LOOP_GET_STATUS64 reports them: another name of the
+// file (a hard link, a path in another mount namespace, a name removed
+// since the device was attached) is found too, where a comparison of the
+// path sysfs shows is not. A device whose node cannot be opened is
+// compared by that path.
+func BackedByFile(fi fs.FileInfo) ([]string, error) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("loopdev: no device and inode number for %s", fi.Name())
+	}
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var devs []string
+	for _, f := range files {
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if sameBacking(dev, f, fi, st) {
+			devs = append(devs, dev)
+		}
+	}
+	return devs, nil
+}
+
+// sameBacking reports whether loop device dev (whose sysfs backing_file
+// is sysfsFile) is backed by the file fi, with stat st. The path sysfs
+// shows is compared first (by device and inode, so a hard link is found
+// too); only where it names nothing (the name was removed, or lives in
+// another mount namespace) is the device itself asked. Either may hang
+// when the backing file hangs (a loop device on the FUSE file of a stuck
+// server): the answer is waited for ioctlWait at most, and a device that
+// does not answer is taken for another file's.
+func sameBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool {
+	got := make(chan bool, 1)
+	go func() { got <- compareBacking(dev, sysfsFile, fi, st) }()
+	select {
+	case same := <-got:
+		return same
+	case <-time.After(ioctlWait):
+		return false
+	}
+}
+
+func compareBacking(dev, sysfsFile string, fi fs.FileInfo, st *syscall.Stat_t) bool {
+	if b, err := os.ReadFile(sysfsFile); err == nil {
+		if bfi, err := os.Stat(strings.TrimSuffix(string(b), "\n")); err == nil {
+			return os.SameFile(fi, bfi)
+		}
+	}
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+	if err != nil {
+		return false
+	}
+	// The kernel encodes lo_device as stat(2) encodes st_dev
+	// (new_encode_dev); compare the numbers, not the encodings.
+	return info.Inode == uint64(st.Ino) && unix.Major(info.Device) == unix.Major(uint64(st.Dev)) && unix.Minor(info.Device) == unix.Minor(uint64(st.Dev))
+}
+
+// ioctlWait bounds how long sameBacking waits for a loop device to answer.
+const ioctlWait = 2 * time.Second
 
 // DetachPath detaches the loop device at path (e.g. /dev/loop3) from its
 // file; a device that is not attached is not an error. As with Detach,

@@ -378,3 +378,43 @@ func TestReleaseBusyKeepsDevice(t *testing.T) {
 		t.Errorf("a second Release: %v", err)
 	}
 }
+
+// TestBackedByFile: a loop device is found by the device and inode of its
+// backing file, under any name: a hard link made after the device was
+// attached, once the name it was attached by is gone (the path that sysfs
+// shows, "NAME (deleted)", then names nothing). Another file is not.
+func TestBackedByFile(t *testing.T) {
+	skipUnlessLoop(t)
+	path, _ := backingFile(t, 1<<20)
+	d, err := Attach(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Detach()
+	link := filepath.Join(filepath.Dir(path), "link")
+	if err := os.Link(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byPath, _ := BackedBy(link); len(byPath) != 0 {
+		t.Fatalf("BackedBy found %v by the link's path: the test does not test what it says", byPath)
+	}
+	got, err := BackedByFile(fi)
+	if err != nil || len(got) != 1 || got[0] != d.Path {
+		t.Fatalf("BackedByFile(link) = %v, %v; want [%s]", got, err, d.Path)
+	}
+	other := filepath.Join(filepath.Dir(path), "other")
+	if err := os.WriteFile(other, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ofi, _ := os.Stat(other)
+	if got, err := BackedByFile(ofi); err != nil || len(got) != 0 {
+		t.Fatalf("BackedByFile(another file) = %v, %v", got, err)
+	}
+}

@@ -2,7 +2,10 @@
 
 package loopdev
 
-import "os"
+import (
+	"io/fs"
+	"os"
+)
 
 // Attach returns ErrUnsupported: loop devices exist only on Linux.
 func Attach(file string, opts Options) (*Device, error) {
@@ -28,6 +31,9 @@ func (d *Device) Detach() error { return nil }
 
 // BackedBy returns ErrUnsupported: loop devices exist only on Linux.
 func BackedBy(file string) ([]string, error) { return nil, ErrUnsupported }
+
+// BackedByFile returns ErrUnsupported: loop devices exist only on Linux.
+func BackedByFile(fi fs.FileInfo) ([]string, error) { return nil, ErrUnsupported }
 
 // DetachPath returns ErrUnsupported: loop devices exist only on Linux.
 func DetachPath(path string) error { return ErrUnsupported }

@@ -16,3 +16,9 @@ var DMUnavailable error
 // checked: the tests of a mountpoint swapped for a symlink at the worst
 // moment make the swap there.
 var BeforeMount func(path string)
+
+// InPlaceStep, when not nil, is called by package inplace at the named
+// moments of a run (docs/INPLACE.md names them), so that a test can stop
+// the process exactly there: the window between the end of a conversion
+// and its last write is a few milliseconds, which random kills rarely hit.
+var InPlaceStep func(step string)

@@ -34,7 +34,8 @@ func (luksFormat) IsBackup(r io.ReaderAt, size int64) bool { return luks.Detect(
 func (luksFormat) Restore(img *disk.Image, r io.ReaderAt, size int64, opt disk.RestoreOptions) (string, error) {
 	b, err := luks.ReadHeader(r, size)
 	if err != nil {
-		return "", disk.WithKind(disk.KindInput, fmt.Errorf("%s is not a LUKS header backup: %w", opt.BackupName, err))
+		// Refused as info refuses that file: damaged, unsupported.
+		return "", DiskError(opt.BackupName, err)
 	}
 	target := headerPath(img)
 	f, fsize := img.File, img.Size

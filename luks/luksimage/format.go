@@ -29,8 +29,9 @@ type luksFormat struct{}
 func (luksFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image", Signature: true, SlotNoun: "keyslot",
-		Refer: "LUKS images", Takes: []string{"header", "new-key-file", "uuid"},
-		KeyFile: "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
+		Refer: "LUKS images", WriteName: "luks2", Takes: []string{"header", "new-key-file", "uuid"},
+		CreateTakes: []string{"sector-size", "key-size", "label", "uuid", "passphrase-file", "key-file", "kdf-time", "kdf-memory", "kdf-iterations"},
+		KeyFile:     "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
 	}
 }
 
@@ -89,11 +90,16 @@ func (h *luksHeader) Check(req *disk.Request) (*disk.Need, error) {
 	if req.Slot > 31 {
 		return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("--key-slot %d: LUKS keyslots are 0..31 (LUKS1: 0..7)", req.Slot))
 	}
-	slots, err := h.h.CheckUnlock(pick(req))
+	slots, err := h.checkUnlock(req)
 	if err != nil {
 		return nil, DiskError(headerPath(h.img), err)
 	}
 	if !req.TestOnly && h.img.File != nil {
+		if h.img.HeaderFile == nil && h.h.Detached() {
+			// The data would start at the image's byte 0, over its header.
+			return nil, disk.WithKind(disk.KindInput, fmt.Errorf("%s holds a detached LUKS header: its data segment starts at byte 0 of another device", h.img.Path),
+				"give it with --header "+h.img.Path+" and the data device as IMAGE")
+		}
 		if _, _, err := h.h.DataRange(h.img.Size); err != nil {
 			return nil, DiskError(h.img.Path, err)
 		}
@@ -105,10 +111,20 @@ func (h *luksHeader) Check(req *disk.Request) (*disk.Need, error) {
 	return need, nil
 }
 
+// checkUnlock is the luks package's check before a prompt: of what an
+// unlock needs, or with TestOnly only of what testing the passphrase needs
+// (the keyslot and its digest), as cryptsetup's --test-passphrase.
+func (h *luksHeader) checkUnlock(req *disk.Request) ([]int, error) {
+	if req.TestOnly {
+		return h.h.CheckTestPassphrase(pick(req))
+	}
+	return h.h.CheckUnlock(pick(req))
+}
+
 // Unlock opens a keyslot with the passphrase (or the whole of the key
 // file, as cryptsetup takes it) and returns the data segment.
 func (h *luksHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.Secret) (*disk.Unlocked, error) {
-	slots, err := h.h.CheckUnlock(pick(req))
+	slots, err := h.checkUnlock(req)
 	if err != nil {
 		return nil, DiskError(headerPath(h.img), err)
 	}
@@ -120,7 +136,33 @@ func (h *luksHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.Se
 		pass = sec.KeyFiles[0]
 	}
 	hr, _ := h.img.HeaderReader()
-	key, slot, err := h.h.Unlock(ctx, hr, pass, luks.UnlockOptions{Keyslots: slots, Limits: Limits(req)})
+	opts := luks.UnlockOptions{Keyslots: slots, Limits: Limits(req)}
+	if req.TestOnly {
+		c, err := h.h.TestPassphrase(ctx, hr, pass, opts)
+		if err != nil {
+			return nil, h.unlockError(err)
+		}
+		u := &disk.Unlocked{Format: FormatName, Key: c.Key, Slot: c.Keyslot, SlotName: fmt.Sprintf("keyslot %d", c.Keyslot)}
+		if c.Unservable != nil {
+			u.Unservable = c.Unservable.Error()
+			var ue *luks.UnsupportedError
+			if errors.As(c.Unservable, &ue) && ue.CryptsetupOpens {
+				u.Warnings = append(u.Warnings, "cryptsetup, with device-mapper, opens what xtsctl does not support")
+			}
+			return u, nil
+		}
+		if h.img.File == nil {
+			u.Unservable = "the data device was not opened"
+			return u, nil
+		}
+		if off, n, err := h.h.DataRange(h.img.Size); err == nil {
+			u.Layout = h.layout(off, n)
+		} else {
+			u.Unservable = err.Error()
+		}
+		return u, nil
+	}
+	key, slot, err := h.h.Unlock(ctx, hr, pass, opts)
 	if err != nil {
 		return nil, h.unlockError(err)
 	}
@@ -194,6 +236,8 @@ func DiskError(file string, err error) error {
 		ue *luks.UnsupportedError
 		se *luks.KeyslotStateError
 		nu *luks.UnusableKeyslotsError
+		ks *luks.KeyslotStopError
+		dd *luks.DataDeviceError
 	)
 	wrap := func(k disk.Kind, hints ...string) error {
 		return disk.WithKind(k, fmt.Errorf("%s: %w", file, err), hints...)
@@ -212,6 +256,14 @@ func DiskError(file string, err error) error {
 			"restore a header backup taken before the last keyslot was removed")
 	case errors.As(err, &nu):
 		return DiskError(file, fmt.Errorf("no keyslot xtsctl can use: %w", errors.Join(nu.Errs...)))
+	case errors.As(err, &ks) && len(ks.Untried) > 0:
+		return disk.WithHints(DiskError(file, ks.Err),
+			fmt.Sprintf("keyslots %s were not tried (cryptsetup stops at keyslot %d too); --key-slot N tries one", words.List(ks.Untried), ks.Keyslot))
+	case errors.As(err, &dd) && dd.HeaderOnly:
+		return disk.WithKind(disk.KindInput, fmt.Errorf("%s: %w", file, err),
+			"IMAGE holds only a LUKS header (a detached header or a header backup?): give it with --header HDR and the data device as IMAGE")
+	case errors.As(err, &dd):
+		return wrap(disk.KindInput)
 	case errors.Is(err, luks.ErrNotLUKS):
 		return disk.NotFormat("%s is not a LUKS image (no LUKS header at its start, nor a LUKS2 secondary header)", file)
 	case errors.Is(err, luks.ErrKDFCost):
@@ -222,8 +274,10 @@ func DiskError(file string, err error) error {
 		return wrap(disk.KindInput, "cryptsetup writes LUKS1 headers, or converts them: cryptsetup convert --type luks2 (back up the header first)")
 	case errors.As(err, &ue) && ue.Feature == luks.FeatureReencryption:
 		return wrap(disk.KindInput)
-	case errors.Is(err, luks.ErrUnsupported):
+	case errors.As(err, &ue) && ue.CryptsetupOpens:
 		return wrap(disk.KindInput, "cryptsetup, with device-mapper, opens what xtsctl does not support")
+	case errors.Is(err, luks.ErrUnsupported):
+		return wrap(disk.KindInput)
 	case errors.Is(err, luks.ErrCorrupt):
 		return wrap(disk.KindIntegrity, "if you have a header backup of it: xtsctl header restore --force IMAGE BACKUP")
 	case errors.Is(err, luks.ErrLastKeyslot):

@@ -129,8 +129,15 @@ func (j *InfoDoc) Lines() []disk.Line {
 	}
 	for _, k := range h.Keyslots {
 		s := k.KDF.String()
+		if h.Version == 1 {
+			// As luksDump shows them.
+			s += fmt.Sprintf(", %d stripes, key material at sector %d", k.AF.Stripes, k.Area.Offset/512)
+		}
 		if h.Version == 2 && k.Priority != luks.PriorityNormal {
 			s += ", " + k.Priority.String()
+		}
+		if k.Unbound {
+			s += ", unbound (its key opens no data segment)"
 		}
 		if k.Err != nil {
 			s += "; UNUSABLE: " + k.Err.Error()
@@ -138,7 +145,14 @@ func (j *InfoDoc) Lines() []disk.Line {
 		row(fmt.Sprintf("keyslot %d", k.ID), "%s", s)
 	}
 	for _, t := range h.Tokens {
-		row(fmt.Sprintf("token %d", t.ID), "%s, keyslots %s (not run by xtsctl)", t.Type, words.List(t.Keyslots))
+		run := ""
+		if !t.Runnable {
+			run = " (not run by xtsctl)"
+		}
+		row(fmt.Sprintf("token %d", t.ID), "%s, keyslots %s%s", t.Type, words.List(t.Keyslots), run)
+	}
+	for _, sg := range h.OtherSegments {
+		row(fmt.Sprintf("segment %d", sg.ID), "%s at byte %d (not served)", sg.Type, sg.Offset)
 	}
 	if len(h.Flags) > 0 {
 		row("flags", "%s", strings.Join(h.Flags, ", "))

@@ -34,7 +34,9 @@ func main() {
 		}
 		vaesKernel(ymm, dec)
 		vaesKernel(zmm, dec)
+		vaesKernel(zmmC, dec)
 		vaesSectors(zmm, dec)
+		vaesSectors(zmmC, dec)
 		vaesSectors(ymm, dec)
 	}
 	Generate()

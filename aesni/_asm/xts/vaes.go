@@ -15,11 +15,13 @@ type flavor struct {
 	name  string
 	lanes int
 	zmm   bool
+	clmul bool // zmm: the main loops advance tweaks by carry-less multiplication (see mulXBytes)
 }
 
 var (
-	ymm = flavor{name: "VAES256", lanes: 2}
-	zmm = flavor{name: "VAES512", lanes: 4, zmm: true}
+	ymm  = flavor{name: "VAES256", lanes: 2}
+	zmm  = flavor{name: "VAES512", lanes: 4, zmm: true}
+	zmmC = flavor{name: "VAES512C", lanes: 4, zmm: true, clmul: true}
 )
 
 var (
@@ -361,9 +363,9 @@ func (c *vk) mulXBits(dst, src VecPhysical, k int, b, cc VecPhysical, clmulISA [
 func (c *vk) mulXBytes(t VecPhysical, kb int, h, a VecPhysical) {
 	VPSRLDQ(Imm(uint64(16-kb)), t, h)
 	VPSLLDQ(Imm(uint64(kb)), t, t)
-	if !c.f.zmm {
+	if !c.f.zmm || c.f.clmul {
 		raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), c.poly, h, h)
-		VPXOR(h, t, t)
+		c.xor(h, t, t)
 		return
 	}
 	VPADDQ(h, h, a) // h*x
@@ -576,7 +578,13 @@ func vaesKernel(f flavor, dec bool) {
 	TEXT(fmt.Sprintf("xts%s%s", dirName(dec), f.name), NOSPLIT, unitSig)
 	regs := []string{"Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the",
 		"0x87 constant, Y10 T, Y13-Y15 scratch."}
-	if f.zmm {
+	if f.zmm && f.clmul {
+		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's",
+			"round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In",
+			"the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,",
+			"Z12-Z13 scratch, Z14 the 0x87 constant, Z16 key0^key14, Z31 C =",
+			"key14*x^16 ^ key14."}
+	} else if f.zmm {
 		regs = []string{"Z0-Z3 data, Z4-Z7 tweak vectors, Z8-Z11 scratch, Z12 T, Z16-Z30 key1's",
 			"round keys (keys 1-4 unused for AES-128), Z31 the 0x87 constant. In",
 			"the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,",
@@ -1109,9 +1117,12 @@ func (c *vk) sectorsPipelined(groupTweaks func(), twNext VecPhysical, done strin
 	MOVQ(R10, c.blocks)
 
 	iter := newLabel("pipe")
-	Comment("Per iteration: 16 blocks of one unit, as in the main loop of",
-		"xtsEncVAES512; after round 7 either the tweak vectors advance by x^16",
-		"or, in the unit's last iteration, the next unit's are built.")
+	Comment("Per iteration: 16 blocks of one unit: loads; whitening with tweak and",
+		"key 0 in one XOR; the last round's keys key14^tweak into Z8-Z11; rounds",
+		"1-7; then either every tweak vector times x^16 (byte shifts, the top 16",
+		"bits reduced by "+map[bool]string{false: "shifts and XORs", true: "one VPCLMULQDQ with 0x87"}[c.f.clmul]+") or, in the unit's",
+		"last iteration, the next unit's tweak vectors built; rounds 8-13; the",
+		"last round; stores.")
 	Label(iter)
 	for i, v := range c.V {
 		c.load(Mem{Base: c.src, Disp: 16 * L * i}, v)
@@ -1303,23 +1314,47 @@ func (c *vk) mainPaired() {
 	kx, cst := zregs[16], c.poly
 	s := [3]VecPhysical{Z12, Z13, Z14}
 	pair, single, exitA, exit := newLabel("pair"), newLabel("single"), newLabel("exitA"), newLabel("pairsDone")
-	Comment("Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =",
-		"key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =",
-		"dword 0 of each lane.")
-	MOVL(U32(0xaaaa), R13L)
-	KMOVW(R13L, K1)
-	MOVL(U32(0x1111), R13L)
-	KMOVW(R13L, K2)
-	VMOVDQA64(zregs[30], cst)
-	c.mulXBytes(cst, 2, s[0], s[1])
-	VPXORD(zregs[30], cst, cst)
+	if c.f.clmul {
+		Comment("Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =",
+			"key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.")
+	} else {
+		Comment("Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =",
+			"key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =",
+			"dword 0 of each lane.")
+	}
+	if c.f.clmul {
+		// Z14 keeps the 0x87 constant for the loop's multiplications.
+		VMOVDQA64(c.poly, s[2])
+		VMOVDQA64(zregs[30], cst)
+		VPSRLDQ(Imm(14), cst, s[0])
+		VPSLLDQ(Imm(2), cst, cst)
+		raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), s[2], s[0], s[0])
+		VPTERNLOGD(Imm(0x96), zregs[30], s[0], cst)
+	} else {
+		MOVL(U32(0xaaaa), R13L)
+		KMOVW(R13L, K1)
+		MOVL(U32(0x1111), R13L)
+		KMOVW(R13L, K2)
+		VMOVDQA64(zregs[30], cst)
+		c.mulXBytes(cst, 2, s[0], s[1])
+		VPXORD(zregs[30], cst, cst)
+	}
 	VPXORD(zregs[30], kx, kx)
-	Comment("Per iteration: 16 blocks in four vectors; whitening with U and",
-		"key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the",
-		"other four registers (byte shifts; the top 16 bits of every lane of",
-		"all four gathered into the dwords of one vector, times x^128 by dword",
-		"shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;",
-		"the last round with key U.")
+	if c.f.clmul {
+		Comment("Per iteration: 16 blocks in four vectors; whitening with U and",
+			"key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the",
+			"other four registers (per vector: byte shifts, the top 16 bits of",
+			"each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds",
+			"8-13; the last round with key U. No vector shift by bits, which",
+			"Intel cores issue only to the port that runs 512-bit AES.")
+	} else {
+		Comment("Per iteration: 16 blocks in four vectors; whitening with U and",
+			"key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the",
+			"other four registers (byte shifts; the top 16 bits of every lane of",
+			"all four gathered into the dwords of one vector, times x^128 by dword",
+			"shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;",
+			"the last round with key U.")
+	}
 	Label(pair)
 	CMPQ(c.blocks, Imm(32))
 	JB(LabelRef(single))
@@ -1381,6 +1416,16 @@ func (c *vk) pairedIter(u, next []VecPhysical, kx, cst VecPhysical, s [3]VecPhys
 		VPTERNLOGD(Imm(0x96), kx, u[i], v)
 	}
 	c.middleHook(c.V, c.op(false), c.vkey, c.vecAES(), 7, func() {
+		if c.f.clmul {
+			for k := range u {
+				h := s[k%2]
+				VPSRLDQ(Imm(14), u[k], h)
+				VPSLLDQ(Imm(2), u[k], next[k])
+				raw(c.vecCLMUL(), "VPCLMULQDQ", Imm(0x00), s[2], h, h)
+				VPTERNLOGD(Imm(0x96), cst, h, next[k])
+			}
+			return
+		}
 		h, a, b := s[0], s[1], s[2]
 		VPUNPCKHQDQ(u[1], u[0], h) // lane: high qwords of U0, U1
 		VPUNPCKHQDQ(u[3], u[2], a) // of U2, U3

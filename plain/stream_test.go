@@ -1,4 +1,4 @@
-package volume
+package plain
 
 import (
 	"bytes"
@@ -37,13 +37,13 @@ func testCodec(t *testing.T, p sector.Params) *sector.Codec {
 	return codec
 }
 
-// TestPlainStreams: EncryptPlain gives the offset's zeros and then exactly
+// TestPlainStreams: Encrypt gives the offset's zeros and then exactly
 // what the codec makes of the whole input in one call, from a reader that
-// returns a byte at a time or half of what is asked; DecryptPlain gives
+// returns a byte at a time or half of what is asked; Decrypt gives
 // the input back; progress ends at the size.
 func TestPlainStreams(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	p := Plain{Sector: sector.Params{Size: 4096, IVOffset: 8}, Offset: 16}
+	p := Mapping{Sector: sector.Params{Size: 4096, IVOffset: 8}, Offset: 16}
 	codec := testCodec(t, p.Sector)
 	for _, size := range []int{0, 4096, 4096 * 3, stream.ChunkSize, stream.ChunkSize + 4096, 5*stream.ChunkSize + 4096*5} {
 		in := randomBytes(r, size)
@@ -52,7 +52,7 @@ func TestPlainStreams(t *testing.T) {
 		for _, reader := range []func(io.Reader) io.Reader{iotest.HalfReader, iotest.DataErrReader} {
 			var out bytes.Buffer
 			var last int64
-			if _, err := EncryptPlain(context.Background(), &out, reader(bytes.NewReader(in)), int64(size), p, codec, func(n int64) { last = n }); err != nil {
+			if _, err := Encrypt(context.Background(), &out, reader(bytes.NewReader(in)), int64(size), p, codec, func(n int64) { last = n }); err != nil {
 				t.Fatalf("size %d: %v", size, err)
 			}
 			if got := out.Bytes(); !bytes.Equal(got[:p.OffsetBytes()], make([]byte, p.OffsetBytes())) || !bytes.Equal(got[p.OffsetBytes():], want) {
@@ -62,7 +62,7 @@ func TestPlainStreams(t *testing.T) {
 				t.Fatalf("size %d: progress ended at %d", size, last)
 			}
 			var back bytes.Buffer
-			if _, err := DecryptPlain(context.Background(), &back, reader(bytes.NewReader(want)), int64(size), p, codec, nil); err != nil || !bytes.Equal(back.Bytes(), in) {
+			if _, err := Decrypt(context.Background(), &back, reader(bytes.NewReader(want)), int64(size), p, codec, nil); err != nil || !bytes.Equal(back.Bytes(), in) {
 				t.Fatalf("size %d: decrypt: %v", size, err)
 			}
 		}
@@ -70,9 +70,9 @@ func TestPlainStreams(t *testing.T) {
 }
 
 func TestPlainStreamShortInput(t *testing.T) {
-	p := Plain{Sector: sector.Params{Size: 512}}
-	_, err := DecryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, p, testCodec(t, p.Sector), nil)
-	var re *ReadError
+	p := Mapping{Sector: sector.Params{Size: 512}}
+	_, err := Decrypt(context.Background(), io.Discard, bytes.NewReader(make([]byte, 1000)), 4096, p, testCodec(t, p.Sector), nil)
+	var re *stream.ReadError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "input ended after 1000 bytes, expected 4096") {
 		t.Fatalf("err = %v", err)
 	}
@@ -101,12 +101,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func TestPlainStreamErrorsStopEverything(t *testing.T) {
-	p := Plain{Sector: sector.Params{Size: 512}}
+	p := Mapping{Sector: sector.Params{Size: 512}}
 	codec := testCodec(t, p.Sector)
 	size := int64(64 * stream.ChunkSize)
 	in := &countingReader{r: bytes.NewReader(make([]byte, size))}
-	_, err := DecryptPlain(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
-	var we *WriteError
+	_, err := Decrypt(context.Background(), &failWriter{after: 2}, in, size, p, codec, nil)
+	var we *stream.WriteError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("write error: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestPlainStreamErrorsStopEverything(t *testing.T) {
 		t.Errorf("read %d of %d bytes after the write failed", n, size)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = DecryptPlain(ctx, io.Discard, bytes.NewReader(make([]byte, size)), size, p, codec, func(int64) { cancel() })
+	_, err = Decrypt(ctx, io.Discard, bytes.NewReader(make([]byte, size)), size, p, codec, func(int64) { cancel() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
@@ -125,20 +125,20 @@ func TestPlainStreamErrorsStopEverything(t *testing.T) {
 // whole number of sectors is an error naming it.
 func TestPlainStreamUnknownSize(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	p := Plain{Sector: sector.Params{Size: 512}}
+	p := Mapping{Sector: sector.Params{Size: 512}}
 	codec := testCodec(t, p.Sector)
 	for _, size := range []int{0, 512, stream.ChunkSize, stream.ChunkSize + 512, 3 * stream.ChunkSize, 3*stream.ChunkSize + 4096} {
 		in := randomBytes(r, size)
 		want := make([]byte, size)
 		codec.Encrypt(want, in, 0)
 		var out bytes.Buffer
-		n, err := EncryptPlain(context.Background(), &out, iotest.HalfReader(bytes.NewReader(in)), -1, p, codec, nil)
+		n, err := Encrypt(context.Background(), &out, iotest.HalfReader(bytes.NewReader(in)), -1, p, codec, nil)
 		if err != nil || n != int64(size) || !bytes.Equal(out.Bytes(), want) {
 			t.Fatalf("size %d: %d bytes, %v, equal %v", size, n, err, bytes.Equal(out.Bytes(), want))
 		}
 	}
-	_, err := EncryptPlain(context.Background(), io.Discard, bytes.NewReader(make([]byte, stream.ChunkSize+100)), -1, p, codec, nil)
-	var re *ReadError
+	_, err := Encrypt(context.Background(), io.Discard, bytes.NewReader(make([]byte, stream.ChunkSize+100)), -1, p, codec, nil)
+	var re *stream.ReadError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "not a whole number of 512-byte sectors") {
 		t.Fatalf("ragged input: %v", err)
 	}

@@ -1,4 +1,4 @@
-package volume
+package plain
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestPlainSizes(t *testing.T) {
-	p := Plain{Sector: sector.Params{Size: 4096}, Offset: 8} // data at byte 4096
+	p := Mapping{Sector: sector.Params{Size: 4096}, Offset: 8} // data at byte 4096
 	for _, c := range []struct {
 		size int64
 		err  string
@@ -48,7 +48,7 @@ func TestPlainSizes(t *testing.T) {
 // wherever it was), a stream by reading past the offset; a stream that
 // ends within the offset is an error saying where.
 func TestSkipOffset(t *testing.T) {
-	p := Plain{Sector: sector.Params{Size: 512}, Offset: 2}
+	p := Mapping{Sector: sector.Params{Size: 512}, Offset: 2}
 	img := append(bytes.Repeat([]byte{'o'}, 1024), "data"...)
 	seeker := bytes.NewReader(img)
 	seeker.Seek(7, io.SeekStart)
@@ -69,7 +69,7 @@ func TestSkipOffset(t *testing.T) {
 	if err == nil || err.Error() != "the input ended after 1000 bytes, within the offset of 1024" {
 		t.Fatalf("short stream: %v", err)
 	}
-	if err := (Plain{Sector: p.Sector}).SkipOffset(iotest.ErrReader(errors.New("unread"))); err != nil {
+	if err := (Mapping{Sector: p.Sector}).SkipOffset(iotest.ErrReader(errors.New("unread"))); err != nil {
 		t.Fatalf("no offset reads nothing: %v", err)
 	}
 }
@@ -80,7 +80,7 @@ type failSeeker struct{ io.Reader }
 func (failSeeker) Seek(int64, int) (int64, error) { return 0, errors.New("illegal seek") }
 
 func TestSkipOffsetUnseekable(t *testing.T) {
-	p := Plain{Sector: sector.Params{Size: 512}, Offset: 1}
+	p := Mapping{Sector: sector.Params{Size: 512}, Offset: 1}
 	r := failSeeker{bytes.NewReader(append(make([]byte, 512), "tail"...))}
 	if err := p.SkipOffset(r); err != nil {
 		t.Fatal(err)

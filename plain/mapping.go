@@ -1,28 +1,4 @@
-// Package volume owns xtsctl's on-disk formats and their sector I/O: the
-// headerless plain mode (byte-compatible with cryptsetup --type plain
-// --cipher aes-xts-plain64) and the xtsctl volume format (docs/FORMAT.md):
-// two header copies, passphrase key slots (Argon2id, XChaCha20-Poly1305),
-// a dm-crypt compatible data area, a keyed BLAKE2b tag per sector and an
-// authenticated state area. Serving images as block devices is package
-// blockdev's.
-//
-// The volume API:
-//
-//   - Create writes a new volume; ReadHeaders reads the two header copies
-//     without a key (for info), and Headers.UnlockWith finds the master key
-//     (WithKey takes one that is already known).
-//   - LockImage is how every xtsctl process opens an image: locked
-//     exclusively to write, shared to read.
-//   - Open (or OpenWith, OpenDevice) gives a *Volume: ReadSectors checks
-//     tags and never returns unverified plaintext, WriteSectors encrypts and
-//     tags following the dirty-region protocol, Sync, Close (which marks a
-//     written volume clean and wipes keys). Decrypt and Verify stream the
-//     whole data area; Recover checks what a crash left; Upgrade turns a
-//     version-1 volume into version 2.
-//   - Layout.CryptTable and Plain.CryptTable are the dm-crypt tables.
-//   - AddSlot, ChangeSlot, RemoveSlot, Headers.Backup and Restore manage
-//     passphrases and headers, crash-safely.
-package volume
+package plain
 
 import (
 	"context"
@@ -31,12 +7,13 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/stream"
 	"github.com/xtsctl/xtsctl/sector"
 )
 
-// Plain describes a cryptsetup plain-mode aes-xts-plain64 mapping.
-type Plain struct {
+// Mapping describes a cryptsetup plain-mode aes-xts-plain64 mapping.
+type Mapping struct {
 	Sector sector.Params // sector size, IV mode, iv_offset (cryptsetup --skip)
 	// Offset is cryptsetup's --offset: the number of 512-byte units of the
 	// device before the encrypted data. It does not change the tweaks.
@@ -47,10 +24,10 @@ type Plain struct {
 const maxOffset = 1 << 50
 
 // OffsetBytes is the byte position of the encrypted data in the device.
-func (p Plain) OffsetBytes() int64 { return int64(p.Offset) * 512 }
+func (p Mapping) OffsetBytes() int64 { return int64(p.Offset) * 512 }
 
 // Check validates p.
-func (p Plain) Check() error {
+func (p Mapping) Check() error {
 	if err := p.Sector.Check(); err != nil {
 		return err
 	}
@@ -72,7 +49,7 @@ func (e *inputSizeError) Is(target error) bool { return target == ErrInputSize }
 // CheckPlaintext checks that size bytes of plaintext (below zero: a
 // stream, checked as it is read) fill whole sectors; name is the input's
 // in messages.
-func (p Plain) CheckPlaintext(name string, size int64) error {
+func (p Mapping) CheckPlaintext(name string, size int64) error {
 	if size > 0 && size%int64(p.Sector.Size) != 0 {
 		return &inputSizeError{fmt.Sprintf("input %s is %d bytes, not a whole number of %d-byte sectors", name, size, p.Sector.Size)}
 	}
@@ -82,7 +59,7 @@ func (p Plain) CheckPlaintext(name string, size int64) error {
 // DataSize returns the bytes of ciphertext that follow the offset in an
 // image of imageSize bytes: a whole number of sectors, at least one. A
 // stream (imageSize below zero) gives -1: read it to its end.
-func (p Plain) DataSize(name string, imageSize int64) (int64, error) {
+func (p Mapping) DataSize(name string, imageSize int64) (int64, error) {
 	size := imageSize - p.OffsetBytes()
 	switch {
 	case imageSize < 0:
@@ -96,10 +73,10 @@ func (p Plain) DataSize(name string, imageSize int64) (int64, error) {
 }
 
 // SkipOffset moves r, at the start of an image, to its encrypted data (for
-// DecryptPlain): it seeks where it can, and reads past the offset where
+// Decrypt): it seeks where it can, and reads past the offset where
 // not (a stream). Seeking past the end is no error: DataSize checks a
 // file's size first; a stream that ends within the offset is one.
-func (p Plain) SkipOffset(r io.Reader) error {
+func (p Mapping) SkipOffset(r io.Reader) error {
 	n := p.OffsetBytes()
 	if s, ok := r.(io.Seeker); ok {
 		if _, err := s.Seek(n, io.SeekStart); err == nil {
@@ -113,31 +90,31 @@ func (p Plain) SkipOffset(r io.Reader) error {
 	return err
 }
 
-// EncryptPlain writes to w what a plain-mode device holds after size bytes of
+// Encrypt writes to w what a plain-mode device holds after size bytes of
 // plaintext from r were written through the mapping: Offset*512 zero bytes
 // (the area before the mapping, never written by dm-crypt), then the
 // ciphertext of every sector. Reading, encrypting (on every core) and
 // writing overlap. A size below zero reads r to its end (a pipe), which
 // must then hold whole sectors. progress, if not nil, receives the bytes
 // written. It returns the number of plaintext bytes encrypted.
-func EncryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) (int64, error) {
+func Encrypt(ctx context.Context, w io.Writer, r io.Reader, size int64, p Mapping, codec *sector.Codec, progress func(int64)) (int64, error) {
 	if err := writeZeros(w, p.OffsetBytes()); err != nil {
-		return 0, &WriteError{err}
+		return 0, &stream.WriteError{Err: err}
 	}
 	return streamPlain(ctx, w, r, size, p, codec.Encrypt, progress)
 }
 
-// DecryptPlain reads the size bytes of ciphertext that follow the offset
+// Decrypt reads the size bytes of ciphertext that follow the offset
 // (r must already be positioned there; a size below zero reads to the
 // end) and writes the plaintext to w. It returns the number of bytes.
-func DecryptPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, codec *sector.Codec, progress func(int64)) (int64, error) {
+func Decrypt(ctx context.Context, w io.Writer, r io.Reader, size int64, p Mapping, codec *sector.Codec, progress func(int64)) (int64, error) {
 	return streamPlain(ctx, w, r, size, p, codec.Decrypt, progress)
 }
 
 // streamPlain runs the bytes from r through fn (the codec's Encrypt or
 // Decrypt, in place) to w, with stream.Run: reads and writes in order, the
 // chunks in between on every core.
-func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Plain, fn func(dst, src []byte, first uint64), progress func(int64)) (int64, error) {
+func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Mapping, fn func(dst, src []byte, first uint64), progress func(int64)) (int64, error) {
 	ss := int64(p.Sector.Size)
 	if size >= 0 && size%ss != 0 {
 		return 0, fmt.Errorf("volume: %d bytes are not a whole number of %d-byte sectors", size, ss)
@@ -152,13 +129,13 @@ func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Pl
 			switch {
 			case size < 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
 				if int64(got)%ss != 0 {
-					return got, &ReadError{fmt.Errorf("input is %d bytes, not a whole number of %d-byte sectors", off+int64(got), ss)}
+					return got, &stream.ReadError{Err: fmt.Errorf("input is %d bytes, not a whole number of %d-byte sectors", off+int64(got), ss)}
 				}
 				return got, nil
 			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-				return got, &ReadError{fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(got), size)}
+				return got, &stream.ReadError{Err: fmt.Errorf("input ended after %d bytes, expected %d (did it shrink while being read?)", off+int64(got), size)}
 			case err != nil:
-				return got, &ReadError{fmt.Errorf("cannot read input: %w", err)}
+				return got, &stream.ReadError{Err: fmt.Errorf("cannot read input: %w", err)}
 			}
 			return got, nil
 		},
@@ -168,7 +145,7 @@ func streamPlain(ctx context.Context, w io.Writer, r io.Reader, size int64, p Pl
 		},
 		Commit: func(_ int, buf []byte, off int64) error {
 			if _, err := w.Write(buf); err != nil {
-				return &WriteError{err}
+				return &stream.WriteError{Err: err}
 			}
 			if progress != nil {
 				progress(off + int64(len(buf)))
@@ -188,4 +165,29 @@ func writeZeros(w io.Writer, n int64) error {
 		n -= k
 	}
 	return nil
+}
+
+// CryptTable returns the dm-crypt mapping of a plain image of size bytes:
+// everything after the offset, which must be a whole, non-zero number of
+// sectors (as the FUSE backend requires too), with cryptsetup's --skip,
+// --sector-size and --iv-large-sectors in dm-crypt's units.
+func (p Mapping) CryptTable(size int64) (dmtable.CryptTable, error) {
+	if err := p.Check(); err != nil {
+		return dmtable.CryptTable{}, err
+	}
+	data, ss := size-p.OffsetBytes(), int64(p.Sector.Size)
+	switch {
+	case data <= 0:
+		return dmtable.CryptTable{}, fmt.Errorf("image is %d bytes: nothing after the offset of %d bytes", size, p.OffsetBytes())
+	case data%ss != 0:
+		return dmtable.CryptTable{}, fmt.Errorf("image holds %d bytes after the offset, not a whole number of %d-byte sectors", data, ss)
+	}
+	return dmtable.CryptTable{
+		Cipher:         dmtable.DefaultCipher,
+		Length:         uint64(data / 512),
+		IVOffset:       p.Sector.IVOffset,
+		Offset:         p.Offset,
+		SectorSize:     p.Sector.Size,
+		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors,
+	}, nil
 }
