@@ -98,6 +98,7 @@ func TestCloseBusyFUSEDriver(t *testing.T) {
 					}
 					want, release, files := c.hold(t, st)
 					return want, func() {
+						defer release() // also when a check fails: a held device would keep close refusing
 						after, err := StatusOf(st.Name, Options{})
 						if err != nil {
 							t.Fatal(err)
@@ -118,7 +119,6 @@ func TestCloseBusyFUSEDriver(t *testing.T) {
 								}
 							}
 						}
-						release()
 					}, files
 				}
 				closeBusy(t, req, mnt, hold, kernel)

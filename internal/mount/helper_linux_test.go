@@ -55,6 +55,24 @@ func loopDevice(t *testing.T, size int64, mkfs func(img string)) string {
 	return dev
 }
 
+// mountFS is MountFS for a test: whatever it mounted is detached, and its
+// FUSE program ended, when the test ends, however it ends, so that a
+// failed test leaves neither a mount nor a program holding the loop
+// device behind.
+func mountFS(t *testing.T, device string, dir *os.File, path, fs string, flags Flags, hopt *HelperOptions) (uint64, *Helper, error) {
+	t.Helper()
+	id, h, err := MountFS(device, dir, path, fs, flags, hopt)
+	if id != 0 || h != nil {
+		t.Cleanup(func() {
+			if m, _ := At(path); m != nil && m.ID == id {
+				DetachID(path, id)
+			}
+			h.Stop(30 * time.Second)
+		})
+	}
+	return id, h, err
+}
+
 // helperFS are the filesystems whose FUSE programs Debian 12 packages,
 // with how to make one: mkfs, then files put in by a tool that needs no
 // mount where there is one (the kernel here may have no driver at all).
@@ -123,7 +141,7 @@ func TestMountFSHelpers(t *testing.T) {
 				path, dir, hopt, log := helperEnv(t)
 				files := map[string][]byte{}
 				if c.writable {
-					id, h, err := MountFS(dev, dir, path, c.helper, Flags{}, hopt)
+					id, h, err := mountFS(t, dev, dir, path, c.helper, Flags{}, hopt)
 					if err != nil {
 						t.Fatalf("%v\n%s", err, log)
 					}
@@ -142,11 +160,11 @@ func TestMountFSHelpers(t *testing.T) {
 					checkEnded(t, h)
 				} else {
 					files["sub/hello.txt"] = []byte("hello from mtools\n")
-					if _, _, err := MountFS(dev, dir, path, c.helper, Flags{}, hopt); !errors.Is(err, ErrHelperReadOnly) {
+					if _, _, err := mountFS(t, dev, dir, path, c.helper, Flags{}, hopt); !errors.Is(err, ErrHelperReadOnly) {
 						t.Fatalf("read-write mount through %s: %v, want ErrHelperReadOnly", c.helper, err)
 					}
 				}
-				id, h, err := MountFS(dev, dir, path, c.helper, ReadOnly, hopt)
+				id, h, err := mountFS(t, dev, dir, path, c.helper, ReadOnly, hopt)
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log)
 				}
@@ -198,7 +216,7 @@ func TestMountFSSwappedPath(t *testing.T) {
 				testhooks.BeforeMount = func(string) { swapForSymlink(t, root) }
 			}
 			before := children()
-			_, h, err := MountFS(dev, dir, path, "ntfs-3g", ReadOnly, &HelperOptions{Staging: filepath.Join(t.TempDir(), "s")})
+			_, h, err := mountFS(t, dev, dir, path, "ntfs-3g", ReadOnly, &HelperOptions{Staging: filepath.Join(t.TempDir(), "s")})
 			testhooks.BeforeMount = nil
 			if !errors.Is(err, ErrPathChanged) || h != nil {
 				t.Errorf("%s: MountFS: %v, %v; want ErrPathChanged", when, h, err)
@@ -272,7 +290,7 @@ func TestMountFSHelperFails(t *testing.T) {
 	dev := loopDevice(t, 4<<20, func(string) {})
 	path, dir, hopt, _ := helperEnv(t)
 	before := children()
-	_, h, err := MountFS(dev, dir, path, "ntfs-3g", ReadOnly, hopt)
+	_, h, err := mountFS(t, dev, dir, path, "ntfs-3g", ReadOnly, hopt)
 	if err == nil || h != nil || !strings.Contains(err.Error(), "ntfs-3g failed") || !strings.Contains(strings.ToLower(err.Error()), "ntfs") {
 		t.Errorf("MountFS of a device without NTFS: %v", err)
 	}
@@ -301,7 +319,7 @@ func TestHelperInheritsNoDescriptors(t *testing.T) {
 	defer unix.Close(fd)
 	dev := loopDevice(t, 16<<20, func(img string) { run(t, "mkntfs", "-q", "-F", "-f", img) })
 	path, dir, hopt, _ := helperEnv(t)
-	id, h, err := MountFS(dev, dir, path, "ntfs-3g", ReadOnly, hopt)
+	id, h, err := mountFS(t, dev, dir, path, "ntfs-3g", ReadOnly, hopt)
 	if err != nil {
 		t.Fatal(err)
 	}
