@@ -110,7 +110,10 @@ var registry struct {
 }
 
 // Register adds f to the formats xtsctl knows. It panics if a name of f
-// is taken: two formats cannot answer to one --type.
+// is taken (two formats cannot answer to one --type) or if one of its
+// options has the name of another format's option: the command line
+// offers each option once, and a value meant for one format would
+// silently reach the other.
 func Register(f Format) {
 	registry.Lock()
 	defer registry.Unlock()
@@ -118,10 +121,23 @@ func Register(f Format) {
 		registry.byName = map[string]Format{}
 	}
 	info := f.Info()
-	for _, n := range append([]string{info.Name}, info.Aliases...) {
-		if n == "" || registry.byName[n] != nil {
+	names := append([]string{info.Name}, info.Aliases...)
+	for i, n := range names {
+		if n == "" || registry.byName[n] != nil || slices.Contains(names[:i], n) {
 			panic(fmt.Sprintf("disk: format name %q registered twice (or empty)", n))
 		}
+	}
+	for i, o := range info.Options {
+		if o.Name == "" || slices.ContainsFunc(info.Options[:i], func(p Option) bool { return p.Name == o.Name }) {
+			panic(fmt.Sprintf("disk: format %s declares option %q twice (or empty)", info.Name, o.Name))
+		}
+		for _, other := range registry.formats {
+			if slices.ContainsFunc(other.Info().Options, func(p Option) bool { return p.Name == o.Name }) {
+				panic(fmt.Sprintf("disk: option --%s of format %s is already an option of format %s", o.Name, info.Name, other.Info().Name))
+			}
+		}
+	}
+	for _, n := range names {
 		registry.byName[n] = f
 	}
 	registry.formats = append(registry.formats, f)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 )
@@ -59,7 +60,7 @@ func realImages(t *testing.T, only string) []realImage {
 		if err := os.WriteFile(img, nil, 0o600); err != nil || os.Truncate(img, c.size) != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(c.tool, append(c.args, img)...)
+		cmd := testutil.WithoutFUSEMounts(c.tool, append(c.args, img)...)
 		cmd.Stdin = strings.NewReader(c.stdin)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", c.tool, err, b)

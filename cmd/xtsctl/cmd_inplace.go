@@ -17,6 +17,7 @@ import (
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 	"github.com/xtsctl/xtsctl/internal/secret"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -203,7 +204,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 	case res.AlreadyDone:
 		a.infof("%s was already encrypted in place (the interrupted run had finished); removed what it left", target)
 	default:
-		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, bytesize.Human(res.Length), volumeCipher(h), h.UUIDString())
+		a.infof("encrypted %s in place (%s) into a volume: %s, UUID %s", target, bytesize.Human(res.Length), h.Summary(), h.UUIDString())
 	}
 	return nil
 }
@@ -352,7 +353,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	switch {
 	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
 		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
-			verb, target, plainCipher(p, 8*len(key)), j.Path)
+			verb, target, plain.Summary(p, 8*len(key)), j.Path)
 	case plan.Resume:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
 	}
@@ -369,7 +370,7 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 		return nil
 	}
 	a.infof("%s %s in place (%s, %d sectors): %s", map[inplace.Direction]string{inplace.Encrypt: "encrypted", inplace.Decrypt: "decrypted"}[dir],
-		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plainCipher(p, 8*len(key)))
+		target, bytesize.Human(res.Length), res.Length/int64(p.Sector.Size), plain.Summary(p, 8*len(key)))
 	return nil
 }
 
@@ -462,7 +463,7 @@ func inPlaceError(target string, err error) error {
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return withCode(exitInput, fmt.Errorf("%s does not exist", pe.Path))
 	}
-	return volumeError(target, err)
+	return volume.DiskError(target, err)
 }
 
 // inPlaceJSON describes an interrupted in-place run in info --json.

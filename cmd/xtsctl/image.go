@@ -23,7 +23,6 @@ import (
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/safefile"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 // imageFlags are the flags of the verbs that open an image.
@@ -90,11 +89,17 @@ func keyFileUsage() string {
 }
 
 // registerFormatOptions adds every format's own options as flags, once.
+// disk.Register keeps the formats' option names apart; one that is a
+// flag of the verb itself would take the verb's value silently, so it
+// stops the program at start-up, where every test sees it.
 func registerFormatOptions(fs *pflag.FlagSet) {
 	for _, f := range disk.Formats() {
 		for _, o := range f.Info().Options {
-			if fs.Lookup(o.Name) != nil {
-				continue
+			if fl := fs.Lookup(o.Name); fl != nil {
+				if fl.Usage == o.Usage {
+					continue
+				}
+				panic(fmt.Sprintf("option --%s of format %s is already a flag of the command", o.Name, f.Info().Name))
 			}
 			if o.Bool {
 				fs.Bool(o.Name, false, o.Usage)
@@ -504,7 +509,7 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 			return nil, info.KeyFileTooLarge(path)
 		case errors.Is(err, keyfile.ErrTooLarge):
 			sec.Wipe()
-			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most %s reads from a key file", path, sizeWords(limit), keyFileReader(info)))
+			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most --type %s reads from a key file", path, sizeWords(limit), info.Name))
 		case err != nil:
 			sec.Wipe()
 			return nil, err
@@ -535,14 +540,6 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 	}
 	sec.Passphrase = p
 	return sec, nil
-}
-
-// keyFileReader names who reads at most so much of a key file.
-func keyFileReader(info disk.FormatInfo) string {
-	if info.Name == luksFormatName {
-		return "cryptsetup"
-	}
-	return "--type " + info.Name
 }
 
 // sizeWords is a limit for messages: "8 MiB", "64 bytes".
@@ -589,10 +586,6 @@ func headerWarnings(a *app, o *opened) {
 		warnAll(a, o.path, w.Warnings())
 	}
 }
-
-// volumeError stays for the volume-only verbs (in place) until they go
-// through the layer too.
-var _ = volume.DiskError
 
 // plainFlags are the plain-mode flags of the in-place verbs, from the
 // format options.

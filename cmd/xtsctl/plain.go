@@ -5,8 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/blockdev"
-	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/sector"
 )
@@ -66,15 +64,6 @@ func rejectFlags(cmd *cobra.Command, typ string, names []string) error {
 var rejectHints = map[string][]string{
 	"volume key-file":       {"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)"},
 	"plain passphrase-file": {"a plain image takes its raw key: --key-file FILE (32 or 64 bytes)"},
-}
-
-// plainCipher describes a plain image's encryption.
-func plainCipher(p plain.Mapping, keyBits int) blockdev.Cipher {
-	return blockdev.Cipher{
-		Name: dmtable.DefaultCipher, KeyBits: keyBits, SectorSize: p.Sector.Size,
-		IVLargeSectors: p.Sector.IVMode == sector.Plain64LargeSectors, IVOffset: p.Sector.IVOffset,
-		DataOffset: int64(p.Offset) * 512,
-	}
 }
 
 func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }

@@ -2,19 +2,13 @@ package main
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
-	"github.com/xtsctl/xtsctl/internal/dmtable"
-	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -115,75 +109,6 @@ func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
 	return k, nil
 }
 
-// volumeError maps the volume package's errors to exit codes, names the
-// image, and adds what the user can do.
-func volumeError(image string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var (
-		ce  *cliError
-		ve  *volume.VersionError
-		fe  *volume.FeatureError
-		te  *volume.TruncatedError
-		hd  *volume.HeadersDamagedError
-		sd  *volume.SlotsDamagedError
-		tc  *volume.SlotsTooCostlyError
-		ie  *volume.IntegrityError
-		dm  *volume.DigestMismatchError
-		re  *volume.ReadError
-		we  *volume.WriteError
-		rse *volume.RestoreError
-		ipe *volume.InPlaceError
-	)
-	wrap := func(code int, hints ...string) error {
-		return withCode(code, fmt.Errorf("%s: %w", image, err), hints...)
-	}
-	switch {
-	case errors.As(err, &ce):
-		return err
-	case errors.Is(err, volume.ErrInUse):
-		return wrap(exitDevice, "it is open read-write (xtsctl status lists open volumes); close it first")
-	case errors.Is(err, volume.ErrNotVolume):
-		return notVolume(image)
-	case errors.As(err, &ipe):
-		verb := "decrypt"
-		if ipe.Encrypting {
-			verb = "encrypt"
-		}
-		return wrap(exitInput, fmt.Sprintf("run xtsctl %s --in-place %s again to finish it; xtsctl info %s shows how far it got", verb, image, image))
-	case errors.As(err, &ve), errors.As(err, &fe):
-		return wrap(exitInput, "it was made by a newer xtsctl: use that version")
-	case errors.As(err, &te):
-		return wrap(exitInput, "the image was cut short (an incomplete copy?); copy it again from its source")
-	case errors.As(err, &hd):
-		return wrap(exitIntegrity, "restore a header backup: xtsctl header restore "+image+" BACKUP")
-	case errors.Is(err, volume.ErrWrongPassphrase):
-		return wrap(exitKey)
-	case errors.As(err, &tc):
-		return wrap(exitKey, "xtsctl made no such slot unless told to; if you trust this image, --allow-expensive-kdf tries it (it may take very long and much memory)")
-	case errors.Is(err, volume.ErrNoKeySlots):
-		return wrap(exitKey, "restore a header backup taken before the last passphrase was removed")
-	case errors.As(err, &sd):
-		return wrap(exitIntegrity, "if you have a header backup: xtsctl header restore "+image+" BACKUP")
-	case errors.Is(err, volume.ErrHeaderMAC):
-		return wrap(exitIntegrity)
-	case errors.As(err, &ie):
-		return wrap(exitIntegrity, "xtsctl verify "+image+" lists every bad sector")
-	case errors.As(err, &dm):
-		return wrap(exitIntegrity)
-	case errors.As(err, &rse) && rse.OtherVolume:
-		return wrap(exitUsage, "if you are sure, --force restores it all the same")
-	case errors.As(err, &rse):
-		return wrap(exitUsage)
-	case errors.As(err, &re):
-		return withCode(exitInput, err)
-	case errors.As(err, &we):
-		return withCode(exitOutput, err)
-	}
-	return wrap(exitFailure)
-}
-
 // registerUnlockFlags adds the flags of commands that unlock a volume.
 func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
@@ -220,18 +145,6 @@ func warnAll(a *app, image string, warnings []string) {
 	}
 }
 
-// volumeCipher describes a volume's encryption.
-func volumeCipher(h *volume.Header) blockdev.Cipher {
-	c := blockdev.Cipher{
-		Name: dmtable.DefaultCipher, KeyBits: 8 * h.KeySize, SectorSize: h.SectorSize,
-		DataOffset: h.DataOffset, Integrity: h.Integrity.String(),
-	}
-	if h.Integrity != volume.IntegrityNone {
-		c.TagSize = h.TagSize
-	}
-	return c
-}
-
 // printDigest prints the end-to-end digest of the plaintext, its
 // BLAKE2b-512 (the hex digits b2sum prints), as the command's result.
 func printDigest(a *app, digest []byte) {
@@ -243,46 +156,6 @@ func printDigest(a *app, digest []byte) {
 var currentVerb struct {
 	name    string
 	hasType bool
-}
-
-// notVolume explains an image without an xtsctl volume header: what it is
-// if its magic says (never a guess that would write garbage: plain mode
-// cannot tell a wrong key or a wrong format from the right one), and only
-// the flags the command has.
-func notVolume(image string) error {
-	if kind := sniffFormat(image); kind != "" {
-		return withCode(exitInput, fmt.Errorf("%s is a %s, not an xtsctl volume", image, kind),
-			"xtsctl reads LUKS images as they are: leave --type out (docs/LUKS.md)")
-	}
-	err := fmt.Errorf("%s is not an xtsctl volume (no volume header at its start or end)", image)
-	if currentVerb.hasType {
-		return withCode(exitInput, err,
-			"if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
-	}
-	return withCode(exitInput, err,
-		"a cryptsetup plain-mode image has no header: "+currentVerb.name+" has nothing to read in it (decrypt and open take --type plain)")
-}
-
-// sniffFormat names the format of image if it is a LUKS image
-// (luks.Detect), or "".
-func sniffFormat(image string) string {
-	f, err := os.Open(image)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil || !luks.Detect(f, size) {
-		return ""
-	}
-	h, err := luks.ReadHeader(f, size)
-	switch {
-	case err != nil:
-		return "LUKS image (cryptsetup) whose header is damaged"
-	case len(h.Copies) > 0 && (h.Copies[0].State == luks.CopyDamaged || h.Copies[0].State == luks.CopyMissing):
-		return "LUKS2 image (cryptsetup) whose primary header is damaged"
-	}
-	return fmt.Sprintf("LUKS%d image (cryptsetup)", h.Version)
 }
 
 // slotValue is --key-slot: a slot number, or -1 (every slot) when unset.
