@@ -245,6 +245,10 @@ func checkNoDrivers(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
+			// Ended here, not left holding a loop device after the test.
+			for _, p := range left {
+				syscall.Kill(atoi(strings.Split(p, "/")[2]), syscall.SIGKILL)
+			}
 			t.Fatalf("FUSE programs still running after close: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -289,6 +293,11 @@ func fuseRun(t *testing.T, stdin string, name string, args ...string) (stop func
 		stopped = true
 		if err := mount.Unmount(mnt); err != nil {
 			t.Errorf("unmount %s: %v", mnt, err)
+			// Detached, so that the program killed below leaves no
+			// dead mount behind.
+			if m, _ := mount.At(mnt); m != nil {
+				mount.DetachID(mnt, m.ID)
+			}
 		}
 		select {
 		case <-exited:

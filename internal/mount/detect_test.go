@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xtsctl/xtsctl/internal/testutil"
 )
 
 // toolCommand runs a tool with a time limit: a mkfs that looks at every
@@ -18,6 +20,16 @@ func toolCommand(t *testing.T, name string, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return exec.CommandContext(ctx, name, args...)
+}
+
+// mkfsCommand is toolCommand for a mkfs that makes a filesystem in an
+// image file, run without the machine's FUSE mounts
+// (testutil.WithoutFUSEMounts): mkfs.btrfs looks at every mount first and
+// gives up on one whose server is gone, which a test of another package
+// running at the same time may have left for a moment.
+func mkfsCommand(t *testing.T, name string, args ...string) *exec.Cmd {
+	c := testutil.WithoutFUSEMounts(name, args...)
+	return toolCommand(t, c.Path, c.Args[1:]...)
 }
 
 // TestDetectMade: Detect names the filesystem of images made by each
@@ -67,12 +79,7 @@ func TestDetectMade(t *testing.T) {
 				}
 				args = append(args, img)
 			}
-			out, err := toolCommand(t, c.mkfs[0], args...).CombinedOutput()
-			if err != nil && strings.Contains(string(out), "cannot check mount status") {
-				// mkfs.btrfs looks at every mount first, and fails on
-				// one whose FUSE server died: not this test's doing.
-				t.Skipf("%s cannot run on this machine now: %s", c.mkfs[0], out)
-			}
+			out, err := mkfsCommand(t, c.mkfs[0], args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", c.mkfs[0], err, out)
 			}
