@@ -379,9 +379,9 @@ func completeBitLocker(t *testing.T, dir, img string, s bitlkSample, samples str
 	return files, sha256File(t, plain), blkid(t, plain, "UUID")
 }
 
-// TestOpenMountBitLocker opens every BitLocker sample with each of its
-// protectors: the device hashes to the notes' SHA-256 and holds the NTFS
-// serial they give; --mount reaches the NTFS driver (the kernel's or
+// TestOpenMountBitLocker decrypts and opens every BitLocker sample with
+// each of its protectors: decrypt's output and the device hash to the
+// notes' SHA-256, and the device holds the NTFS serial they give; --mount reaches the NTFS driver (the kernel's or
 // ntfs-3g), which finds the sample's NTFS incomplete or mounts what there
 // is, and nothing is left either way. Then each sample is completed with a
 // whole NTFS written through dislocker, and opened --readonly --mount with
@@ -397,6 +397,12 @@ func TestOpenMountBitLocker(t *testing.T) {
 			sample := filepath.Join(samples, s.file)
 			ways := s.unlockWays(t, dir, samples)
 			for way, flags := range ways {
+				out := filepath.Join(dir, "decrypted")
+				mustRun(t, args("decrypt", flags, sample, out)...)
+				if got := sha256File(t, out); got != s.sha256 {
+					t.Errorf("%s: decrypt wrote %s, the notes say %s", way, got, s.sha256)
+				}
+				os.Remove(out)
 				r := mustRun(t, args("open", "--readonly", flags, sample, "orig")...)
 				dev := strings.TrimSpace(r.stdout)
 				if got := sha256File(t, dev); got != s.sha256 {
@@ -458,15 +464,21 @@ const (
 	fvault2UUID     = "de124d8a-2164-394e-924f-8e28db0a09cb"
 )
 
-// TestOpenFileVault2 opens the FileVault 2 sample, detected by its
-// header: the device hashes to the notes' SHA-256, holds the HFS+ UUID
-// they give, and is recognised as HFS+ (blkid agrees).
+// TestOpenFileVault2 decrypts and opens the FileVault 2 sample, detected
+// by its header: decrypt's output and the device hash to the notes'
+// SHA-256; the device holds the HFS+ UUID they give and is recognised as
+// HFS+ (blkid agrees).
 func TestOpenFileVault2(t *testing.T) {
 	skipUnlessServing(t)
 	needTools(t, map[string]string{"blkid": "util-linux", "tar": "tar", "xz": "xz-utils"})
 	dir := servingEnv(t)
 	img := filepath.Join(extractSamples(t, "../../fvault2/testdata/fvault2.tar.xz", "fvault2"), "fvault2-small.img")
 	pw := secretFile(t, dir, "pw", []byte(fvault2Password))
+	out := filepath.Join(dir, "decrypted")
+	mustRun(t, "decrypt", "--passphrase-file", pw, img, out)
+	if got := sha256File(t, out); got != fvault2SHA256 {
+		t.Errorf("decrypt wrote %s, the notes say %s", got, fvault2SHA256)
+	}
 	dev := strings.TrimSpace(mustRun(t, "open", "--readonly", "--passphrase-file", pw, img, "fv").stdout)
 	if got := sha256File(t, dev); got != fvault2SHA256 {
 		t.Errorf("the device hashes to %s, the notes say %s", got, fvault2SHA256)
