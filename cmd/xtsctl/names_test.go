@@ -1,6 +1,10 @@
 package main
 
 import (
+	"io"
+	"os"
+
+	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/luks/luksimage"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -14,5 +18,14 @@ const (
 	luksInfoSchema = luksimage.InfoSchema
 )
 
-// hasLUKSHeader reports whether the file at path holds a LUKS header.
-func hasLUKSHeader(path string) bool { return luksimage.IsLUKS(path) }
+// hasLUKSHeader reports whether the file at path holds a LUKS header,
+// even one xtsctl cannot use.
+func hasLUKSHeader(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	n, err := f.Seek(0, io.SeekEnd)
+	return err == nil && luks.Detect(f, n)
+}

@@ -109,9 +109,8 @@ func (h *luksHeader) ChangeSlots(ctx context.Context, c disk.SlotChange) (*disk.
 // image is the Image of this package's keyslot transaction, over the
 // files the layer opened.
 func (h *luksHeader) image() *Image {
-	img := &Image{Path: h.img.Path, HeaderPath: headerPath(h.img), Detached: h.img.HeaderFile != nil, Header: h.h,
-		Data: h.img.File, DataSize: h.img.Size, HeaderFile: h.img.File, HeaderSize: h.img.Size}
-	if img.Detached {
+	img := &Image{Header: h.h, HeaderFile: h.img.File, HeaderSize: h.img.Size}
+	if h.img.HeaderFile != nil {
 		img.HeaderFile, img.HeaderSize = h.img.HeaderFile, h.img.HeaderSize
 	}
 	return img

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/luks"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 var cheap = &luks.Argon2Params{Time: 4, MemoryKiB: 32 << 10, Threads: 1}
@@ -36,142 +36,20 @@ func newImage(t testing.TB, dir, name string, pass []byte) string {
 	return p
 }
 
-func fileProblem(t *testing.T, err error, role, path string, p Problem) {
+// openImage reads the LUKS header of the image at path as the format
+// layer does, locked as access says until close.
+func openImage(t *testing.T, path string, access disk.Access) (li *Image, close func()) {
 	t.Helper()
-	var fe *FileError
-	if !errors.As(err, &fe) || fe.Role != role || fe.Path != path || fe.Problem != p {
-		t.Errorf("%s %s: got %v, want a %v FileError", role, path, err, p)
-	}
-}
-
-// TestOpenErrors: what is wrong with the image or header file comes back
-// typed, naming the file and its role.
-func TestOpenErrors(t *testing.T) {
-	dir := t.TempDir()
-	img := newImage(t, dir, "img", []byte("p"))
-	junk := filepath.Join(dir, "junk")
-	if err := os.WriteFile(junk, bytes.Repeat([]byte{7}, 1<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	missing := filepath.Join(dir, "missing")
-
-	_, err := Open(missing, "", Inspect)
-	fileProblem(t, err, "image", missing, Missing)
-	if err == nil || err.Error() != "image "+missing+" does not exist" {
-		t.Errorf("message %q", err)
-	}
-	_, err = Open(dir, "", Inspect)
-	fileProblem(t, err, "image", dir, Directory)
-	_, err = Open("/dev/null", "", Inspect)
-	fileProblem(t, err, "image", "/dev/null", NotImage)
-	_, err = Open(img, missing, Read)
-	fileProblem(t, err, "header file", missing, Missing)
-
-	_, err = Open(junk, "", Inspect)
-	var he *HeaderError
-	if !errors.As(err, &he) || he.Path != junk || !errors.Is(err, luks.ErrNotLUKS) {
-		t.Errorf("junk: %v", err)
-	}
-	// A detached header that is not one: the header file is named.
-	_, err = Open(img, junk, Inspect)
-	if !errors.As(err, &he) || he.Path != junk {
-		t.Errorf("junk header: %v", err)
-	}
-}
-
-// TestOpenLocks: Read shares the image with readers, WriteHeader wants it
-// alone, as volume.LockImage has every xtsctl process lock it.
-func TestOpenLocks(t *testing.T) {
-	dir := t.TempDir()
-	img := newImage(t, dir, "img", []byte("p"))
-	shared, err := volume.LockImage(img, true, 0) // as a read-only open holds it
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: access})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(img, "", Read)
+	h, err := luks.ReadHeader(img.File, img.Size)
 	if err != nil {
-		t.Fatalf("Read beside a reader: %v", err)
-	}
-	r.Close()
-	_, err = Open(img, "", WriteHeader)
-	fileProblem(t, err, "image", img, InUse)
-	if !errors.Is(err, volume.ErrInUse) {
-		t.Errorf("%v is not volume.ErrInUse", err)
-	}
-	shared.Close()
-
-	w, err := Open(img, "", WriteHeader)
-	if err != nil {
+		img.Close()
 		t.Fatal(err)
 	}
-	_, err = Open(img, "", Read)
-	fileProblem(t, err, "image", img, InUse)
-	if i, err := Open(img, "", Inspect); err != nil {
-		t.Errorf("Inspect takes no lock: %v", err)
-	} else {
-		i.Close()
-	}
-	w.Close()
-}
-
-// TestOpenDetached: with a detached header, the header comes from its
-// file; WriteHeader does not open (nor lock) the data device.
-func TestOpenDetached(t *testing.T) {
-	dir := t.TempDir()
-	hdr := newImage(t, dir, "hdr", []byte("p"))
-	data := filepath.Join(dir, "data")
-	if err := os.WriteFile(data, make([]byte, 1<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	held, err := volume.LockImage(data, false, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := Open(data, hdr, WriteHeader)
-	if err != nil {
-		t.Fatalf("WriteHeader with the data device held: %v", err)
-	}
-	if w.Data != nil || !w.Detached || w.HeaderPath != hdr || w.HeaderSize != imgSize || w.Header == nil {
-		t.Errorf("WriteHeader, detached: %+v", w)
-	}
-	w.Close()
-	_, err = Open(data, hdr, Read)
-	fileProblem(t, err, "image", data, InUse)
-	held.Close()
-
-	r, err := Open(data, hdr, Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if r.Data == nil || r.DataSize != 1<<20 || r.HeaderSize != imgSize {
-		t.Errorf("Read, detached: data %v, %d bytes; header %d bytes", r.Data, r.DataSize, r.HeaderSize)
-	}
-	if _, slot, err := r.Unlock(context.Background(), []byte("p"), nil, nil); err != nil || slot != 0 {
-		t.Errorf("Unlock through the header file: keyslot %d, %v", slot, err)
-	}
-}
-
-// TestOpenOn: an image the caller opened stays open after Close.
-func TestOpenOn(t *testing.T) {
-	dir := t.TempDir()
-	img := newImage(t, dir, "img", []byte("p"))
-	f, err := os.Open(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	li, err := OpenOn(f, img, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if li.DataSize != imgSize || li.HeaderFile != f {
-		t.Errorf("OpenOn: %d bytes, header file %v", li.DataSize, li.HeaderFile)
-	}
-	li.Close()
-	if _, err := f.Stat(); err != nil {
-		t.Errorf("Close closed the caller's file: %v", err)
-	}
+	return &Image{Header: h, HeaderFile: img.File, HeaderSize: img.Size}, func() { img.Close() }
 }
 
 // TestChangeKeyslots: add, change and remove through one transaction;
@@ -183,11 +61,8 @@ func TestChangeKeyslots(t *testing.T) {
 	var given [][]byte
 	change := func(op KeyslotOp, pick *int, pass, newPass string) (int, error) {
 		t.Helper()
-		li, err := Open(img, "", WriteHeader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer li.Close()
+		li, close := openImage(t, img, disk.WriteHeader)
+		defer close()
 		return li.ChangeKeyslots(context.Background(), KeyslotChange{
 			Op: op, Keyslot: pick,
 			Passphrase: func() ([]byte, error) {
@@ -206,11 +81,8 @@ func TestChangeKeyslots(t *testing.T) {
 	}
 	opens := func(pass string) int {
 		t.Helper()
-		li, err := Open(img, "", Inspect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer li.Close()
+		li, close := openImage(t, img, disk.Inspect)
+		defer close()
 		_, slot, err := li.Unlock(context.Background(), []byte(pass), nil, nil)
 		if err != nil {
 			return -1
