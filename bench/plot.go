@@ -13,7 +13,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -46,51 +45,11 @@ const (
 // roofline as dashed horizontal lines, and writes it to w as format ("svg"
 // or "png").
 func WritePlot(w io.Writer, r *Report, format string) error {
-	twoKeys := len(r.Config.KeyBits) > 1
-	nameOf := func(res Result) string {
-		name := res.label()
-		if res.Impl == ImplXtsctl {
-			name = "xtsctl " + name
-			if !res.Auto {
-				name += ruleOf(r.Rule, res.Variant)
-			}
-		}
-		if twoKeys {
-			name += fmt.Sprintf(" (%d-bit key)", res.KeyBits)
-		}
-		return name
+	c, err := buildChart(r)
+	if err != nil {
+		return err
 	}
-	// Series names in first-seen order, over both directions, so that a
-	// series has the same colour and marker in both charts.
-	var names []string
-	index := map[string]int{}
-	var ops []string
-	for _, res := range r.Results {
-		if res.Mode != ModeUnit {
-			continue
-		}
-		if n := nameOf(res); !slices.Contains(names, n) {
-			index[n] = len(names)
-			names = append(names, n)
-		}
-		if !slices.Contains(ops, res.Op) {
-			ops = append(ops, res.Op)
-		}
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("no single-core results to plot")
-	}
-	slices.SortFunc(ops, func(a, b string) int { return strings.Compare(b, a) }) // encrypt first
-
-	var panels []*plot.Plot
-	legend := plot.NewLegend()
-	for i, op := range ops {
-		p, err := plotPanel(r, op, names, index, nameOf, i == 0, &legend)
-		if err != nil {
-			return err
-		}
-		panels = append(panels, p)
-	}
+	panels, legend := c.panels, c.legend
 
 	height := panelHeight * vg.Length(len(panels))
 	var canvas interface {
@@ -115,30 +74,198 @@ func WritePlot(w io.Writer, r *Report, format string) error {
 	legend.Top, legend.Left = true, true
 	legend.YOffs = -vg.Points(40)
 	legend.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(10), 0, 0, 0))
-	_, err := canvas.WriteTo(w)
+	_, err = canvas.WriteTo(w)
 	return err
 }
 
+// chart is a plot before it is drawn: a panel per direction, and the
+// legend with what it lists (plot.Legend keeps its entries to itself).
+type chart struct {
+	panels  []*plot.Plot
+	legend  plot.Legend
+	entries []legendEntry
+}
+
+// legendEntry is one line of the legend and the style of its series.
+type legendEntry struct {
+	Text   string
+	Kind   string // seriesXtsctl, seriesPeer or seriesRoofline
+	Color  color.Color
+	Shape  draw.GlyphDrawer // nil: a line without markers (a roofline)
+	Dashes []vg.Length
+}
+
+// Kinds of series, each drawn its own way: xtsctl's variants as solid
+// lines, the peers dashed, the rooflines as grey dashed horizontals.
+const (
+	seriesXtsctl   = "xtsctl"
+	seriesPeer     = "peer"
+	seriesRoofline = "roofline"
+)
+
+// seriesName names a result's series in the legend: xtsctl's variant
+// (and the lengths dispatch gives it), or the peer by what it is.
+func seriesName(r *Report, res Result) string {
+	var name string
+	switch res.Impl {
+	case ImplXtsctl:
+		name = "xtsctl " + res.label()
+		if !res.Auto {
+			name += ruleOf(r.Rule, res.Variant)
+		}
+	case ImplXCrypto:
+		name = "peer: golang.org/x/crypto/xts (Go)"
+	case ImplOpenSSL:
+		name = "peer: openssl speed -evp aes-xts"
+	default:
+		name = "peer: " + res.Impl
+	}
+	if len(r.Config.KeyBits) > 1 {
+		name += fmt.Sprintf(" (%d-bit key)", res.KeyBits)
+	}
+	return name
+}
+
+func buildChart(r *Report) (*chart, error) {
+	nameOf := func(res Result) string { return seriesName(r, res) }
+	// Series names in first-seen order, over both directions, so that a
+	// series has the same colour and marker in both charts.
+	var names []string
+	index := map[string]int{}
+	var ops []string
+	for _, res := range r.Results {
+		if res.Mode != ModeUnit {
+			continue
+		}
+		if n := nameOf(res); !slices.Contains(names, n) {
+			index[n] = len(names)
+			names = append(names, n)
+		}
+		if !slices.Contains(ops, res.Op) {
+			ops = append(ops, res.Op)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no single-core results to plot")
+	}
+	slices.SortFunc(ops, func(a, b string) int { return strings.Compare(b, a) }) // encrypt first
+
+	c := &chart{legend: plot.NewLegend()}
+	for i, op := range ops {
+		p, err := plotPanel(r, op, names, index, nameOf, i == 0, c)
+		if err != nil {
+			return nil, err
+		}
+		c.panels = append(c.panels, p)
+	}
+	return c, nil
+}
+
+// seriesColors are told apart at a glance and on paper: Okabe and Ito's
+// colour-blind-safe eight, then darker and lighter tones of others. A
+// series takes the colour of its place; past the end they come round
+// again, with other markers.
+var seriesColors = []color.Color{
+	color.RGBA{0, 114, 178, 255},   // blue
+	color.RGBA{213, 94, 0, 255},    // vermilion
+	color.RGBA{0, 158, 115, 255},   // bluish green
+	color.RGBA{204, 121, 167, 255}, // reddish purple
+	color.RGBA{230, 159, 0, 255},   // orange
+	color.RGBA{86, 180, 233, 255},  // sky blue
+	color.RGBA{0, 0, 0, 255},       // black
+	color.RGBA{180, 160, 0, 255},   // dark yellow
+	color.RGBA{128, 0, 0, 255},     // maroon
+	color.RGBA{0, 70, 0, 255},      // dark green
+	color.RGBA{100, 60, 180, 255},  // violet
+	color.RGBA{160, 90, 40, 255},   // brown
+	color.RGBA{0, 120, 120, 255},   // teal
+	color.RGBA{255, 80, 160, 255},  // pink
+	color.RGBA{120, 120, 255, 255}, // periwinkle
+	color.RGBA{110, 110, 110, 255}, // grey
+}
+
+// seriesShapes are the markers, one per series in turn: gonum's eight and
+// four more (diamonds, downward triangles), filled and open.
+var seriesShapes = []draw.GlyphDrawer{
+	draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, diamondGlyph{fill: true},
+	draw.CrossGlyph{}, draw.RingGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{},
+	diamondGlyph{}, draw.PlusGlyph{}, downGlyph{}, downGlyph{fill: true},
+}
+
+// seriesStyle is the colour and marker of the i-th series: both differ
+// from every other series' while there are colours and markers left
+// (16 and 12), and the pair differs for up to 48 series.
+func seriesStyle(i int) (color.Color, draw.GlyphDrawer) {
+	return seriesColors[i%len(seriesColors)], seriesShapes[i%len(seriesShapes)]
+}
+
+// diamondGlyph is a square on its corner.
+type diamondGlyph struct{ fill bool }
+
+func (g diamondGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(0.5)})
+	r := sty.Radius * 1.3
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X, Y: pt.Y + r})
+	p.Line(vg.Point{X: pt.X + r, Y: pt.Y})
+	p.Line(vg.Point{X: pt.X, Y: pt.Y - r})
+	p.Line(vg.Point{X: pt.X - r, Y: pt.Y})
+	p.Close()
+	drawGlyphPath(c, sty, p, g.fill)
+}
+
+// downGlyph is a triangle pointing down.
+type downGlyph struct{ fill bool }
+
+func (g downGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(0.5)})
+	r := sty.Radius * 1.25
+	dx, dy := r*vg.Length(math.Cos(math.Pi/6)), r*vg.Length(math.Sin(math.Pi/6))
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X, Y: pt.Y - r})
+	p.Line(vg.Point{X: pt.X + dx, Y: pt.Y + dy})
+	p.Line(vg.Point{X: pt.X - dx, Y: pt.Y + dy})
+	p.Close()
+	drawGlyphPath(c, sty, p, g.fill)
+}
+
+func drawGlyphPath(c *draw.Canvas, sty draw.GlyphStyle, p vg.Path, fill bool) {
+	if fill {
+		c.SetColor(sty.Color)
+		c.Fill(p)
+		return
+	}
+	c.Stroke(p)
+}
+
 // plotPanel draws the chart of one direction (op). Series take their
-// style from their place in names; addLegend adds them to legend.
-func plotPanel(r *Report, op string, names []string, index map[string]int, nameOf func(Result) string, addLegend bool, legend *plot.Legend) (*plot.Plot, error) {
+// style from their place in names; addLegend adds them to c's legend.
+func plotPanel(r *Report, op string, names []string, index map[string]int, nameOf func(Result) string, addLegend bool, c *chart) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("AES-XTS %s, one core: %s", map[string]string{"encrypt": "encryption", "decrypt": "decryption"}[op], r.CPU.Model)
 	p.X.Label.Text = "message length (bytes, log scale)"
 	p.Y.Label.Text = "MB/s (10^6 bytes/s, log scale)"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = logTicks{}
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
 	p.Add(plotter.NewGrid())
 
 	xys := make([]plotter.XYs, len(names))
+	kind := make([]string, len(names))
+	var sizes []int
 	minX, maxX, minY, maxY := 0.0, 0.0, 0.0, 0.0
 	for _, res := range r.Results {
 		if res.Mode != ModeUnit || res.Op != op {
 			continue
 		}
 		i := index[nameOf(res)]
+		kind[i] = seriesXtsctl
+		if res.Impl != ImplXtsctl {
+			kind[i] = seriesPeer
+		}
+		if !slices.Contains(sizes, res.Size) {
+			sizes = append(sizes, res.Size)
+		}
 		x, y := float64(res.Size), res.MBps.Median
 		xys[i] = append(xys[i], plotter.XY{X: x, Y: y})
 		if minX == 0 || x < minX {
@@ -158,13 +285,16 @@ func plotPanel(r *Report, op string, names []string, index map[string]int, nameO
 		if err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
-		s.Color = plotutil.Color(i)
-		s.Shape = plotutil.Shape(i)
+		col, shape := seriesStyle(i)
+		l.Color, s.Color, s.Shape = col, col, shape
+		s.Radius = vg.Points(3.5)
+		if kind[i] == seriesPeer {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(2)}
+		}
 		p.Add(l, s)
 		if addLegend {
-			legend.Add(names[i], l, s)
+			c.legend.Add(names[i], l, s)
+			c.entries = append(c.entries, legendEntry{Text: names[i], Kind: kind[i], Color: col, Shape: shape, Dashes: l.Dashes})
 		}
 	}
 	for i, rl := range bestRooflines(r) {
@@ -176,9 +306,12 @@ func plotPanel(r *Report, op string, names []string, index map[string]int, nameO
 		f.Width = vg.Points(1.5)
 		p.Add(f)
 		if addLegend {
-			legend.Add(fmt.Sprintf("AES roofline (%s, %d rounds)", rl.Unit, rl.Rounds), f)
+			text := fmt.Sprintf("roofline: raw AES, no XTS (%s, %d rounds)", rl.Unit, rl.Rounds)
+			c.legend.Add(text, f)
+			c.entries = append(c.entries, legendEntry{Text: text, Kind: seriesRoofline, Color: f.Color, Dashes: f.Dashes})
 		}
 	}
+	p.X.Tick.Marker = sizeTicks{sizes: sizes}
 	if minX == maxX { // a single length: give the log axis some width
 		minX, maxX = minX/2, maxX*2
 	}
@@ -238,6 +371,44 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	slices.SortFunc(ticks, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
 	return ticks
+}
+
+// sizeTicks marks the message-length axis: every length measured, labelled
+// in bytes where it is a power of two, and 512 and 4096 (the sector sizes
+// that matter most) always labelled where the axis reaches them.
+type sizeTicks struct{ sizes []int }
+
+func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	in := func(v float64) bool { return v >= lo*(1-1e-9) && v <= hi*(1+1e-9) }
+	vals := map[int]bool{}
+	for _, s := range t.sizes {
+		vals[s] = s&(s-1) == 0
+	}
+	for _, s := range []int{512, 4096} {
+		vals[s] = true
+	}
+	var ticks []plot.Tick
+	for v, labelled := range vals {
+		if !in(float64(v)) {
+			continue
+		}
+		tk := plot.Tick{Value: float64(v)}
+		if labelled {
+			tk.Label = sizeLabel(v)
+		}
+		ticks = append(ticks, tk)
+	}
+	slices.SortFunc(ticks, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
+	return ticks
+}
+
+// sizeLabel writes a length in bytes as it is (512, 4096, 65536), and
+// from a mebibyte in MiB.
+func sizeLabel(v int) string {
+	if v >= 1<<20 && v%(1<<20) == 0 {
+		return strconv.Itoa(v>>20) + " MiB"
+	}
+	return strconv.Itoa(v)
 }
 
 // tickLabel writes 12000 as 12k and 1500000 as 1.5M.

@@ -11,7 +11,9 @@ import (
 // Options are what every run takes besides its target and key.
 type Options struct {
 	// Progress, if set, is told how far each phase got: "hashing" or
-	// "checking" (a pass that reads only), then "converting".
+	// "checking" (a pass that reads only), "kdf" (a new volume's key
+	// derivation: done is 0 and total the data's length), then
+	// "converting".
 	Progress func(phase string, done, total int64)
 	// Workers is how many goroutines convert at once (0: GOMAXPROCS).
 	Workers int

@@ -314,6 +314,11 @@ func EncryptVolume(ctx context.Context, t Target, create volume.CreateOptions, r
 			return nil, err
 		}
 	}
+	// The new key slot's key derivation: a phase of its own (seconds of
+	// Argon2id), so that no pass over the data is timed with it.
+	if opts.Progress != nil {
+		opts.Progress("kdf", 0, length)
+	}
 	h, key, err := volume.NewHeader(length, create)
 	if err != nil {
 		return nil, err
@@ -436,6 +441,9 @@ func hashData(ctx context.Context, t Target, length int64, opts Options) ([blake
 	var digest [blake2b.Size]byte
 	sum, _ := blake2b.New512(nil)
 	progress := opts.progress("hashing", length)
+	if progress != nil {
+		progress(0) // the pass starts now: its clock with it
+	}
 	var done int64
 	err := stream.Run(ctx, length, opts.workers(), stream.Stages{
 		Load:    loadAll(func(_ int, buf []byte, off int64) error { return readAt(t, buf, off) }),
@@ -775,6 +783,9 @@ func (r *volumeRun) checkTags(ctx context.Context) error {
 		return nil
 	}
 	progress := r.opts.progress("checking", l.DataLength)
+	if progress != nil {
+		progress(0) // the pass starts now: its clock with it
+	}
 	scratch := newTagScratch(r.dc, stream.Slots(r.opts.workers()))
 	var bad []volume.BadSector
 	var mu sync.Mutex

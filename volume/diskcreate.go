@@ -101,10 +101,16 @@ func (volumeFormat) Create(ctx context.Context, p *disk.CreatePlan, in *disk.Cre
 		r = in.RA
 	}
 	size := p.Options.DataSize
-	if p.Options.Total != nil {
-		p.Options.Total(size)
-	}
-	h, digest, err := Create(ctx, out.File, r, size, co, p.Options.Progress)
+	h, digest, err := Create(ctx, out.File, r, size, co, func(n int64) {
+		// The data starts after the key slot's derivation: Total then,
+		// so that the data's clock does not count the derivation.
+		if n == 0 && p.Options.Total != nil {
+			p.Options.Total(size)
+		}
+		if p.Options.Progress != nil {
+			p.Options.Progress(n)
+		}
+	})
 	if err != nil {
 		return nil, DiskError(out.Name, err)
 	}

@@ -38,7 +38,8 @@ type CreateOptions struct {
 // Digest computes it), which the header records (unless opts.NoDigest:
 // then no digest, and the header's FlagDigest is clear). dev must read as zeros
 // where nothing was written (a new file). The caller syncs dev. progress,
-// if not nil, receives the bytes done.
+// if not nil, receives the bytes done, 0 first once the key slot's
+// derivation is over and the data starts.
 func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts CreateOptions, progress func(int64)) (*Header, [blake2b.Size]byte, error) {
 	var digest [blake2b.Size]byte
 	if opts.SectorSize == 0 {
@@ -85,6 +86,9 @@ func Create(ctx context.Context, dev Device, r io.ReaderAt, size int64, opts Cre
 		return nil, digest, err
 	}
 	defer e.wipe()
+	if progress != nil {
+		progress(0) // the key slot's derivation is done: the data starts
+	}
 
 	// Write in order of offsets where possible: on tmpfs, filling a hole
 	// costs several times an append. Tags of a volume up to 2 GiB (with the

@@ -225,7 +225,7 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 		return err
 	}
 	defer u.Wipe()
-	update, done := func(int64) {}, func() {}
+	update, done := func(int64) {}, func(error) {}
 	opt := disk.DecryptOptions{
 		Digest: withDigest,
 		Total:  func(n int64) { update, done = newProgress(a, "decrypting", n) },
@@ -241,7 +241,7 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 	} else {
 		res, err = disk.Decrypt(a.ctx, o.img.File, u, out, opt)
 	}
-	done()
+	done(err)
 	if err := finish(out, err); err != nil {
 		if disk.KindOf(err) == disk.KindIntegrity && !strings.Contains(err.Error(), inPath) {
 			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))

@@ -48,6 +48,7 @@ format prints the image's UUID.`,
 	fs.Lookup("passphrase-file").Usage = "read the new passphrase from `FILE` (one trailing newline is removed) instead of the terminal"
 	cf.register(fs)
 	registerKeyWindow(a, fs)
+	registerProgressFlag(a, fs)
 	job.digest = true
 	_ = cmd.MarkFlagRequired("size")
 	return cmd

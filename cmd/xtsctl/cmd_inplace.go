@@ -63,16 +63,16 @@ func inPlaceArgs(f *inPlaceFlags, names ...string) cobra.PositionalArgs {
 }
 
 // inPlaceRun is what the in-place commands share: the target, the room
-// at its end, and the progress bar of the phase being run.
+// at its end, and the progress of the phase being run.
 type inPlaceRun struct {
-	a      *app
-	target string
-	t      *inplace.FileTarget
-	room   int64 // --reduce-device-size
-	phase  string
-	update func(int64)
-	done   func()
-	verb   string // "encrypting" or "decrypting"
+	a       *app
+	target  string
+	t       *inplace.FileTarget
+	room    int64 // --reduce-device-size
+	phase   string
+	prog    *phases
+	verb    string // "encrypting" or "decrypting"
+	resumed bool   // the run continues an interrupted one
 }
 
 // openInPlace opens the target, refusing (before anything changes) what
@@ -82,7 +82,7 @@ func openInPlace(a *app, ip *inPlaceFlags, target string, verb string) (*inPlace
 	if err != nil {
 		return nil, inPlaceError(target, err)
 	}
-	r := &inPlaceRun{a: a, target: target, t: t, verb: verb}
+	r := &inPlaceRun{a: a, target: target, t: t, verb: verb, prog: newPhases(a)}
 	if ip.reduce != "" {
 		if r.room, err = bytesize.Parse(ip.reduce); err != nil {
 			err = usageError(fmt.Errorf("--reduce-device-size: %w", err))
@@ -97,41 +97,48 @@ func openInPlace(a *app, ip *inPlaceFlags, target string, verb string) (*inPlace
 	return r, nil
 }
 
+// close ends the run; a phase still going was interrupted (every path
+// that completes ends its phase first, with finishProgress).
 func (r *inPlaceRun) close() {
-	r.finishProgress()
+	r.prog.end(errors.New("interrupted"))
 	r.t.Close()
 }
 
-// options reports each phase of the run with its own bar or JSON lines.
+// options reports each phase of the run with its own bar or JSON lines:
+// the key derivation, then each pass over the data, each on its own clock.
 func (r *inPlaceRun) options() inplace.Options {
 	return inplace.Options{Progress: func(phase string, done, total int64) {
 		if phase != r.phase {
-			r.finishProgress()
+			r.phase = phase
+			if phase == "kdf" {
+				r.prog.kdf("deriving the new passphrase's key", total)
+				return
+			}
 			what := map[string]string{
 				"hashing":    "hashing the plaintext for the end-to-end digest",
 				"checking":   "checking every sector's tag",
 				"converting": r.verb + " in place",
 			}[phase]
-			r.phase = phase
-			r.update, r.done = newProgressFrom(r.a, cmp.Or(what, phase), done, total)
+			name := map[string]string{"hashing": phaseHash, "checking": phaseCheck}[phase]
+			r.prog.data(cmp.Or(name, phaseData), cmp.Or(what, phase), done, total, r.resumed)
 		}
-		if r.update != nil {
-			r.update(done)
-		}
+		r.prog.update(done)
 	}}
 }
 
-func (r *inPlaceRun) finishProgress() {
-	if r.done != nil {
-		r.done()
-		r.done = nil
-	}
+// finishProgress ends the phase being run: finished when err is nil.
+func (r *inPlaceRun) finishProgress(err error) {
+	r.prog.end(err)
 }
 
 // unlock opens a volume's header with pass, as every unlock of the target
-// does.
+// does; its key derivation is a phase of the run.
 func (r *inPlaceRun) unlock(pass []byte) func(*volume.Headers) ([]byte, int, error) {
-	return func(hs *volume.Headers) ([]byte, int, error) { return hs.UnlockWith(pass, r.a.unlockOptions(r.target)) }
+	return func(hs *volume.Headers) ([]byte, int, error) {
+		r.phase = "kdf"
+		r.prog.kdf("deriving the key from the passphrase", hs.Header.DataLength)
+		return hs.UnlockWith(pass, r.a.unlockOptions(r.target))
+	}
 }
 
 // describeStatus says how far an interrupted run got.
@@ -171,6 +178,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 		return inPlaceError(target, err)
 	}
 	var res *inplace.VolumeResult
+	r.resumed = p.Resume
 	if p.Resume {
 		a.infof("%s: resuming the interrupted in-place encryption: %s", target, describeStatus(p.Status))
 		if cmd.Flags().Changed("digest") {
@@ -193,7 +201,7 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 			return err
 		}
 	}
-	r.finishProgress()
+	r.finishProgress(nil)
 	if res.DigestComputed {
 		printDigest(a, res.Digest[:])
 	} else {
@@ -293,18 +301,20 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	if !p.Resume {
 		a.infof("decrypting %s in place; if this is interrupted, run the same command again to resume", target)
 	}
+	r.resumed = p.Resume
 	opts := r.options()
 	opts.NoDigest = !withDigest
 	res, err := p.DecryptVolume(a.ctx, r.unlock(pass), opts)
-	r.finishProgress()
 	var dm *inplace.DigestMismatchError
 	if errors.As(err, &dm) {
+		r.finishProgress(nil) // every byte was converted: the check after failed
 		printDigest(a, res.Digest[:])
 		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err))
 	}
 	if err != nil {
 		return inPlaceError(target, err)
 	}
+	r.finishProgress(nil)
 	if res.DigestComputed {
 		printDigest(a, res.Digest[:])
 	}
@@ -357,10 +367,11 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	case plan.Resume:
 		a.infof("%s: resuming the interrupted in-place %s (journal %s): %s", target, dir, j.Path, describeStatus(plan.Status))
 	}
+	r.resumed = plan.Resume
 	opts := r.options()
 	opts.Force = force
 	res, err := plan.RunPlain(a.ctx, key, opts)
-	r.finishProgress()
+	r.finishProgress(err)
 	if err != nil {
 		return inPlaceError(target, err)
 	}

@@ -62,7 +62,7 @@ func verify(a *app, f *imageFlags, image string) error {
 		return err
 	}
 	defer u.Wipe()
-	update, done := func(int64) {}, func() {}
+	update, done := func(int64) {}, func(error) {}
 	err = v.Verify(a.ctx, u, disk.VerifyOptions{
 		Finding: a.resultf,
 		Warn:    a.warningf,
@@ -73,7 +73,7 @@ func verify(a *app, f *imageFlags, image string) error {
 			}
 		},
 	})
-	done()
+	done(err)
 	if err != nil {
 		return err
 	}

@@ -153,13 +153,15 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 		return err
 	}
 	defer sec.Wipe()
-	update, done := func(int64) {}, func() {}
-	o.Total = func(n int64) { update, done = newProgress(a, verb, n) }
-	o.Progress = func(n int64) {
-		if update != nil {
-			update(n)
-		}
+	// The key derivation and the data are phases of their own: the data's
+	// clock starts when the format says the data starts (Total).
+	prog := newPhases(a)
+	o.KDF.Info, o.KDF.Warn, o.Warn = prog.say(o.KDF.Info), prog.say(o.KDF.Warn), prog.say(o.Warn)
+	if plan.Need.Passphrase != disk.WantNone {
+		prog.kdf("deriving the new passphrase's key", o.DataSize)
 	}
+	o.Total = func(n int64) { prog.data(phaseData, verb, 0, n, false) }
+	o.Progress = prog.update
 	var input *disk.CreateInput
 	if job.in != "" {
 		input = &disk.CreateInput{Name: in.Name, R: in}
@@ -172,7 +174,7 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 		dst.File = out.File.File
 	}
 	res, err := creator.Create(a.ctx, plan, input, dst, sec)
-	done()
+	prog.end(err)
 	if err := finish(out, err); err != nil {
 		return err
 	}

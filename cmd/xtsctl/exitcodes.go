@@ -23,6 +23,23 @@ const (
 	exitInterrupted = 130 // stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE (interruptContext); nothing was left behind
 )
 
+// exitStatuses describe the exit codes for people, in order: the EXIT
+// STATUS of every manual page (docs/CLI.md says more).
+var exitStatuses = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "success"},
+	{exitFailure, "any other failure (I/O error, internal error)"},
+	{exitUsage, "bad command line: unknown command or flag, missing or extra argument, bad value, unsupported option combination"},
+	{exitInput, "the input is unusable: missing, unreadable, wrong size, not an image of the format, a format feature not supported"},
+	{exitKey, "key or passphrase problem: wrong passphrase, bad key file, key derivation costs above the limits"},
+	{exitOutput, "the output cannot be written: exists, unwritable, disk full"},
+	{exitIntegrity, "data or header failed an integrity check (a tag, the end-to-end digest, a header checksum)"},
+	{exitDevice, "loop, FUSE, device-mapper or mount failure; the image or NAME is in use"},
+	{exitInterrupted, "stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE; nothing was left behind (an in-place run resumes when run again)"},
+}
+
 // cliError carries an exit code and hints with an error.
 type cliError struct {
 	code  int
