@@ -207,9 +207,9 @@ func openMounted(t *testing.T, dir, img, name string, flags ...string) (dev, mnt
 // mustClose closes name. A close refused because another program on the
 // machine holds the device for a moment is tried again for a while: a
 // test of another package running a tool in a private mount namespace
-// (testutil.WithoutFUSEMounts, unshare) has a copy of every mount there,
-// ours too, until the tool ends. close is right to refuse then; the
-// holder goes by itself, and one of ours would not.
+// (unshare) has a copy of every mount there, ours too, until the tool
+// ends. close is right to refuse then; the holder goes by itself, and one
+// of ours would not.
 func mustClose(t *testing.T, name string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
