@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/volume"
@@ -26,6 +27,7 @@ import (
 func servingDirs(t *testing.T) string {
 	t.Helper()
 	skipUnlessDevices(t)
+	testutil.ServingTest(t)
 	run, err := os.MkdirTemp("/tmp", "xb")
 	if err != nil {
 		t.Fatal(err)

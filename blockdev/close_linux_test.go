@@ -16,6 +16,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/mount"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,6 +118,7 @@ func checkServedAndWritable(t *testing.T, st *State, mnt string) []byte {
 // lets go of the loop device, after the unmount, and close must mount the
 // filesystem back.
 func TestCloseBusyChangesNothing(t *testing.T) {
+	testutil.MountNamespaceTest(t) // one case holds a copy in another namespace
 	dir := servingDirs(t)
 	req := ext4Image(t, dir)
 	mnt := filepath.Join(dir, "mnt")
@@ -302,6 +304,7 @@ func TestCloseRefusesDeviceMountedByHand(t *testing.T) {
 // those along. close must not take them for users: it succeeds, the copy
 // is gone, and what was written through it is in the image.
 func TestCloseWithSlaveCopies(t *testing.T) {
+	testutil.MountNamespaceTest(t)
 	dir := servingDirs(t)
 	req := ext4Image(t, dir)
 	if _, err := exec.LookPath("unshare"); err != nil {
@@ -372,6 +375,7 @@ func TestCloseWithSlaveCopies(t *testing.T) {
 // to go (it would wait as long as the namespace lives): it completes, and
 // the copy stops answering.
 func TestCloseWithPrivateFUSECopy(t *testing.T) {
+	testutil.MountNamespaceTest(t)
 	dir := servingDirs(t)
 	req := ext4Image(t, dir)
 	st, err := Open(context.Background(), req(), Options{Warn: t.Logf})

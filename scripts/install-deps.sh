@@ -24,11 +24,12 @@ declare -A need=(
   [fvdemount]=libfvde-utils
   [xz]=xz-utils          # fvault2 and bitlk tests: the samples are .tar.xz
   [partx]=util-linux     # fvault2 tests: the GPT a test writes, read independently
-  [blkid]=util-linux     # fvault2 and tcrypt tests: the decrypted samples' file system UUIDs
+  [blkid]=util-linux     # fvault2 and tcrypt tests: the decrypted samples' file system UUIDs; internal/fsblock: an independent reader of the same superblocks
   [tcplay]=tcplay        # tcrypt tests: TrueCrypt volumes made by another implementation
   [dislocker-file]=dislocker # bitlk tests: an independent BitLocker reader
   [bdemount]=libbde-utils    # bitlk tests: another one (libbde), and bdeinfo
-  # inplace TestRecognise: the signatures of real filesystems and tables
+  # inplace TestRecognise and internal/fsblock: the signatures and
+  # superblocks of real filesystems and tables
   [mkfs.xfs]=xfsprogs
   [mkfs.btrfs]=btrfs-progs
   [mkfs.vfat]=dosfstools

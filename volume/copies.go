@@ -1,10 +1,15 @@
 package volume
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+
+	"github.com/xtsctl/xtsctl/internal/bytesize"
 )
 
 // Device is what the volume code reads and writes: an image file or a block
@@ -89,38 +94,33 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 	p.Name, s.Name = "primary", "secondary"
 	p.read(r, 0, size)
 
-	// The secondary copy ends the volume: the primary says where; without
-	// it, the device size does.
-	s.Offset = (size/CopyRegion - 1) * CopyRegion
-	if p.Parsed {
-		s.Offset = p.hdr.SecondaryOffset
-	}
+	// The secondary copy ends the volume: the primary says where. When it
+	// cannot (its header block is unusable, or it claims a volume larger
+	// than the image: cut short, or rewritten to hide an intact secondary
+	// at the real end), the copy is looked for near the image's end.
 	var truncated error
-	if p.Parsed && p.hdr.Size > size {
-		// Either the image was cut short, or the primary was rewritten to
-		// claim a larger volume, which would hide an intact secondary copy
-		// at the real end: look there before calling it truncated.
+	switch {
+	case !p.Parsed:
+		hs.findSecondary(r, size, nil)
+	case p.hdr.Size > size:
 		truncated = &TruncatedError{Expected: p.hdr.Size, Actual: size}
-		s.Offset = (size/CopyRegion - 1) * CopyRegion
-	}
-	if s.Offset+CopySize > size {
-		s.Err = errors.New("beyond the end of the image")
-	} else {
-		s.read(r, s.Offset, size)
-		if s.Parsed && s.hdr.SecondaryOffset != s.Offset {
-			s.Err = fmt.Errorf("it says it lives at byte %d, not %d", s.hdr.SecondaryOffset, s.Offset)
-			s.Parsed, s.hdr = false, nil
-		}
+		hs.findSecondary(r, size, p.hdr)
+	default:
+		s.read(r, p.hdr.SecondaryOffset, size)
+		s.checkPlace()
 	}
 	if truncated != nil {
-		if s.Err != nil {
+		switch {
+		case s.Err != nil:
 			s.Err = fmt.Errorf("not found (the primary copy says the volume is %d bytes, the image has %d)", p.hdr.Size, size)
-		} else {
-			// The secondary fits the image: the primary's claim is what
-			// is wrong.
+		case s.hdr.Size <= size:
+			// The secondary describes a volume the image holds: the
+			// primary's claim is what is wrong.
 			p.Err = fmt.Errorf("it says the volume is %d bytes, but the image has %d and its secondary copy fits it", p.hdr.Size, size)
 			truncated = nil
 		}
+		// Otherwise both copies describe the volume the image was cut
+		// from: truncated, with its header found.
 	}
 
 	// A newer version or unknown features: this code must neither trust
@@ -180,6 +180,85 @@ func ReadHeaders(r io.ReaderAt, size int64) (*Headers, error) {
 }
 
 func hasMagicAt(c *CopyStatus) bool { return string(c.raw[:len(Magic)]) == Magic }
+
+// SecondaryWindow is how far below the image's end ReadHeaders looks for
+// the secondary copy when the primary cannot say where it is: an image
+// that grew (copied onto a larger partition or logical volume, whose
+// sizes are rounded to MiB or 4 MiB extents) or shrank by less than the
+// unused tail of the copy's 64 KiB still has its secondary found. Only
+// multiples of CopyRegion are candidates, as only there can a copy be.
+const SecondaryWindow = 16 << 20
+
+// checkPlace takes a copy that does not say it lives where it was read
+// for damage: a copy is found only at its own place.
+func (c *CopyStatus) checkPlace() {
+	if c.Parsed && c.hdr.SecondaryOffset != c.Offset {
+		c.Err = fmt.Errorf("it says it lives at byte %d, not %d", c.hdr.SecondaryOffset, c.Offset)
+		c.Parsed, c.hdr = false, nil
+	}
+}
+
+// findSecondary looks for the secondary copy when the primary cannot say
+// where it is: at every multiple of CopyRegion from the last one where a
+// copy fits in the image down to SecondaryWindow below it, nearest the end
+// first. A candidate counts
+// only if it parses and says it lives where it was found. With primary (a
+// header block that parsed but claims more than the image holds), a copy
+// of its volume (UUID) is preferred; without it, copies of two different
+// volumes in the window (an image copied over an older volume's end) are
+// refused rather than guessed between. The copy found is authenticated
+// like any other, by its MAC once unlocked. Without a candidate, the
+// secondary's status is that of the first place (nearest the end) where
+// the magic was found, or "not found".
+func (hs *Headers) findSecondary(r io.ReaderAt, size int64, primary *Header) {
+	s := &hs.Secondary
+	if size < CopySize+CopyRegion {
+		s.Offset, s.Err = max(size-CopySize, 0), errors.New("beyond the end of the image")
+		return
+	}
+	top := (size - CopySize) / CopyRegion * CopyRegion
+	bottom := max(CopyRegion, top-SecondaryWindow)
+	var found, damaged *CopyStatus
+	var others []string
+	var magic [len(Magic)]byte
+	for off := top; off >= bottom; off -= CopyRegion {
+		// Only the magic at each place: a few pages read, not the window
+		// (every detection of an image that is no volume comes here).
+		if _, err := r.ReadAt(magic[:], off); err != nil {
+			s.Offset, s.Err = off, fmt.Errorf("cannot read: %w", err)
+			return
+		}
+		if string(magic[:]) != Magic {
+			continue
+		}
+		c := &CopyStatus{Name: s.Name}
+		c.read(r, off, size)
+		c.checkPlace()
+		switch {
+		case !c.Parsed:
+			if damaged == nil {
+				damaged = c
+			}
+		case found == nil && (primary == nil || c.hdr.UUID == primary.UUID):
+			found = c
+		case primary == nil && c.hdr.UUID != found.hdr.UUID:
+			others = append(others, fmt.Sprintf("byte %d (UUID %s)", off, uuidString(c.hdr.UUID)))
+		}
+	}
+	switch {
+	case found != nil && len(others) > 0:
+		s.Offset = found.Offset
+		s.Err = fmt.Errorf("the last %s of the image hold header copies of different volumes, at byte %d (UUID %s) and %s: cannot tell which is this volume's",
+			bytesize.Exact(SecondaryWindow), found.Offset, uuidString(found.hdr.UUID), strings.Join(others, ", "))
+	case found != nil:
+		*s = *found
+	case damaged != nil:
+		*s = *damaged
+	default:
+		s.Offset = top
+		s.Err = fmt.Errorf("not found at byte %d nor in the %s before it", top, bytesize.Exact(SecondaryWindow))
+	}
+}
 
 func (hs *Headers) which() string {
 	if hs.Header == hs.Primary.hdr {
@@ -304,6 +383,15 @@ type UnlockOptions struct {
 	// Trying, if not nil, is called before a slot's KDF runs (to say so
 	// when it will take long).
 	Trying func(slot int, p KDFParams)
+	// Context, if not nil, stops the unlock when it is cancelled (the
+	// command line's SIGINT, SIGTERM, SIGHUP): before the next slot, and
+	// in the middle of a slot's Argon2id (wrappingKeyCtx says how). The
+	// error is then the context's cause (context.Cause: a
+	// context.Canceled, or what the canceller said). It is an option
+	// rather than a parameter so that it travels with the rest to the
+	// callers that unlock on a caller's behalf (OpenWithPassphrase,
+	// ChangeSlots, package inplace, the format layer).
+	Context context.Context
 }
 
 // SlotsTooCostlyError: the passphrase opened no slot that could be tried,
@@ -328,29 +416,45 @@ func (hs *Headers) Unlock(passphrase []byte) (key []byte, slot int, err error) {
 	return hs.UnlockWith(passphrase, UnlockOptions{Slot: -1, Limits: DefaultKDFLimits()})
 }
 
-// UnlockWith is Unlock with options. Slots whose KDF costs exceed
-// opts.Limits are not tried; if no other slot opens, the error is a
-// *SlotsTooCostlyError naming them.
+// UnlockWith is Unlock with options. Slots are tried cheapest first (the
+// Argon2id work, memory × passes; by number among equals), so slots that
+// someone who can write the image made expensive run last. Slots whose
+// KDF costs exceed opts.Limits, per slot or with the work of the slots
+// already run over this call, are not tried; if no other slot opens, the
+// error is a *SlotsTooCostlyError naming them. If opts.Context is
+// cancelled, the error is its cause.
 func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte, slot int, err error) {
 	h := hs.Header
-	tried := 0
-	var costly []*KDFCostError
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var order []int
 	for i := range h.Slots {
-		s := &h.Slots[i]
-		if !s.Active || opts.Slot >= 0 && i != opts.Slot {
-			continue
+		if h.Slots[i].Active && (opts.Slot < 0 || i == opts.Slot) {
+			order = append(order, i)
 		}
-		tried++
-		if err := opts.Limits.Check(s.KDF); err != nil {
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.Slots[a].KDF.Work(), h.Slots[b].KDF.Work()) })
+	tried := len(order)
+	var costly []*KDFCostError
+	var spent uint64
+	for _, i := range order {
+		s := &h.Slots[i]
+		if err := opts.Limits.checkAfter(s.KDF, spent); err != nil {
 			ce := err.(*KDFCostError)
 			ce.Slot = i
 			costly = append(costly, ce)
 			continue
 		}
+		if ctx.Err() != nil {
+			return nil, 0, context.Cause(ctx)
+		}
 		if opts.Trying != nil {
 			opts.Trying(i, s.KDF)
 		}
-		key, err := s.unwrap(passphrase, h.UUID, i, h.KeySize)
+		spent += s.KDF.Work()
+		key, err := s.unwrap(ctx, passphrase, h.UUID, i, h.KeySize)
 		if errors.Is(err, errWrongPassphrase) {
 			continue
 		}
@@ -363,6 +467,7 @@ func (hs *Headers) UnlockWith(passphrase []byte, opts UnlockOptions) (key []byte
 		}
 		return key, i, nil
 	}
+	slices.SortFunc(costly, func(a, b *KDFCostError) int { return cmp.Compare(a.Slot, b.Slot) })
 	switch {
 	case len(costly) > 0:
 		return nil, 0, &SlotsTooCostlyError{Slots: costly}

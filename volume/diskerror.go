@@ -56,6 +56,8 @@ func DiskError(image string, err error) error {
 		return wrap(disk.KindIntegrity, "restore a header backup: xtsctl header restore "+image+" BACKUP")
 	case errors.Is(err, ErrWrongPassphrase):
 		return disk.WithKind(disk.KindKey, fmt.Errorf("%s: %w", image, wrongSecret{err}))
+	case errors.As(err, &tc) && tc.Slots[0].OverTotal():
+		return wrap(disk.KindKey, fmt.Sprintf("--key-slot %d tries that slot alone; if you trust this image, --allow-expensive-kdf tries every slot (it may take very long)", tc.Slots[0].Slot))
 	case errors.As(err, &tc):
 		return wrap(disk.KindKey, "xtsctl made no such slot unless told to; if you trust this image, --allow-expensive-kdf tries it (it may take very long and much memory)")
 	case errors.Is(err, ErrNoKeySlots):

@@ -133,7 +133,7 @@ func (h *volumeHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.
 		return nil, disk.WithKind(disk.KindUsage, errors.New("--key-file does not apply to --type volume"),
 			"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)")
 	}
-	opts := UnlockOptions{Slot: req.Slot, Limits: DefaultKDFLimits()}
+	opts := UnlockOptions{Slot: req.Slot, Limits: DefaultKDFLimits(), Context: ctx}
 	if req.AllowExpensiveKDF {
 		opts.Limits = UnlimitedKDF
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/words"
 )
 
 // NewSlotKDF returns the Argon2id costs of a new key slot from what the
@@ -64,10 +65,17 @@ func (h *volumeHeader) ChangeSlots(ctx context.Context, c disk.SlotChange) (*dis
 		Op:        map[disk.SlotOp]SlotOp{disk.AddSlot: OpAddSlot, disk.ChangeSlot: OpChangeSlot, disk.RemoveSlot: OpRemoveSlot}[c.Op],
 		Slot:      c.Slot,
 		AllowLast: c.AllowLast,
-		Unlock:    UnlockOptions{Slot: -1, Limits: DefaultKDFLimits()},
+		Unlock:    UnlockOptions{Slot: -1, Limits: DefaultKDFLimits(), Context: ctx},
 	}
 	if c.AllowExpensiveKDF {
 		sc.Unlock.Limits = UnlimitedKDF
+	}
+	if c.Progress != nil {
+		sc.Unlock.Trying = func(slot int, p KDFParams) {
+			if p.Work() >= largeKDFWork {
+				c.Progress("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, bytesize.Human(int64(p.MemoryKiB)<<10), words.Plural(int64(p.Time), "pass"), p.Threads)
+			}
+		}
 	}
 	sc.Passphrase = func() ([]byte, error) { return passphraseOf(c.Secret) }
 	sc.New = func() ([]byte, KDFParams, error) {

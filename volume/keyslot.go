@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -83,23 +84,39 @@ const MaxKDFWork = 128 << 20
 // on GPUs.
 const MinKDFMemoryKiB = 32 << 10
 
+// MaxUnlockWork bounds the memory × passes (KiB-passes) of all the slots
+// one unlock runs, when it tries every slot: twice what xtsctl writes into
+// one slot, so a passphrase in the second of two of the costliest slots
+// xtsctl makes still opens unasked, while eight slots rewritten to the
+// per-slot bound cost two of them, not eight (a few minutes rather than
+// a quarter of an hour). Slots are tried cheapest first, so slots made
+// expensive by someone who can write the image do not use up the budget
+// before the genuine ones run.
+const MaxUnlockWork = 2 * MaxKDFWork
+
 // KDFLimits bound the Argon2id costs that unlocking runs. A slot's costs
 // are read from the image, which anyone who can write it may have set: a
 // slot asking for 4 GiB × 1000 passes would hold the machine for hours
-// before "wrong passphrase". They are checked before the KDF runs.
+// before "wrong passphrase", and eight slots each just under a per-slot
+// bound would multiply it. They are checked before the KDF runs. Start
+// from DefaultKDFLimits: a zero field allows nothing.
 type KDFLimits struct {
 	MaxMemoryKiB uint32 // per slot
-	MaxWork      uint64 // memory KiB × passes
+	MaxWork      uint64 // memory KiB × passes, per slot
+	// MaxTotalWork bounds memory KiB × passes summed over the slots one
+	// unlock runs: a slot that would take the sum above it is skipped.
+	MaxTotalWork uint64
 }
 
 // UnlimitedKDF runs whatever a slot asks for (within the format's bounds).
-var UnlimitedKDF = KDFLimits{MaxMemoryKiB: math.MaxUint32, MaxWork: math.MaxUint64}
+var UnlimitedKDF = KDFLimits{MaxMemoryKiB: math.MaxUint32, MaxWork: math.MaxUint64, MaxTotalWork: math.MaxUint64}
 
 // DefaultKDFLimits are the limits used unless the user overrides them:
-// what xtsctl writes at most (MaxKDFWork, 4 GiB), and no more memory than
-// three quarters of what this machine has available.
+// what xtsctl writes at most (MaxKDFWork, 4 GiB) per slot, MaxUnlockWork
+// over one unlock, and no more memory than three quarters of what this
+// machine has available.
 func DefaultKDFLimits() KDFLimits {
-	l := KDFLimits{MaxMemoryKiB: MaxKDFMemoryKiB, MaxWork: MaxKDFWork}
+	l := KDFLimits{MaxMemoryKiB: MaxKDFMemoryKiB, MaxWork: MaxKDFWork, MaxTotalWork: MaxUnlockWork}
 	if avail := sysmem.AvailableKiB(); avail > 0 {
 		l.MaxMemoryKiB = uint32(min(uint64(l.MaxMemoryKiB), avail/4*3))
 	}
@@ -112,20 +129,52 @@ type KDFCostError struct {
 	Slot   int
 	KDF    KDFParams
 	Limits KDFLimits
+	// Spent is the work (KiB × passes) the same unlock had run for other
+	// slots when this one was checked, which Limits.MaxTotalWork counts.
+	Spent uint64
+}
+
+// OverTotal reports whether the slot was skipped only because of the
+// slots the unlock ran before it: tried alone (UnlockOptions.Slot), it
+// runs.
+func (e *KDFCostError) OverTotal() bool {
+	return e.Spent > 0 && e.Limits.checkAfter(e.KDF, 0) == nil
 }
 
 func (e *KDFCostError) Error() string {
-	why := fmt.Sprintf("more than the %s of memory this machine can spare", bytesize.Exact(int64(e.Limits.MaxMemoryKiB)<<10))
-	if e.KDF.MemoryKiB <= e.Limits.MaxMemoryKiB {
-		why = fmt.Sprintf("more work (memory × passes) than the %s·passes xtsctl runs unasked", bytesize.Exact(int64(e.Limits.MaxWork)<<10))
+	var why string
+	switch {
+	case e.KDF.MemoryKiB > e.Limits.MaxMemoryKiB:
+		why = fmt.Sprintf("more than the %s of memory this machine can spare", bytesize.Exact(int64(e.Limits.MaxMemoryKiB)<<10))
+	case e.KDF.Work() > e.Limits.MaxWork:
+		why = fmt.Sprintf("more work (memory × passes) than the %s·passes xtsctl runs unasked", workString(e.Limits.MaxWork))
+	case e.Spent == 0:
+		why = fmt.Sprintf("more work (memory × passes) than the %s·passes one unlock runs unasked", workString(e.Limits.MaxTotalWork))
+	default:
+		why = fmt.Sprintf("which after the %s·passes run for other key slots is more than the %s·passes one unlock runs unasked", workString(e.Spent), workString(e.Limits.MaxTotalWork))
 	}
 	return fmt.Sprintf("key slot %d asks for Argon2id with %s × %d passes × %d threads, %s", e.Slot, bytesize.Exact(int64(e.KDF.MemoryKiB)<<10), e.KDF.Time, e.KDF.Threads, why)
 }
 
-// Check returns a *KDFCostError (with Slot -1) if p exceeds the limits.
+// workString writes KiB × passes as a size (the "GiB" of "GiB·passes").
+func workString(kib uint64) string {
+	if kib > math.MaxInt64>>10 {
+		return "unlimited"
+	}
+	return bytesize.Exact(int64(kib) << 10)
+}
+
+// Check returns a *KDFCostError (with Slot -1) if p exceeds the per-slot
+// limits.
 func (l KDFLimits) Check(p KDFParams) error {
-	if p.MemoryKiB > l.MaxMemoryKiB || p.Work() > l.MaxWork {
-		return &KDFCostError{Slot: -1, KDF: p, Limits: l}
+	return l.checkAfter(p, 0)
+}
+
+// checkAfter is Check for a slot run after spent KiB × passes of other
+// slots in the same unlock: the total bound counts them.
+func (l KDFLimits) checkAfter(p KDFParams, spent uint64) error {
+	if p.MemoryKiB > l.MaxMemoryKiB || p.Work() > l.MaxWork || spent+p.Work() > l.MaxTotalWork {
+		return &KDFCostError{Slot: -1, KDF: p, Limits: l, Spent: spent}
 	}
 	return nil
 }
@@ -227,9 +276,63 @@ func (s *KeySlot) associatedData(uuid [16]byte, index, keySize int) []byte {
 // that tests do not spend seconds and gigabytes per passphrase.
 var kdfTestHook func(KDFParams) KDFParams
 
+// argon2IDKey is argon2.IDKey; tests replace it to see which slots run
+// and to hold a run while they cancel it.
+var argon2IDKey = argon2.IDKey
+
+// abandonedKDFTestHook, when set by a test, is called once an Argon2id
+// run that unwrapCtx stopped waiting for has ended and its output was
+// wiped.
+var abandonedKDFTestHook func()
+
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
 	defer burnStack()
-	return argon2.IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
+	return argon2IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
+}
+
+// wrappingKeyCtx is wrappingKey that returns ctx's cause (context.Cause)
+// as soon as ctx is cancelled (SIGINT, SIGTERM), even in the middle of
+// the run.
+//
+// x/crypto/argon2 cannot be stopped part-way, and splitting the run at its
+// passes would mean an Argon2 of our own (the passes share state that the
+// package does not expose). So the run goes on a goroutine of its own with
+// its own copies of the passphrase and salt (the caller wipes its
+// passphrase once this returns), and on cancellation it is abandoned: it
+// runs to its end, bounded like every run by the KDF limits, and then
+// wipes its copy of the passphrase and the key it derived, which nobody
+// reads. The caller is stopping, and the process exits with it (the
+// command line's interrupted exit), which ends the run and frees its
+// memory; a caller that stays pays at most the one slot's bounded run in
+// the background. Argon2's own memory, freed to the garbage collector, is
+// not wiped, as in every unlock.
+func wrappingKeyCtx(ctx context.Context, passphrase, salt []byte, p KDFParams) ([]byte, error) {
+	if ctx.Done() == nil {
+		return wrappingKey(passphrase, salt, p), nil
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	pass, salt := bytes.Clone(passphrase), bytes.Clone(salt)
+	done := make(chan []byte) // unbuffered: a key is handed over or wiped, never left in a buffer
+	go func() {
+		wk := wrappingKey(pass, salt, p)
+		clear(pass)
+		select {
+		case done <- wk:
+		case <-ctx.Done():
+			clear(wk)
+			if abandonedKDFTestHook != nil {
+				abandonedKDFTestHook()
+			}
+		}
+	}()
+	select {
+	case wk := <-done:
+		return wk, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // newSlot wraps key under passphrase with fresh salt and nonce.
@@ -267,10 +370,14 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 var errWrongPassphrase = errors.New("wrong passphrase")
 
 // unwrap recovers the master key; an intact slot that does not open means a
-// wrong passphrase (the slot checksum has already told damage apart).
-func (s *KeySlot) unwrap(passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
+// wrong passphrase (the slot checksum has already told damage apart). It
+// returns ctx's cause if ctx is cancelled before the KDF has run.
+func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
 	defer burnStack()
-	wk := wrappingKey(passphrase, s.Salt[:], s.KDF)
+	wk, err := wrappingKeyCtx(ctx, passphrase, s.Salt[:], s.KDF)
+	if err != nil {
+		return nil, err
+	}
 	aead, err := chacha20poly1305.NewX(wk)
 	clear(wk)
 	if err != nil {

@@ -568,3 +568,77 @@ func FuzzStateRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestRecoveryOfEveryRegionKeepsMismatchesDirty: after a recovery of every
+// region (the state unknown, or a bitmap no record names) that leaves
+// sectors mismatched, their regions stay marked even where the untrusted
+// bitmap did not mark them: the next read-write open checks them again
+// and reports them, and the volume is not recorded clean until they are
+// re-tagged (open --recover) or rewritten.
+func TestRecoveryOfEveryRegionKeepsMismatchesDirty(t *testing.T) {
+	ctx := context.Background()
+	plain := randomData(41, 256<<10)
+	const victim = 40 // region 2 of four 64 KiB regions
+	for _, tc := range []struct {
+		name   string
+		damage func(d *memDevice)
+	}{
+		// A genuine dirty record with region 0 marked; the bitmap then
+		// changed (bit 1 set), so no record names it. The victim's
+		// region 2 is not marked in it.
+		{"bitmap no record names", func(d *memDevice) { setBitRaw(d, 1) }},
+		// Both state records destroyed: the state is unknown and the
+		// bitmap says nothing.
+		{"state unknown", func(d *memDevice) { clear(d.b[StateOffset : StateOffset+2*StateRecordSize]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := &memDevice{}
+			h, _, err := Create(ctx, dev, bytes.NewReader(plain), int64(len(plain)),
+				CreateOptions{SectorSize: 4096, TagSize: 16, RegionSize: 64 << 10, Passphrase: testPass}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := mustOpen(t, dev, false)
+			if err := v.markRegions(0); err != nil {
+				t.Fatal(err)
+			}
+			crashed := dev.clone() // a crash with region 0 marked
+			v.Close()
+			tamper(crashed, h, victim)
+			tc.damage(crashed)
+
+			w := mustOpen(t, crashed, false)
+			rec, err := w.Recover(ctx, false, nil)
+			if err != nil || !rec.AllRegions || rec.Mismatched != 1 || rec.BadSectors[0].Sector != victim {
+				t.Fatalf("first recovery: %+v, %v", rec, err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for open := range 2 {
+				x := mustOpen(t, crashed, false)
+				if st := x.State(); !st.Dirty {
+					t.Fatalf("open %d after a recovery that left sector %d mismatched: state %+v (recorded clean)", open+2, victim, st)
+				}
+				regions, all, err := x.RecoveryRegions()
+				if err != nil || all || !slices.Equal(regions, []int64{2}) {
+					t.Fatalf("open %d: regions to check %v (all %v), %v; want [2]", open+2, regions, all, err)
+				}
+				rec, err := x.Recover(ctx, false, nil)
+				if err != nil || rec.AllRegions || rec.Mismatched != 1 || rec.BadSectors[0].Sector != victim {
+					t.Fatalf("open %d: recovery %+v, %v", open+2, rec, err)
+				}
+				x.Close()
+			}
+			// Accepting the sector (open --recover) settles it.
+			y := mustOpen(t, crashed, false)
+			if rec, err := y.Recover(ctx, true, nil); err != nil || !rec.Repaired || rec.Mismatched != 1 {
+				t.Fatalf("recovery with repair: %+v, %v", rec, err)
+			}
+			y.Close()
+			if st, _ := ReadState(crashed, h); st.Dirty {
+				t.Fatalf("after repair: %+v", st)
+			}
+		})
+	}
+}

@@ -833,7 +833,7 @@ func (v *Volume) checkSectors(ctx context.Context, first, count uint64, bad func
 }
 
 // settleLocked records the end of a session whose data and tags are
-// synced: the bitmap keeps only the regions Recover left mismatched
+// synced: the bitmap marks exactly the regions Recover left mismatched
 // sectors in, and the state says clean, or dirty if any remain.
 func (v *Volume) settleLocked() error {
 	if err := v.loadBitmapLocked(); err != nil {
@@ -846,8 +846,12 @@ func (v *Volume) settleLocked() error {
 				keep |= 1 << bit
 			}
 		}
-		if v.bitmap[i] != v.bitmap[i]&keep {
-			v.bitmap[i] &= keep
+		// Exactly the pinned regions: after a recovery of every region
+		// the bitmap on the disk was untrusted and may lack their bits,
+		// and a dirty record naming a bitmap without them would have
+		// the next open check nothing and record the volume clean.
+		if v.bitmap[i] != keep {
+			v.bitmap[i] = keep
 			v.bitmapDirty[int64(i)/bitmapAlign] = true
 		}
 	}

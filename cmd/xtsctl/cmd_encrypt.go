@@ -127,7 +127,7 @@ says how.`,
 	fs.Lookup("passphrase-file").Usage = "read the new passphrase from `FILE` (one trailing newline is removed) instead of the terminal"
 	registerKeyWindow(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "overwrite OUT if it exists; in place: convert TARGET even if it carries another format's header, or (--type plain) looks converted already")
-	fs.Int("sector-size", 0, fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume)", plainSectorSize, volume.DefaultSectorSize))
+	fs.Int("sector-size", 0, fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume, or what the filesystem in IN allows if less)", plainSectorSize, volume.DefaultSectorSize))
 	f.cf.register(fs)
 	f.digest.register(fs, "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
 	registerProgressFlag(a, fs)

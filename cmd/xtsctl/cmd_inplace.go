@@ -225,7 +225,11 @@ func startVolumeEncryption(r *inPlaceRun, p *inplace.Plan, cmd *cobra.Command, f
 	// The volume format checks the options as for encrypt IN OUT.
 	do := &disk.CreateOptions{Name: r.target, TypeName: "volume", Digest: withDigest, Warn: a.warningf}
 	cf.options(do)
-	plan, err := volume.Format.(disk.Creator).PlanCreate(do)
+	size, err := r.t.Size()
+	if err != nil {
+		return nil, withCode(exitInput, fmt.Errorf("%s: %w", r.target, err))
+	}
+	plan, err := planFitted(a, cmd.Flags(), volume.Format.(disk.Creator), do, r.target, r.t, size)
 	if err != nil {
 		return nil, err
 	}
@@ -355,13 +359,28 @@ func plainInPlace(a *app, pf *plainFlags, ip *inPlaceFlags, target string, dir i
 	if err != nil {
 		return inPlaceError(target, err)
 	}
+	// A new run: none yet, or one whose journal says it finished the
+	// other way (a resume keeps the sectors it started with).
+	fresh := plan.Status == nil || plan.Status.Finished && plan.Status.Direction != dir
+	if dir == inplace.Encrypt && fresh {
+		// Its --sector-size must suit the filesystem the data holds, as
+		// for every new image (fitSectorSize; the default, 512, suits
+		// them all, so it is never lowered here).
+		size, err := r.t.Size()
+		if err != nil {
+			return withCode(exitInput, fmt.Errorf("%s: %w", target, err))
+		}
+		if _, err := fitSectorSize(a, pf.fs, target, r.t, size, p.Sector.Size); err != nil {
+			return err
+		}
+	}
 	key, err := readKeyFile(a, pf.keyFile)
 	if err != nil {
 		return err
 	}
 	defer secret.Wipe(key)
 	switch {
-	case plan.Status == nil, plan.Status.Finished && plan.Status.Direction != dir:
+	case fresh:
 		a.infof("%s %s in place (%s); journal %s (keep it: it says how far the run got, then that it finished): if this is interrupted, run the same command again to resume",
 			verb, target, plain.Summary(p, 8*len(key)), j.Path)
 	case plan.Resume:

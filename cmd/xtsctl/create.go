@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -114,7 +115,11 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 		defer in.Close()
 		o.DataSize = in.Size
 	}
-	plan, err := creator.PlanCreate(o)
+	var plaintext io.ReaderAt // looked at for its filesystem (not a stream)
+	if job.in != "" && in.File != nil && in.Size >= 0 {
+		plaintext = in.File
+	}
+	plan, err := planFitted(a, f.cmd.Flags(), creator, o, job.in, plaintext, in.Size)
 	if err != nil {
 		return err
 	}

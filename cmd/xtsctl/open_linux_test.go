@@ -27,6 +27,7 @@ import (
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/internal/loopdev"
 	"github.com/xtsctl/xtsctl/internal/mount"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 )
 
 // skipUnlessServing skips unless this process can open volumes: root,
@@ -51,6 +52,7 @@ func skipUnlessServing(t *testing.T) {
 // socket path must fit in 108 bytes) and checks for leftovers at the end.
 func servingEnv(t *testing.T) (dir string) {
 	t.Helper()
+	testutil.ServingTest(t) // released after the cleanup below
 	run, err := os.MkdirTemp("/tmp", "xr")
 	if err != nil {
 		t.Fatal(err)
@@ -656,6 +658,7 @@ func TestOpenNamesMissingDevices(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("unshare missing")
 	}
+	testutil.MountNamespaceTest(t)
 	dir := servingEnv(t)
 	img, flags := plainImage(t, dir, 4<<20)
 	loops, _ := filepath.Glob("/dev/loop[0-9]*")

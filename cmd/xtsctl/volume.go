@@ -113,7 +113,7 @@ func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
 func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 	fs.BoolVar(&a.allowExpensiveKDF, "allow-expensive-kdf", false,
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
-			fmt.Sprintf("%d GiB×passes", volume.MaxKDFWork>>20)+"): they may take very long")
+			fmt.Sprintf("%d GiB×passes, or %d GiB×passes over all slots tried", volume.MaxKDFWork>>20, volume.MaxUnlockWork>>20)+"): they may take very long")
 	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
 	registerKeyWindow(a, fs)
 }
@@ -124,7 +124,7 @@ const largeKDFWork = 16 << 20
 
 // unlockOptions are the options every unlock of image uses.
 func (a *app) unlockOptions(image string) volume.UnlockOptions {
-	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits()}
+	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits(), Context: a.ctx}
 	if a.allowExpensiveKDF {
 		opts.Limits = volume.UnlimitedKDF
 	}
