@@ -206,8 +206,9 @@ func openMounted(t *testing.T, dir, img, name string, flags ...string) (dev, mnt
 
 // mustClose closes name. A close refused because another program on the
 // machine holds the device for a moment is tried again for a while: a
-// test of another package running a tool in a private mount namespace
-// (unshare) has a copy of every mount there, ours too, until the tool
+// program that opens every loop device (losetup, blkid, udev), or a mount
+// namespace made by something that does not take the tests' lock
+// (testutil.ServingTest), whose copy of every mount holds ours until it
 // ends. close is right to refuse then; the holder goes by itself, and one
 // of ours would not.
 func mustClose(t *testing.T, name string) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/internal/testhooks"
+	"github.com/xtsctl/xtsctl/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +40,13 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 // loopDevice attaches a loop device to a new image of size bytes made by
-// mkfs (called with the image's path) and detaches it at the end.
+// mkfs (called with the image's path) and detaches it at the end. Its
+// test mounts the device: it takes the tests' shared lock, so that no
+// other package's test copies the mount into a namespace meanwhile (the
+// FUSE program would not end with the unmount).
 func loopDevice(t *testing.T, size int64, mkfs func(img string)) string {
 	t.Helper()
+	testutil.ServingTest(t)
 	img := filepath.Join(t.TempDir(), "fs.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
