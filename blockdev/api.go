@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
@@ -33,6 +35,9 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
 	}
 	req.dev, req.ino = st.Dev, st.Ino
+	if err := checkWritable(req); err != nil {
+		return nil, err
+	}
 	if req.Mount != "" || req.MountDir != nil {
 		r := *req // the caller's request stays as it was
 		if r.MountDir == nil {
@@ -71,7 +76,70 @@ func Open(ctx context.Context, req *Request, opt Options) (*State, error) {
 		return nil, err
 	}
 	state.Backend = bname
+	if state.Device != "" {
+		link, err := makeLink(req.Name, state.Device)
+		if err != nil {
+			a.warningf("no stable name for %s: %v", state.Device, err)
+		}
+		state.Link = link
+	}
 	return state, nil
+}
+
+// CheckOpen runs the checks of Open that need no key, so that a caller
+// can refuse before it asks for a passphrase and runs a key derivation:
+// NAME is valid and free, the image is not open already (what dead
+// servers left is cleaned up, with a warning, as Open does), and a
+// read-write request is not for an image on a read-only filesystem or
+// device. req needs Name, Image, Path and ReadOnly. Open checks all of it
+// again, under the run directory's lock.
+func CheckOpen(ctx context.Context, req *Request, opt Options) error {
+	a := &run{ctx: ctx, Options: opt}
+	if err := CheckName(req.Name); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(req.Image.Fd()), &st); err != nil {
+		return withKind(KindInput, fmt.Errorf("image %s: %w", req.Path, err))
+	}
+	r := *req // the caller's request stays as it was
+	r.dev, r.ino = st.Dev, st.Ino
+	if err := checkWritable(&r); err != nil {
+		return err
+	}
+	unlock, err := lockRunDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return checkNotOpen(a, &r)
+}
+
+// checkWritable refuses a read-write request for an image that cannot be
+// written: on a read-only filesystem, or a read-only block device. It
+// says so, and names -r, rather than failing later to open it for
+// writing.
+func checkWritable(req *Request) error {
+	if req.ReadOnly {
+		return nil
+	}
+	fd := int(req.Image.Fd())
+	what := ""
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err == nil && fs.Flags&unix.ST_RDONLY != 0 {
+		what = "is on a read-only filesystem"
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		if ro, err := unix.IoctlGetInt(fd, unix.BLKROGET); err == nil && ro != 0 {
+			what = "is a read-only block device"
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return withKind(KindInput, fmt.Errorf("image %s %s: it cannot be opened read-write", req.Path, what),
+		"open it read-only: add -r (--read-only)")
 }
 
 // checkNotOpen refuses a NAME or an image that is already open, and cleans
@@ -109,6 +177,9 @@ func checkNotOpen(a *run, req *Request) error {
 func removeStale(a *run, e *entry) error {
 	if err := backendOf(e).cleanup(a, e); err != nil {
 		return withKind(KindDevice, fmt.Errorf("cannot clean up after %s: %w", e.name, err))
+	}
+	if e.state != nil {
+		removeLink(e.name, e.state.Device)
 	}
 	if err := os.RemoveAll(stateDir(e.name)); err != nil {
 		return withKind(KindDevice, err)
@@ -186,6 +257,7 @@ func Close(ctx context.Context, name string, opt Options) (*State, error) {
 	if err := b.close(a, e.state); err != nil {
 		return nil, err
 	}
+	removeLink(name, e.state.Device)
 	if err := os.RemoveAll(stateDir(name)); err != nil {
 		return nil, withKind(KindDevice, err)
 	}
@@ -237,6 +309,7 @@ func statusOf(e *entry, a *run) Status {
 	vs := Status{State: State{Name: e.name}}
 	if e.state != nil {
 		vs.State = *e.state
+		vs.Link = linkOf(e.name, e.state.Device)
 	}
 	b := backendOf(e)
 	switch {
@@ -267,3 +340,69 @@ func statusOf(e *entry, a *run) Status {
 // Available reports what this host lacks to serve images through the FUSE
 // backend (root, /dev/fuse, loop devices), or nil.
 func Available() error { return backends["fuse"].available() }
+
+// NameOf returns the NAME of the open image that arg names, as close and
+// status take it (as cryptsetup takes /dev/mapper/NAME): the NAME itself,
+// the device open printed (/dev/loopN, /dev/mapper/NAME), its link
+// /dev/xtsctl/NAME, or the directory it is mounted on. A path that is
+// none of these for any open image is refused, saying so.
+func NameOf(arg string) (string, error) {
+	if nameRE.MatchString(arg) {
+		if _, err := os.Stat(stateDir(arg)); err == nil {
+			return arg, nil
+		}
+		// Taken as a path only when it is a directory or a block device
+		// here: else the caller says NAME is not open.
+		var st unix.Stat_t
+		if err := unix.Stat(arg, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Mode&unix.S_IFMT != unix.S_IFBLK) {
+			return arg, nil
+		}
+	}
+	if !strings.Contains(arg, "/") {
+		if _, err := os.Lstat(arg); err != nil {
+			return "", CheckName(arg)
+		}
+	}
+	abs, err := filepath.Abs(arg)
+	if err != nil {
+		return "", usageError(err)
+	}
+	entries, err := listEntries()
+	if err != nil {
+		return "", withKind(KindDevice, fmt.Errorf("cannot read %s: %w", runDir(), err))
+	}
+	// As recorded: also for a server that died, whose device may be gone.
+	for _, e := range entries {
+		if s := e.state; s != nil && (abs == s.Device || abs == s.Mountpoint || abs == LinkPath(e.name)) {
+			return e.name, nil
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(abs, &st); err != nil {
+		return "", usageError(fmt.Errorf("%s is not the NAME, device or mountpoint of an open image: %w", arg, err),
+			"'xtsctl status' lists open images")
+	}
+	real, _ := filepath.EvalSymlinks(abs)
+	for _, e := range entries {
+		s := e.state
+		if s == nil {
+			continue
+		}
+		var dst unix.Stat_t
+		if st.Mode&unix.S_IFMT == unix.S_IFBLK && s.Device != "" && unix.Stat(s.Device, &dst) == nil && dst.Rdev == st.Rdev {
+			return e.name, nil
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR && s.Mountpoint != "" && real == s.Mountpoint {
+			return e.name, nil
+		}
+	}
+	what := "a path"
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFBLK:
+		what = "a block device"
+	case unix.S_IFDIR:
+		what = "a directory"
+	}
+	return "", usageError(fmt.Errorf("%s is %s, but not the device or mountpoint of an image xtsctl opened", arg, what),
+		"'xtsctl status' lists open images with their devices and mountpoints")
+}

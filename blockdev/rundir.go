@@ -41,14 +41,17 @@ func runDir() string {
 
 // State is what state.json records about an open volume.
 type State struct {
-	Name       string    `json:"name"`
-	Backend    string    `json:"backend"` // "fuse" or "dm"
-	Image      string    `json:"image"`   // absolute path
-	ImageDev   uint64    `json:"image_dev"`
-	ImageIno   uint64    `json:"image_ino"`
-	Type       string    `json:"type"` // "plain", "volume" or "luks"
-	Cipher     Cipher    `json:"cipher"`
-	Device     string    `json:"device"`
+	Name     string `json:"name"`
+	Backend  string `json:"backend"` // "fuse" or "dm"
+	Image    string `json:"image"`   // absolute path
+	ImageDev uint64 `json:"image_dev"`
+	ImageIno uint64 `json:"image_ino"`
+	Type     string `json:"type"` // "plain", "volume" or "luks"
+	Cipher   Cipher `json:"cipher"`
+	Device   string `json:"device"`
+	// Link is the device's stable name, /dev/xtsctl/NAME, while it
+	// points at Device (found, not recorded).
+	Link       string    `json:"link,omitempty"`
 	Loop       string    `json:"loop,omitempty"` // dm: the loop device on the image, under the table
 	Mountpoint string    `json:"mountpoint,omitempty"`
 	FSType     string    `json:"fstype,omitempty"`

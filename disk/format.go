@@ -80,6 +80,10 @@ type FormatInfo struct {
 	// KeyNoun is what the format calls the data key, for warnings about
 	// showing it: "master key", "volume key" (the default).
 	KeyNoun string
+	// Passphrases, for a format whose passphrases xtsctl adds, removes
+	// and changes (a KeySlots header), says which, for help texts: "key
+	// slots", "LUKS2 keyslots"; "" for the others.
+	Passphrases string
 }
 
 // An Option is a flag of one format (--tcrypt-hidden, --veracrypt-pim N).

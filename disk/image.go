@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/xtsctl/xtsctl/internal/imagelock"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -115,6 +116,11 @@ func openFile(path, role string, access Access) (*os.File, int64, error) {
 		}
 		return nil, 0, WithKind(KindDevice, fmt.Errorf("%s %s is in use (%s): %w", role, path, how, ErrInUse),
 			"xtsctl status lists open images; close it first")
+	case errors.Is(err, syscall.EROFS):
+		// This verb writes (a header, the data): say so, rather than
+		// "open PATH: read-only file system".
+		return nil, 0, WithKind(KindInput, fmt.Errorf("%s %s is on a read-only filesystem, and this writes to it", role, path),
+			"copy it to a writable place, or remount the filesystem read-write")
 	case err != nil:
 		return nil, 0, WithKind(KindInput, fmt.Errorf("cannot open %s %s: %w", role, path, err))
 	}

@@ -103,6 +103,38 @@ func (k NewKDF) WarnWeak(memKiB uint32, what string) {
 	}
 }
 
+// SayCalibrating says that calibration starts: its target, and the
+// memory when the user chose it (which calibration keeps).
+func (k NewKDF) SayCalibrating() {
+	if k.MemoryKiB != 0 {
+		k.Say("calibrating the passphrase hashing (Argon2id over --kdf-memory %s) to take %v", humanKiB(k.MemoryKiB), k.Time)
+		return
+	}
+	k.Say("calibrating the passphrase hashing (Argon2id) to take %v", k.Time)
+}
+
+// SayChosen says what calibration chose and what unlocking takes with it
+// here; and, when the memory the user chose takes longer than --kdf-time
+// even at the fewest passes the format allows (minPasses), that the
+// memory was honoured and the time was not.
+func (k NewKDF) SayChosen(passes, minPasses, memKiB, threads uint32, took time.Duration) {
+	k.Say("passphrase hashing: Argon2id, %d %s, %s, %d %s: unlocking takes about %s on this machine",
+		passes, map[bool]string{true: "pass", false: "passes"}[passes == 1], humanKiB(memKiB),
+		threads, map[bool]string{true: "thread", false: "threads"}[threads == 1], humanDuration(took))
+	if k.MemoryKiB != 0 && passes <= minPasses && took > k.Time+k.Time/10 && k.Warn != nil {
+		k.Warn("--kdf-memory %s takes longer than --kdf-time %v here even at the fewest passes (%d): the memory was honoured, not the time, so unlocking takes about %s (leave --kdf-memory out to lower the memory instead)",
+			humanKiB(k.MemoryKiB), k.Time, passes, humanDuration(took))
+	}
+}
+
+// humanDuration writes a KDF's time for people: "45 ms", "2.1 s".
+func humanDuration(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
 // Say passes a message to Info, if set.
 func (k NewKDF) Say(format string, args ...any) {
 	if k.Info != nil {

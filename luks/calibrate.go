@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/xtsctl/xtsctl/internal/kdfcal"
 	"github.com/xtsctl/xtsctl/internal/sysmem"
-	"golang.org/x/crypto/argon2"
 )
 
 // Argon2Params are the costs of a new Argon2id keyslot.
@@ -16,10 +16,14 @@ type Argon2Params struct {
 	Threads   uint32 // 1..4
 }
 
-// Bounds cryptsetup puts on Argon2 parameters it writes
-// (crypt_pbkdf_get_limits); a header we write stays within them.
+// MinArgon2Passes is the fewest Argon2 passes cryptsetup writes
+// (crypt_pbkdf_get_limits): calibration lowers the memory rather than go
+// below it.
+const MinArgon2Passes = 4
+
+// Other bounds cryptsetup puts on Argon2 parameters it writes; a header we
+// write stays within them.
 const (
-	minArgon2Time   = 4
 	minArgon2Memory = 32
 	maxArgon2Memory = 4 << 20
 	maxArgon2Thread = 4
@@ -30,8 +34,8 @@ const (
 // than 4 GiB of memory.
 func (p Argon2Params) Check() error {
 	switch {
-	case p.Time < minArgon2Time:
-		return fmt.Errorf("argon2id: %d passes, cryptsetup wants at least %d", p.Time, minArgon2Time)
+	case p.Time < MinArgon2Passes:
+		return fmt.Errorf("argon2id: %d passes, cryptsetup wants at least %d", p.Time, MinArgon2Passes)
 	case p.Threads < 1 || p.Threads > maxArgon2Thread:
 		return fmt.Errorf("argon2id: %d threads, cryptsetup wants 1..%d", p.Threads, maxArgon2Thread)
 	case p.MemoryKiB < max(minArgon2Memory, 8*p.Threads) || p.MemoryKiB > maxArgon2Memory:
@@ -44,33 +48,27 @@ func (p Argon2Params) Check() error {
 const DefaultArgon2Memory = 1 << 20
 
 // CalibrateArgon2id picks Argon2id costs that take about target on this
-// machine, as cryptsetup's benchmark does: memory as given (0: 1 GiB, but
-// at most half the available memory), threads up to 4, passes to fill the
-// target with at least 4; if 4 passes at that memory already take longer,
-// the memory is lowered instead.
-func CalibrateArgon2id(target time.Duration, memoryKiB uint32) Argon2Params {
-	if memoryKiB == 0 {
-		memoryKiB = DefaultArgon2Memory
-		if avail := sysmem.AvailableKiB(); avail > 0 && avail/2 < uint64(memoryKiB) {
-			memoryKiB = uint32(max(avail/2, 64<<10))
-		}
+// machine, as cryptsetup's benchmark does (internal/kdfcal): threads up to
+// 4 (no more than the CPUs), memory up to 1 GiB (at most half the
+// available memory), then more passes; the memory is lowered only when
+// 4 passes at its most would take longer than target. A memoryKiB other
+// than 0 is what the user chose: it stays, and only the passes are
+// calibrated, at least 4 even where they take longer than target (the
+// caller checks it against Check's bounds first). It returns the costs and
+// what a run of them takes here.
+func CalibrateArgon2id(target time.Duration, memoryKiB uint32) (Argon2Params, time.Duration) {
+	threads := uint32(min(maxArgon2Thread, max(1, runtime.NumCPU())))
+	b := kdfcal.Bounds{MinPasses: MinArgon2Passes, MaxPasses: DefaultMaxTime, MinMemoryKiB: minArgon2Memory, MaxMemoryKiB: DefaultArgon2Memory}
+	if avail := sysmem.AvailableKiB(); avail > 0 && avail/2 < uint64(b.MaxMemoryKiB) {
+		b.MaxMemoryKiB = uint32(max(avail/2, 64<<10))
 	}
-	p := Argon2Params{Time: minArgon2Time, Threads: uint32(min(maxArgon2Thread, max(1, runtime.NumCPU())))}
-	p.MemoryKiB = min(max(memoryKiB, 8*p.Threads, minArgon2Memory), maxArgon2Memory)
-	// Time one pass over an eighth of the memory (the cost is linear in
-	// passes × memory) so that calibrating costs well under the target.
-	probe := max(p.MemoryKiB/8, 8*p.Threads)
-	salt := make([]byte, keyslotSaltLen)
-	start := time.Now()
-	argon2.IDKey([]byte("xtsctl calibration"), salt, 1, probe, uint8(p.Threads), 32)
-	perPass := max(time.Since(start)*time.Duration(p.MemoryKiB)/time.Duration(probe), time.Microsecond)
-	if passes := target / perPass; passes >= minArgon2Time {
-		p.Time = uint32(min(passes, DefaultMaxTime))
-		return p
+	if memoryKiB != 0 {
+		b.MinMemoryKiB, b.MaxMemoryKiB = memoryKiB, memoryKiB
+		threads = max(1, min(threads, memoryKiB/8)) // 8 KiB per lane
 	}
-	mem := uint64(float64(p.MemoryKiB) * float64(target) / float64(perPass*minArgon2Time))
-	p.MemoryKiB = uint32(max(mem, uint64(8*p.Threads), minArgon2Memory))
-	return p
+	b.Threads = uint8(threads)
+	r := kdfcal.Calibrate(target, b, kdfcal.Argon2id(b.Threads))
+	return Argon2Params{Time: r.Passes, MemoryKiB: r.MemoryKiB, Threads: uint32(r.Threads)}, r.Took
 }
 
 // digestIterations picks the PBKDF2 iterations of a new volume key digest

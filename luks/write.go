@@ -228,7 +228,7 @@ type KeyslotOptions struct {
 	// KDFMemoryKiB with CalibrateArgon2id.
 	Argon2       *Argon2Params
 	KDFTime      time.Duration // 0: 2 s, cryptsetup's default
-	KDFMemoryKiB uint32        // 0: 1 GiB, at most half the available memory
+	KDFMemoryKiB uint32        // 0: calibrated, at most 1 GiB and half the available memory; else exactly this
 	// Keyslot is the ID to use (cryptsetup --key-slot); nil picks the
 	// lowest free one. AddKeyslot only.
 	Keyslot  *int
@@ -246,7 +246,12 @@ func (o *KeyslotOptions) argon2() (Argon2Params, error) {
 	if t == 0 {
 		t = DefaultKDFTime
 	}
-	p := CalibrateArgon2id(t, o.KDFMemoryKiB)
+	if m := o.KDFMemoryKiB; m != 0 {
+		if err := (Argon2Params{Time: MinArgon2Passes, MemoryKiB: m, Threads: 1}).Check(); err != nil {
+			return Argon2Params{}, err
+		}
+	}
+	p, _ := CalibrateArgon2id(t, o.KDFMemoryKiB)
 	return p, p.Check()
 }
 

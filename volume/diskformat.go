@@ -27,7 +27,7 @@ var Format disk.Format = volumeFormat{}
 type volumeFormat struct{}
 
 func (volumeFormat) Info() disk.FormatInfo {
-	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key",
+	return disk.FormatInfo{Name: FormatName, Title: "an xtsctl volume", Signature: true, SlotNoun: "key slot", KeyNoun: "master key", Passphrases: "key slots",
 		Refer: "volumes", Takes: []string{"digest", "recover"},
 		CreateTakes: []string{"sector-size", "key-size", "integrity", "tag-size", "label", "digest", "passphrase-file", "kdf-time", "kdf-memory", "kdf-iterations"}}
 }

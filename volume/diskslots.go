@@ -25,13 +25,19 @@ func NewSlotKDF(k disk.NewKDF) (KDFParams, error) {
 	if f := k.Fixed; f != nil {
 		return KDFParams{Time: f.Time, MemoryKiB: f.MemoryKiB, Threads: uint8(f.Threads)}, nil
 	}
-	k.Say("calibrating the passphrase hashing (Argon2id) to take %v", k.Time)
+	if k.MemoryKiB != 0 {
+		// A chosen memory is kept: refuse it before seconds of
+		// calibration if even the fewest passes over it are too much.
+		if err := checkNewSlot(disk.NewKDF{MemoryKiB: k.MemoryKiB}, KDFParams{Time: MinKDFPasses, MemoryKiB: k.MemoryKiB, Threads: 1}); err != nil {
+			return KDFParams{}, err
+		}
+	}
+	k.SayCalibrating()
 	p, took := CalibrateKDF(k.Time, k.MemoryKiB)
 	if err := checkNewSlot(k, p); err != nil {
 		return p, err
 	}
-	k.Say("passphrase hashing: Argon2id, %d passes, %s, %d threads: unlocking takes %.2f s on this machine",
-		p.Time, bytesize.Human(int64(p.MemoryKiB)<<10), p.Threads, took.Seconds())
+	k.SayChosen(p.Time, MinKDFPasses, p.MemoryKiB, uint32(p.Threads), took)
 	return p, nil
 }
 

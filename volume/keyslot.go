@@ -12,6 +12,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/kdfcal"
 	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -408,67 +409,33 @@ func DefaultKDFMemory() uint32 {
 	return defaultKDFMemoryKiB
 }
 
+// MinKDFPasses is the fewest passes calibration gives a new slot: one
+// pass over as much memory as the time allows is what RFC 9106 recommends
+// first for Argon2id (LUKS2 keyslots take at least 4, as cryptsetup's).
+const MinKDFPasses = 1
+
 // CalibrateKDF picks Argon2id costs that take about target to unlock on
-// this machine, as cryptsetup's PBKDF benchmark does: memory as given (0:
-// DefaultKDFMemory), threads up to 4, and as many passes as fit in target;
-// if one pass at that memory already takes longer, the memory is lowered
-// instead. It measures with the memory the slot will use (a smaller probe
-// scaled up misjudges the cost of touching fresh memory), then runs the
-// costs it chose and corrects them once if they miss by more than a tenth.
-// It returns the costs and the time the last run took: what unlocking
-// takes here.
+// this machine, as cryptsetup's PBKDF benchmark does (internal/kdfcal):
+// threads up to 4 (no more than the CPUs), memory up to DefaultKDFMemory
+// and then more passes; the memory is lowered only when one pass at its
+// most would take longer than target. A memoryKiB other than 0 is what the
+// user chose: it stays, and only the passes are calibrated, even when one
+// pass takes longer than target. It returns the costs and what unlocking
+// takes with them here.
 func CalibrateKDF(target time.Duration, memoryKiB uint32) (KDFParams, time.Duration) {
-	if memoryKiB == 0 {
-		memoryKiB = DefaultKDFMemory()
+	threads := uint8(min(4, max(1, runtime.NumCPU())))
+	b := kdfcal.Bounds{MinPasses: MinKDFPasses, MaxPasses: MaxKDFTime, MinMemoryKiB: 32, MaxMemoryKiB: DefaultKDFMemory(), Threads: threads}
+	if memoryKiB != 0 {
+		b.MinMemoryKiB, b.MaxMemoryKiB = memoryKiB, memoryKiB
+		// Argon2 needs 8 KiB per lane: a tiny chosen memory gets fewer.
+		threads = uint8(max(1, min(uint32(threads), memoryKiB/8)))
+		b.Threads = threads
 	}
-	p := KDFParams{Time: 1, Threads: uint8(min(4, max(1, runtime.NumCPU()))), MemoryKiB: memoryKiB}
-	p.MemoryKiB = max(p.MemoryKiB, 8*uint32(p.Threads))
 	if kdfTestHook != nil {
-		return kdfTestHook(p), 0
+		return kdfTestHook(KDFParams{Time: 1, MemoryKiB: max(b.MaxMemoryKiB, 8*uint32(threads)), Threads: threads}), 0
 	}
-	one := timeKDF(p)
-	if one > target {
-		// One pass is too slow at this memory: fit the memory instead.
-		p = fitKDF(p, one, one, target)
-		return p, timeKDF(p)
-	}
-	// Two passes give the cost of a pass apart from the fixed cost
-	// (allocating and touching the memory, starting the lanes).
-	two := timeKDF(KDFParams{Time: 2, MemoryKiB: p.MemoryKiB, Threads: p.Threads})
-	p = fitKDF(p, one, max(two-one, one/4), target)
-	got := timeKDF(p)
-	if p.Time > 1 && (got > target+target/10 || got < target-target/10) {
-		// Correct in proportion to what the chosen costs really took.
-		passes := max(1, int64(float64(p.Time)*float64(target)/float64(got)+0.5))
-		p.Time = uint32(min(passes, MaxKDFTime))
-		got = timeKDF(p)
-	}
-	return p, got
-}
-
-// timeKDF runs Argon2id with p once and returns how long it took.
-func timeKDF(p KDFParams) time.Duration {
-	salt := make([]byte, saltSize)
-	start := time.Now()
-	k := argon2.IDKey([]byte("xtsctl calibration"), salt, p.Time, p.MemoryKiB, p.Threads, 32)
-	d := time.Since(start)
-	clear(k)
-	return d
-}
-
-// fitKDF scales p to take about target, given that one pass takes first
-// and each further pass perPass: more passes, or, if one pass is already
-// too slow, less memory (never below 8 KiB per lane).
-func fitKDF(p KDFParams, first, perPass, target time.Duration) KDFParams {
-	perPass = max(perPass, time.Microsecond)
-	if first <= target {
-		passes := 1 + int64((target-first)/perPass)
-		p.Time = uint32(min(passes, MaxKDFTime))
-		return p
-	}
-	p.Time = 1
-	p.MemoryKiB = max(8*uint32(p.Threads), uint32(float64(p.MemoryKiB)*float64(target)/float64(first)))
-	return p
+	r := kdfcal.Calibrate(target, b, kdfcal.Argon2id(threads))
+	return KDFParams{Time: r.Passes, MemoryKiB: r.MemoryKiB, Threads: r.Threads}, r.Took
 }
 
 // pluralNoun picks the singular for n == 1.

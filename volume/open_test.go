@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xtsctl/xtsctl/internal/sysmem"
+	"golang.org/x/crypto/argon2"
 )
 
 func writeTestImage(t *testing.T, dev *memDevice) string {
@@ -82,31 +83,20 @@ func TestKDFParamsStored(t *testing.T) {
 	}
 }
 
-// TestCalibrateKDF: calibration gives valid costs within the memory given;
-// fitKDF scales passes, then memory, to the target.
+// TestCalibrateKDF: calibration gives valid costs; a memory chosen stays,
+// even where one pass over it takes longer than the target (the search
+// itself is internal/kdfcal's, tested there against modelled machines).
 func TestCalibrateKDF(t *testing.T) {
 	restore := func(old func(KDFParams) KDFParams) { kdfTestHook = old }
 	defer restore(kdfTestHook)
 	kdfTestHook = nil
-	if p, took := CalibrateKDF(50*time.Millisecond, 16<<10); p.Check() != nil || p.MemoryKiB > 16<<10 || took <= 0 {
-		t.Fatalf("CalibrateKDF = %+v, %v", p, took)
+	if p, took := CalibrateKDF(50*time.Millisecond, 16<<10); p.Check() != nil || p.MemoryKiB != 16<<10 || took <= 0 {
+		t.Fatalf("CalibrateKDF(50ms, 16 MiB) = %+v, %v", p, took)
 	}
-	base := KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}
-	for _, c := range []struct {
-		first, perPass, target time.Duration
-		want                   KDFParams
-	}{
-		{500 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 4, MemoryKiB: 1 << 20, Threads: 4}},
-		// A fixed cost of 300 ms in the first pass leaves room for fewer.
-		{800 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, KDFParams{Time: 3, MemoryKiB: 1 << 20, Threads: 4}},
-		{2 * time.Second, 2 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 20, Threads: 4}},
-		{4 * time.Second, 4 * time.Second, 2 * time.Second, KDFParams{Time: 1, MemoryKiB: 1 << 19, Threads: 4}},
-		{time.Nanosecond, time.Nanosecond, 2 * time.Second, KDFParams{Time: MaxKDFTime, MemoryKiB: 1 << 20, Threads: 4}},
-		{time.Hour, time.Hour, time.Millisecond, KDFParams{Time: 1, MemoryKiB: 32, Threads: 4}},
-	} {
-		if got := fitKDF(base, c.first, c.perPass, c.target); got != c.want {
-			t.Errorf("fitKDF(%v first, %v per pass, target %v) = %+v, want %+v", c.first, c.perPass, c.target, got, c.want)
-		}
+	// One pass over 64 MiB takes far longer than a microsecond: the
+	// memory chosen is kept, at the fewest passes, and the time says so.
+	if p, took := CalibrateKDF(time.Microsecond, 64<<10); p.MemoryKiB != 64<<10 || p.Time != MinKDFPasses || took < time.Millisecond {
+		t.Fatalf("CalibrateKDF(1µs, 64 MiB) = %+v, %v: want the memory kept, %d pass, and its real time", p, took, MinKDFPasses)
 	}
 	if m := DefaultKDFMemory(); m < 64<<10 || m > defaultKDFMemoryKiB || uint64(m) > sysmem.AvailableKiB()/2 {
 		t.Fatalf("default memory %d KiB with %d KiB available", m, sysmem.AvailableKiB())
@@ -114,12 +104,15 @@ func TestCalibrateKDF(t *testing.T) {
 }
 
 // TestCalibrationHitsTarget: a slot calibrated for a time unlocks in about
-// that time here (within a factor of 1.5). It measures: when the machine
-// is too busy for the measurement to mean anything (this process got less
-// than two thirds of the CPU its lanes could use), it says so and skips.
+// that time here (within a factor of 1.5). It is a timed measurement, and
+// a shared machine's other work (memory traffic most of all) moves it, so
+// it runs only when asked (XTSCTL_CALIBRATION_TEST=1, on a quiet machine);
+// even then it skips when the machine is visibly busy (this process got
+// less than two thirds of the CPU its lanes could use). The search itself
+// is tested against modelled machines in internal/kdfcal.
 func TestCalibrationHitsTarget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
+	if os.Getenv("XTSCTL_CALIBRATION_TEST") != "1" {
+		t.Skip("a timed measurement: set XTSCTL_CALIBRATION_TEST=1 on a quiet machine")
 	}
 	defer func(old func(KDFParams) KDFParams) { kdfTestHook = old }(kdfTestHook)
 	kdfTestHook = nil
@@ -142,7 +135,7 @@ func TestCalibrationHitsTarget(t *testing.T) {
 		if p.MemoryKiB != c.memKiB {
 			t.Errorf("memory %d KiB asked for, %d KiB chosen", c.memKiB, p.MemoryKiB)
 		}
-		unlockBusy := share(func() { unlock = timeKDF(p) })
+		unlockBusy := share(func() { unlock = unlockTime(p) })
 		lanes := float64(min(int(p.Threads), runtime.NumCPU()))
 		if busy := min(calBusy, unlockBusy) / lanes; busy < 0.67 {
 			t.Skipf("the machine is busy: calibration or unlocking got %.0f%% of the CPU their %d lanes could use", 100*busy, p.Threads)
@@ -154,6 +147,14 @@ func TestCalibrationHitsTarget(t *testing.T) {
 			t.Errorf("target %v: unlocking takes %v, %.2fx the target", c.target, unlock, ratio)
 		}
 	}
+}
+
+// unlockTime is how long deriving a key with p takes, by the wall clock:
+// what a user waits for.
+func unlockTime(p KDFParams) time.Duration {
+	start := time.Now()
+	argon2.IDKey([]byte("unlock"), make([]byte, saltSize), p.Time, p.MemoryKiB, p.Threads, 32)
+	return time.Since(start)
 }
 
 // processCPU is the CPU time this process has used.

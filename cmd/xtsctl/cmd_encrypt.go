@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -200,6 +201,15 @@ same command again after an interruption.`,
 	return cmd
 }
 
+// digestMismatchHints say, after every tag matched but the digest did
+// not, where to look and what --digest none would do.
+func digestMismatchHints(image string) []string {
+	return []string{
+		"every sector's tag matched, yet the data is not what was encrypted: xtsctl verify " + image + " checks the headers, every tag and the digest, and writes nothing",
+		"--digest none decrypts without the end-to-end digest, checking only each sector's tag: that gets the data out as it is now, not as encrypt recorded it",
+	}
+}
+
 // decryptImage writes the plaintext of the image at inPath to outPath.
 func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bool) error {
 	o, err := openImageOrStream(a, &f.img, inPath, f.force)
@@ -243,6 +253,10 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 	}
 	done(err)
 	if err := finish(out, err); err != nil {
+		var dm *volume.DigestMismatchError
+		if errors.As(err, &dm) {
+			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)), digestMismatchHints(inPath)...)
+		}
 		if disk.KindOf(err) == disk.KindIntegrity && !strings.Contains(err.Error(), inPath) {
 			return withCode(exitIntegrity, fmt.Errorf("%s: %w; %s", inPath, err, notWritten(out)))
 		}

@@ -16,13 +16,14 @@ func init() { registerCommand(newHeaderCmd) }
 func newHeaderCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "header backup|restore IMAGE FILE",
-		Short: "Back up or restore a volume's header and key slots",
-		Long: `Save the header of the xtsctl volume IMAGE (with its key slots) to FILE, or
-write a saved header back to both of IMAGE's header copies.
+		Short: "Back up or restore a header with its passphrases (volume or LUKS keyslots)",
+		Long: `Save the header of IMAGE with its passphrases (volume or LUKS keyslots) to
+FILE, as cryptsetup luksHeaderBackup does, or write a saved header back to
+both of IMAGE's header copies.
 
-A backup holds the master key wrapped by every passphrase the volume had
-when it was taken: with it, such a passphrase decrypts the volume even after
-it was removed or changed. Keep it as safe as the volume.`,
+A backup holds the master key wrapped by every passphrase the image had
+when it was taken: with it, such a passphrase decrypts the image even after
+it was removed or changed. Keep it as safe as the image.`,
 		Example: `  xtsctl header backup disk.vol disk.header
   xtsctl header restore disk.vol disk.header`,
 		Args: cobra.NoArgs,

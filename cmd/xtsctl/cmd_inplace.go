@@ -131,14 +131,42 @@ func (r *inPlaceRun) finishProgress(err error) {
 	r.prog.end(err)
 }
 
-// unlock opens a volume's header with pass, as every unlock of the target
-// does; its key derivation is a phase of the run.
-func (r *inPlaceRun) unlock(pass []byte) func(*volume.Headers) ([]byte, int, error) {
+// unlock opens a volume's header with *pass, as every unlock of the
+// target does; each key derivation is a phase of the run. A wrong
+// passphrase asked for on the terminal (ask not nil) is asked for again,
+// up to --tries times in all; *pass is then the one that opened, for the
+// caller to wipe.
+func (r *inPlaceRun) unlock(pass *[]byte, ask *passphraseRequest) func(*volume.Headers) ([]byte, int, error) {
 	return func(hs *volume.Headers) ([]byte, int, error) {
-		r.phase = "kdf"
-		r.prog.kdf("deriving the key from the passphrase", hs.Header.DataLength)
-		return hs.UnlockWith(pass, r.a.unlockOptions(r.target))
+		for try := 1; ; try++ {
+			r.phase = "kdf"
+			r.prog.kdf("deriving the key from the passphrase", hs.Header.DataLength)
+			key, slot, err := hs.UnlockWith(*pass, r.a.unlockOptions(r.target))
+			if err == nil || ask == nil || try >= r.a.tries || !errors.Is(err, volume.ErrWrongPassphrase) || r.a.ctx.Err() != nil {
+				return key, slot, err
+			}
+			// The spinner goes before the prompt: that key derivation
+			// ended with the wrong passphrase.
+			r.prog.end(err)
+			again := *ask
+			again.notice = retryNotice(r.a, fmt.Errorf("%s: %w", r.target, err), try+1)
+			p, perr := readPassphrase(r.a, again)
+			if perr != nil {
+				return nil, -1, perr
+			}
+			clear(*pass)
+			*pass = p
+		}
 	}
+}
+
+// terminalAsk is req when the passphrase comes from the terminal (to ask
+// again after a wrong one), else nil.
+func terminalAsk(req passphraseRequest) *passphraseRequest {
+	if req.file != "" {
+		return nil
+	}
+	return &req
 }
 
 // describeStatus says how far an interrupted run got.
@@ -184,12 +212,13 @@ func encryptInPlace(a *app, cmd *cobra.Command, f *encryptFlags, target string, 
 		if cmd.Flags().Changed("digest") {
 			a.warningf("--digest applies when a run starts: the interrupted one's choice stands")
 		}
-		pass, err := readPassphrase(a, passphraseRequest{file: f.img.passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
+		ask := passphraseRequest{file: f.img.passFile, flag: "passphrase-file", prompt: "the passphrase for " + target}
+		pass, err := readPassphrase(a, ask)
 		if err != nil {
 			return err
 		}
-		defer clear(pass)
-		res, err = p.ResumeVolume(a.ctx, r.unlock(pass), r.options())
+		defer func() { clear(pass) }()
+		res, err = p.ResumeVolume(a.ctx, r.unlock(&pass, terminalAsk(ask)), r.options())
 		if err != nil {
 			return inPlaceError(target, err)
 		}
@@ -297,23 +326,25 @@ func decryptInPlace(a *app, cmd *cobra.Command, f *decryptFlags, target string, 
 	if p.Resume {
 		a.infof("%s: resuming the interrupted in-place decryption: %s", target, describeStatus(p.Status))
 	}
-	pass, err := readPassphrase(a, passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + target})
+	ask := passphraseRequest{file: passFile, flag: "passphrase-file", prompt: "the passphrase for " + target}
+	pass, err := readPassphrase(a, ask)
 	if err != nil {
 		return err
 	}
-	defer clear(pass)
+	defer func() { clear(pass) }()
 	if !p.Resume {
 		a.infof("decrypting %s in place; if this is interrupted, run the same command again to resume", target)
 	}
 	r.resumed = p.Resume
 	opts := r.options()
 	opts.NoDigest = !withDigest
-	res, err := p.DecryptVolume(a.ctx, r.unlock(pass), opts)
+	res, err := p.DecryptVolume(a.ctx, r.unlock(&pass, terminalAsk(ask)), opts)
 	var dm *inplace.DigestMismatchError
 	if errors.As(err, &dm) {
 		r.finishProgress(nil) // every byte was converted: the check after failed
 		printDigest(a, res.Digest[:])
-		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err))
+		return withCode(exitIntegrity, fmt.Errorf("%s: %w; it was decrypted all the same", target, err),
+			"every sector's tag matched, yet the data is not what was encrypted: it was changed by someone with the volume key")
 	}
 	if err != nil {
 		return inPlaceError(target, err)

@@ -159,7 +159,15 @@ func openImage(a *app, f *openFlags, image, name string) error {
 	if err := blockdev.CheckBackend(req.Backend); err != nil {
 		return err
 	}
+	// Before CheckOpen, which cleans up after a dead server of this
+	// image: the wait needs that server's record.
 	blockdev.WaitForDeadServer(img)
+	// Everything that needs no key is checked before the prompt and the
+	// key derivation: a NAME in use or an image open already is refused
+	// at once, not after seconds of Argon2id.
+	if err := blockdev.CheckOpen(a.ctx, req, a.blockdevOptions()); err != nil {
+		return fromBlockdev(err)
+	}
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes. The unlock runs here, so
 	// that a wrong passphrase is reported like everywhere else and the
@@ -185,11 +193,15 @@ func openImage(a *app, f *openFlags, image, name string) error {
 		a.infof("%s: upgraded to volume format version %d: its state area (clean or not, which regions are being written) is now authenticated", image, volume.Version)
 	}
 	a.resultf("%s", st.Device)
+	dev := st.Device
+	if st.Link != "" {
+		dev += ", also " + st.Link
+	}
 	switch {
 	case st.Mountpoint != "":
-		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, st.Device, st.FSType, st.Mountpoint, st.Backend)
+		a.infof("opened %s as %s: %s (%s) mounted on %s (%s backend)", image, name, dev, st.FSType, st.Mountpoint, st.Backend)
 	default:
-		a.infof("opened %s as %s: %s (%s backend)", image, name, st.Device, st.Backend)
+		a.infof("opened %s as %s: %s (%s backend)", image, name, dev, st.Backend)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -16,11 +17,13 @@ func init() { registerCommand(newPassphraseCmd) }
 func newPassphraseCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "passphrase add|remove|change IMAGE",
-		Short: "Add, remove or change a volume's passphrases",
-		Long: `Manage the passphrases (key slots, up to 8) of the xtsctl volume IMAGE.
+		Short: "Add, remove or change passphrases (volume or LUKS keyslots)",
+		Long: `Manage the passphrases of IMAGE (volume or LUKS keyslots): the key slots
+of an xtsctl volume (up to 8) or the keyslots of a LUKS2 image (up to 32),
+as cryptsetup luksAddKey, luksRemoveKey, luksKillSlot and luksChangeKey do.
 
 Each change rewrites both header copies, one at a time, each synced: if
-xtsctl is killed or the machine stops at any moment, the volume still opens
+xtsctl is killed or the machine stops at any moment, the image still opens
 with the old passphrase or the new one. Passphrases are asked on the
 terminal (new ones twice), or read from --passphrase-file (an existing
 passphrase) and --new-passphrase-file.`,
@@ -152,22 +155,67 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 			return err
 		}
 	}
+	readNew := func() (*disk.Secret, error) {
+		if f.newKeyFile != "" {
+			k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
+			return &disk.Secret{KeyFiles: [][]byte{k}}, err
+		}
+		p, err := readPassphrase(a, passphraseRequest{file: f.newPassFile, flag: "new-passphrase-file", prompt: "the new passphrase for " + image, confirm: true})
+		return &disk.Secret{Passphrase: p}, err
+	}
+	// A new passphrase in a file is read first: a missing or empty file
+	// is refused before the existing passphrase is asked for and its key
+	// derivation run. One typed at the terminal is asked for after the
+	// existing one, as cryptsetup asks.
+	var fromFile *disk.Secret
+	if op != disk.RemoveSlot && (f.newKeyFile != "" || f.newPassFile != "") {
+		if fromFile, err = readNew(); err != nil {
+			return err
+		}
+		defer fromFile.Wipe()
+	}
+	// A wrong existing passphrase typed at the terminal is asked for
+	// again (--tries), as unlocking asks: ChangeSlots is run again, which
+	// changes nothing before the unlock.
+	need := &disk.Need{Passphrase: disk.WantRequired, Prompt: prompt, KeyFile: disk.WantOptional}
+	retry := asksTerminal(&f.img, o, need)
+	notice, askedNew := "", false
 	c := disk.SlotChange{
 		Op: op, Slot: a.keySlot, AllowLast: f.force, AllowExpensiveKDF: a.allowExpensiveKDF, KDF: kdf,
 		Progress: func(format string, args ...any) { a.infof(format, args...) },
 		Secret: func() (*disk.Secret, error) {
-			return readSecrets(a, &f.img, o, &disk.Need{Passphrase: disk.WantRequired, Prompt: prompt, KeyFile: disk.WantOptional})
+			sec, err := readKeyFiles(a, &f.img, o)
+			if err == nil {
+				err = readPassphraseFor(a, &f.img, o, need, sec, notice)
+			}
+			if err != nil {
+				sec.Wipe()
+				return nil, err
+			}
+			return sec, nil
 		},
 		New: func() (*disk.Secret, error) {
-			if f.newKeyFile != "" {
-				k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
-				return &disk.Secret{KeyFiles: [][]byte{k}}, err
+			askedNew = true
+			if fromFile != nil {
+				// A copy: the caller may wipe what it gets.
+				s := &disk.Secret{Passphrase: bytes.Clone(fromFile.Passphrase)}
+				for _, k := range fromFile.KeyFiles {
+					s.KeyFiles = append(s.KeyFiles, bytes.Clone(k))
+				}
+				return s, nil
 			}
-			p, err := readPassphrase(a, passphraseRequest{file: f.newPassFile, flag: "new-passphrase-file", prompt: "the new passphrase for " + image, confirm: true})
-			return &disk.Secret{Passphrase: p}, err
+			return readNew()
 		},
 	}
-	res, err := ks.ChangeSlots(a.ctx, c)
+	var res *disk.SlotResult
+	for try := 1; ; try++ {
+		res, err = ks.ChangeSlots(a.ctx, c)
+		if err != nil && retry && !askedNew && try < a.tries && errors.Is(err, disk.ErrWrongSecret) && a.ctx.Err() == nil {
+			notice = retryNotice(a, err, try+1)
+			continue
+		}
+		break
+	}
 	if err != nil {
 		return err
 	}

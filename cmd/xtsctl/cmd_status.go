@@ -17,7 +17,7 @@ func init() { registerCommand(newStatusCmd) }
 func newStatusCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status [NAME]",
+		Use:   "status [NAME|DEVICE|MOUNTPOINT]",
 		Short: "List open volumes, their devices, mountpoints and I/O counters",
 		Long: `Show each open volume (or only NAME): image, device, mountpoint, backend,
 and the I/O counters of its server: requests and bytes read and written,
@@ -43,7 +43,11 @@ cleans it up.`,
 func status(a *app, args []string, asJSON bool) error {
 	var out []blockdev.Status
 	if len(args) == 1 {
-		st, err := blockdev.StatusOf(args[0], a.blockdevOptions())
+		name, err := blockdev.NameOf(args[0])
+		if err != nil {
+			return fromBlockdev(err)
+		}
+		st, err := blockdev.StatusOf(name, a.blockdevOptions())
 		if errors.Is(err, blockdev.ErrNotOpen) {
 			return withCode(exitUsage, fmt.Errorf("%s is not open", args[0]), "'xtsctl status' lists open volumes")
 		}
@@ -95,6 +99,9 @@ func printStatus(a *app, vs *blockdev.Status) {
 	a.resultf("%s: %s", vs.Name, vs.Condition)
 	a.resultf("  image:      %s (%s: %s)", st.Image, st.Type, st.Cipher)
 	a.resultf("  device:     %s, %s, %s backend", st.Device, mode, st.Backend)
+	if st.Link != "" {
+		a.resultf("  link:       %s -> %s", st.Link, st.Device)
+	}
 	if st.Loop != "" {
 		a.resultf("  loop:       %s", st.Loop)
 	}
@@ -170,6 +177,7 @@ type statusJSON struct {
 	Type       string             `json:"type,omitempty"`
 	Cipher     *blockdev.Cipher   `json:"cipher,omitempty"`
 	Device     string             `json:"device,omitempty"`
+	Link       string             `json:"link,omitempty"` // /dev/xtsctl/NAME, the device's stable name
 	Loop       string             `json:"loop,omitempty"`
 	Mountpoint string             `json:"mountpoint,omitempty"`
 	FSType     string             `json:"fstype,omitempty"`
@@ -186,7 +194,7 @@ func statusOfOpen(vs *blockdev.Status) statusJSON {
 	st := &vs.State
 	j := statusJSON{
 		Name: vs.Name, State: vs.Condition, Backend: st.Backend, Image: st.Image, Type: st.Type,
-		Device: st.Device, Loop: st.Loop, Mountpoint: st.Mountpoint, FSType: st.FSType, ReadOnly: st.ReadOnly,
+		Device: st.Device, Link: st.Link, Loop: st.Loop, Mountpoint: st.Mountpoint, FSType: st.FSType, ReadOnly: st.ReadOnly,
 		PID: st.PID, Recovered: st.Recovered, Upgraded: st.Upgraded, Stats: vs.Stats, DM: vs.DM,
 	}
 	if st.Cipher != (blockdev.Cipher{}) {

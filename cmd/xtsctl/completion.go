@@ -13,7 +13,6 @@ import (
 
 // flagValues are the values of flags that take one of a few words.
 var flagValues = map[string][]string{
-	"type":        {typeVolume, typePlain},
 	"integrity":   {"blake2b", "none"},
 	"sector-size": {"512", "1024", "2048", "4096"},
 	"tag-size":    {"16", "32"},
@@ -25,6 +24,9 @@ func registerCompletions(c *cobra.Command) {
 		if c.Flags().Lookup(name) != nil {
 			_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 		}
+	}
+	if c.Flags().Lookup("type") != nil {
+		_ = c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(typeValues(c), cobra.ShellCompDirectiveNoFileComp))
 	}
 	if c.Flags().Lookup("backend") != nil {
 		_ = c.RegisterFlagCompletionFunc("backend", cobra.FixedCompletions(strings.Split(blockdev.BackendNames(), ", "), cobra.ShellCompDirectiveNoFileComp))

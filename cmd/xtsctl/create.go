@@ -81,6 +81,16 @@ func creatorNames() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
+// decimalUnit is the power-of-1000 unit a size ends in ("GB"), or "".
+func decimalUnit(size string) string {
+	for _, u := range []string{"KB", "MB", "GB", "TB"} {
+		if strings.HasSuffix(size, u) {
+			return u
+		}
+	}
+	return ""
+}
+
 func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 	typ := cmp.Or(f.typ, "volume")
 	format, ok := disk.Lookup(typ)
@@ -92,13 +102,22 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 		return usageError(fmt.Errorf("xtsctl reads %s, but does not write them (--type %s)", cmp.Or(format.Info().Refer, typ+" images"), typ),
 			"it writes: "+creatorNames())
 	}
+	// The input first: a misspelled IN is named as such, not as a flag
+	// that does not fit the format.
+	verb := "encrypting"
+	var in *safefile.Input
+	if job.in != "" {
+		var err error
+		if in, err = openStreamInput(a, job.in); err != nil {
+			return err
+		}
+		defer in.Close()
+	}
 	if err := checkCreateFlags(f.cmd, format); err != nil {
 		return err
 	}
 	o := &disk.CreateOptions{Name: job.out, TypeName: typ, Digest: job.digest, Options: f.options(), Warn: a.warningf}
 	cf.options(o)
-	verb := "encrypting"
-	var in *safefile.Input
 	if job.in == "" {
 		verb = "formatting"
 		size, err := bytesize.Parse(job.size)
@@ -108,11 +127,6 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 		o.DataSize = size
 		in = &safefile.Input{}
 	} else {
-		var err error
-		if in, err = openStreamInput(a, job.in); err != nil {
-			return err
-		}
-		defer in.Close()
 		o.DataSize = in.Size
 	}
 	var plaintext io.ReaderAt // looked at for its filesystem (not a stream)
@@ -125,6 +139,13 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 	}
 	ss := int64(plan.SectorSize)
 	switch {
+	case job.in == "" && o.DataSize > 0 && o.DataSize%ss != 0 && decimalUnit(job.size) != "":
+		// 1GB is 10^9 bytes (as truncate reads it), which no sector
+		// size divides: the user almost always means 1G.
+		u := decimalUnit(job.size)
+		bin := strings.TrimSuffix(job.size, u) + u[:1]
+		return usageError(fmt.Errorf("--size %s is %d bytes (%s is a power of 1000), not a whole number of %d-byte sectors", job.size, o.DataSize, u, ss),
+			fmt.Sprintf("for powers of 1024 write %s or %siB", bin, bin))
 	case job.in == "" && (o.DataSize <= 0 || o.DataSize%ss != 0):
 		return usageError(fmt.Errorf("--size %s is not a positive whole number of %d-byte sectors", job.size, ss))
 	case job.in == "" && plan.ImageSize != -1 && plan.ImageSize < o.DataSize:

@@ -132,6 +132,9 @@ func hintsOf(err error) []string {
 		return h
 	}
 	if isCobraUsageError(err) {
+		if h := verbHint(err); h != "" {
+			return []string{h}
+		}
 		return []string{"run 'xtsctl --help' or 'xtsctl COMMAND --help' for usage"}
 	}
 	return nil

@@ -49,7 +49,7 @@ func (f *imageFlags) register(a *app, cmd *cobra.Command, which int) {
 	f.cmd = cmd
 	fs := cmd.Flags()
 	if which&imgType != 0 {
-		fs.StringVar(&f.typ, "type", "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
+		fs.StringVarP(&f.typ, "type", cryptsetupShort["type"], "", "the image's format: "+typeNames()+" (default: recognised by its header, else volume)")
 	}
 	if which&imgHeader != 0 {
 		fs.StringVar(&f.header, "header", "", "read the header from `FILE` (a detached header, cryptsetup --header); IMAGE holds the data")
@@ -102,9 +102,9 @@ func registerFormatOptions(fs *pflag.FlagSet) {
 				panic(fmt.Sprintf("option --%s of format %s is already a flag of the command", o.Name, f.Info().Name))
 			}
 			if o.Bool {
-				fs.Bool(o.Name, false, o.Usage)
+				fs.BoolP(o.Name, cryptsetupShort[o.Name], false, o.Usage)
 			} else {
-				fs.Var(&optionValue{name: cmp.Or(o.Value, "string"), number: o.Number}, o.Name, o.Usage)
+				fs.VarP(&optionValue{name: cmp.Or(o.Value, "string"), number: o.Number}, o.Name, cryptsetupShort[o.Name], o.Usage)
 			}
 		}
 	}
@@ -491,6 +491,19 @@ func check(f *imageFlags, o *opened, req *disk.Request) (*disk.Need, error) {
 // readSecrets reads what need asks for: the key files (as the format
 // takes them) and the passphrase (--passphrase-file or the terminal).
 func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secret, error) {
+	sec, err := readKeyFiles(a, f, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := readPassphraseFor(a, f, o, need, sec, ""); err != nil {
+		sec.Wipe()
+		return nil, err
+	}
+	return sec, nil
+}
+
+// readKeyFiles reads the key files (--key-file), as the format takes them.
+func readKeyFiles(a *app, f *imageFlags, o *opened) (*disk.Secret, error) {
 	info := o.format.Info()
 	sec := &disk.Secret{}
 	limit := info.KeyFileLimit
@@ -520,26 +533,49 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 		sec.KeyFiles = append(sec.KeyFiles, k)
 		sec.KeyFileNames = append(sec.KeyFileNames, path)
 	}
-	wantPass := need.Passphrase
-	if len(sec.KeyFiles) > 0 && !info.MultiKeyFile {
-		// A format whose key file is its secret (LUKS's whole-file
-		// passphrase) asks for nothing more.
-		wantPass = disk.WantNone
+	return sec, nil
+}
+
+// asksTerminal reports whether the passphrase need asks for comes from
+// the terminal: only then is a wrong one asked for again (--tries).
+func asksTerminal(f *imageFlags, o *opened, need *disk.Need) bool {
+	return wantsPassphrase(f, o, need) != disk.WantNone && f.passFile == ""
+}
+
+// wantsPassphrase is need's passphrase, given the key files: a format
+// whose key file is its secret (LUKS's whole-file passphrase) asks for
+// nothing more.
+func wantsPassphrase(f *imageFlags, o *opened, need *disk.Need) disk.Want {
+	if len(f.keyFiles) > 0 && !o.format.Info().MultiKeyFile {
+		return disk.WantNone
 	}
-	if wantPass == disk.WantNone {
-		return sec, nil
+	return need.Passphrase
+}
+
+// readPassphraseFor reads the passphrase need asks for into sec, if it
+// asks for one; notice is said on the terminal before the prompt.
+func readPassphraseFor(a *app, f *imageFlags, o *opened, need *disk.Need, sec *disk.Secret, notice string) error {
+	want := wantsPassphrase(f, o, need)
+	if want == disk.WantNone {
+		return nil
 	}
 	prompt := need.Prompt
 	if prompt == "" {
 		prompt = "the passphrase for " + o.path
 	}
-	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt, optional: wantPass == disk.WantOptional, confirm: need.Confirm})
+	p, err := readPassphrase(a, passphraseRequest{file: f.passFile, flag: "passphrase-file", prompt: prompt,
+		optional: want == disk.WantOptional, confirm: need.Confirm, notice: notice})
 	if err != nil {
-		sec.Wipe()
-		return nil, err
+		return err
 	}
 	sec.Passphrase = p
-	return sec, nil
+	return nil
+}
+
+// retryNotice is what the terminal says before asking again after the
+// wrong secret err, for the try-th try of a.tries.
+func retryNotice(a *app, err error, try int) string {
+	return fmt.Sprintf("%v (try %d of %d)", err, try, a.tries)
 }
 
 // sizeWords is a limit for messages: "8 MiB", "64 bytes".
@@ -561,22 +597,38 @@ func unlockImage(a *app, f *imageFlags, o *opened, req *disk.Request) (*disk.Unl
 }
 
 // unlockChecked is unlockImage after check: what a verb does between the
-// two (create its output) needs no secret.
+// two (create its output) needs no secret. A wrong passphrase typed at
+// the terminal is asked for again, up to --tries times in all (as
+// cryptsetup does); each try runs the unlock, and its KDFs, once. The
+// format's check is not run again, nor are key files read again.
 func unlockChecked(a *app, f *imageFlags, o *opened, req *disk.Request, need *disk.Need) (*disk.Unlocked, error) {
-	sec, err := readSecrets(a, f, o, need)
+	sec, err := readKeyFiles(a, f, o)
 	if err != nil {
 		return nil, err
 	}
 	defer sec.Wipe()
-	u, err := o.hdr.Unlock(a.ctx, req, sec)
-	if err != nil {
-		return nil, err
+	retry := asksTerminal(f, o, need)
+	notice := ""
+	for try := 1; ; try++ {
+		if err := readPassphraseFor(a, f, o, need, sec, notice); err != nil {
+			return nil, err
+		}
+		u, err := o.hdr.Unlock(a.ctx, req, sec)
+		clear(sec.Passphrase)
+		sec.Passphrase = nil
+		if err != nil {
+			if retry && try < a.tries && errors.Is(err, disk.ErrWrongSecret) && a.ctx.Err() == nil {
+				notice = retryNotice(a, err, try+1)
+				continue
+			}
+			return nil, err
+		}
+		warnAll(a, o.path, u.Warnings)
+		if u.SlotName != "" {
+			a.verbosef("%s: unlocked with %s; AES-XTS kernel for %d-byte sectors: %s", o.path, u.SlotName, u.Layout.SectorSize, aesni.Pick(max(u.Layout.SectorSize, 512)))
+		}
+		return u, nil
 	}
-	warnAll(a, o.path, u.Warnings)
-	if u.SlotName != "" {
-		a.verbosef("%s: unlocked with %s; AES-XTS kernel for %d-byte sectors: %s", o.path, u.SlotName, u.Layout.SectorSize, aesni.Pick(max(u.Layout.SectorSize, 512)))
-	}
-	return u, nil
 }
 
 // headerWarnings prints what reading the header found wrong, where the

@@ -18,7 +18,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/safefile"
@@ -42,6 +41,9 @@ type app struct {
 	progressJSON bool
 	// keySlot (--key-slot) is the only key slot to try, or -1.
 	keySlot int
+	// tries (--tries) is how many times a passphrase typed at the
+	// terminal is asked for when it is wrong.
+	tries int
 	// batch (--batch-mode) answers yes to every question instead of asking.
 	batch bool
 	// keyWindow (--keyfile-offset, --keyfile-size) selects the bytes of
@@ -75,7 +77,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// (where the filesystem needs named ones: see package safefile).
 	defer safefile.RemoveTemporaries()
 	results := &resultWriter{w: stdout}
-	a := &app{ui: ui{stdout: results, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1}
+	a := &app{ui: ui{stdout: results, stderr: stderr}, ctx: ctx, stdin: stdin, keySlot: -1, tries: defaultTries}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -154,12 +156,14 @@ func newRootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xtsctl",
 		Short: "Encrypt, check and mount disk images with AES-XTS",
-		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619), in two formats:
+		Long: `xtsctl encrypts and decrypts disk images with AES-XTS (IEEE 1619): its own
+volumes (a header, passphrase key slots, per-sector BLAKE2b integrity
+tags; the data area stays dm-crypt compatible), cryptsetup's plain mode
+(headerless, byte-compatible with --type plain --cipher aes-xts-plain64)
+and LUKS, and reads other formats. Each command's help lists the formats
+it takes.
 
-  plain   headerless, byte-compatible with cryptsetup --type plain
-          --cipher aes-xts-plain64 (the kernel's dm-crypt reads it)
-  volume  an xtsctl volume: header, passphrase key slots, per-sector
-          BLAKE2b integrity tags; its data area stays dm-crypt compatible`,
+` + formatsParagraph(rootUse, false),
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -175,12 +179,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.batch, "batch-mode", false, "ask no questions: proceed where xtsctl would ask for a confirmation (cryptsetup's --batch-mode)")
 	root.Flags().BoolP("version", "V", false, "print the version")
 	// cryptsetup's spellings, where they mean the same.
-	root.SetGlobalNormalizationFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if n, ok := flagAliases[name]; ok {
-			name = n
-		}
-		return pflag.NormalizedName(name)
-	})
+	root.SetGlobalNormalizationFunc(normalizeFlag)
 	root.PersistentPreRun = func(cmd *cobra.Command, args []string) {
 		currentVerb.name, currentVerb.hasType = cmd.Name(), cmd.Annotations[takesPlain] != ""
 	}
@@ -188,12 +187,10 @@ func newRootCmd(a *app) *cobra.Command {
 		root.AddCommand(f(a))
 	}
 	root.InitDefaultCompletionCmd()
+	addFormatHelp(root)
 	registerCompletions(root)
 	return root
 }
-
-// flagAliases maps other spellings of a flag to ours.
-var flagAliases = map[string]string{"readonly": "read-only"}
 
 // argsNamed checks the positional arguments against their names, so a
 // missing one is reported by name.

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +27,9 @@ type passphraseRequest struct {
 	confirm bool   // ask twice on the terminal (a new passphrase)
 	// optional accepts an empty passphrase (VeraCrypt with keyfiles).
 	optional bool
+	// notice is said on the terminal before the prompt: why it is asked
+	// again (a wrong passphrase).
+	notice string
 }
 
 // readPassphrase returns the passphrase; the caller wipes it.
@@ -54,18 +57,26 @@ func readPassphraseFile(a *app, path string, win keyfile.Window) ([]byte, error)
 }
 
 // readPassphraseTTY asks on the controlling terminal, without echo.
+// Ctrl-C stops the command (exit 130) and Ctrl-D gives no passphrase
+// (exit 4), at once: see terminal.readLine.
 func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	tty, err := openTerminal()
 	if err != nil {
 		return nil, usageError(fmt.Errorf("no terminal to ask for %s", req.prompt),
 			fmt.Sprintf("give it in a file: --%s FILE", req.flag))
 	}
 	defer tty.Close()
+	if req.notice != "" {
+		a.promptTTY(tty, "%s\n", req.notice)
+	}
 	ask := func(prompt string) ([]byte, error) {
-		a.promptTTY(tty, "%s: ", prompt)
-		p, err := term.ReadPassword(int(tty.Fd()))
-		a.promptTTY(tty, "\n")
-		if err != nil {
+		p, err := tty.readLine(a.ctx, prompt+": ", true)
+		switch {
+		case errors.Is(err, context.Canceled):
+			return nil, withCode(exitInterrupted, fmt.Errorf("%w at the prompt for %s", err, req.prompt))
+		case errors.Is(err, errNoInput):
+			return nil, withCode(exitKey, fmt.Errorf("no passphrase given: the %w at the prompt for %s", err, req.prompt))
+		case err != nil:
 			return nil, withCode(exitKey, fmt.Errorf("cannot read the %s from the terminal: %w", req.prompt, err))
 		}
 		return p, nil
@@ -106,15 +117,17 @@ func confirm(a *app, question string) error {
 		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
 			"to go on all the same, add --batch-mode")
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	tty, err := openTerminal()
 	if err != nil {
 		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
 			"to go on all the same, add --batch-mode")
 	}
 	defer tty.Close()
-	a.promptTTY(tty, "%s.\nType yes to go on: ", question)
-	line, err := bufio.NewReader(tty).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "yes" {
+	line, err := tty.readLine(a.ctx, question+".\nType yes to go on: ", false)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return withCode(exitInterrupted, fmt.Errorf("%w at the question; nothing was changed", err))
+	case err != nil || strings.TrimSpace(string(line)) != "yes":
 		return usageError(errors.New("not confirmed; nothing was changed"))
 	}
 	return nil

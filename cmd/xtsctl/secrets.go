@@ -53,7 +53,7 @@ func registerKeyWindow(a *app, fs *pflag.FlagSet) {
 		return
 	}
 	fs.Int64Var(&a.keyWindow.Offset, "keyfile-offset", 0, "skip `BYTES` at the start of the key or passphrase file (cryptsetup's --keyfile-offset)")
-	fs.IntVar(&a.keyWindow.Size, "keyfile-size", 0, "read exactly `BYTES` of the key or passphrase file, taken as they are (cryptsetup's --keyfile-size; default: the rest of the file)")
+	fs.IntVarP(&a.keyWindow.Size, "keyfile-size", cryptsetupShort["keyfile-size"], 0, "read exactly `BYTES` of the key or passphrase file, taken as they are (cryptsetup's --keyfile-size; default: the rest of the file)")
 }
 
 // readSecret reads a key or passphrase from the file at path or, for "-",

@@ -29,7 +29,7 @@ type createFlags struct {
 
 func (f *createFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	fs.IntVar(&f.keyBits, "key-size", 512, "XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
+	fs.IntVarP(&f.keyBits, "key-size", cryptsetupShort["key-size"], 512, "XTS key size in bits: 512 (XTS-AES-256) or 256 (XTS-AES-128), as cryptsetup counts")
 	fs.StringVar(&f.integrity, "integrity", "blake2b", "volume: per-sector integrity tags: blake2b, or none")
 	fs.IntVar(&f.tagSize, "tag-size", 32, "volume: bytes per integrity tag: 16 or 32")
 	fs.StringVar(&f.label, "label", "", "a label stored in the header (volume: at most 64 bytes; LUKS2: 47)")
@@ -63,8 +63,9 @@ type kdfFlags struct {
 }
 
 func (f *kdfFlags) register(fs *pflag.FlagSet) {
-	fs.DurationVar(&f.time, "kdf-time", volume.DefaultKDFTime, "Argon2id: calibrate the passphrase hashing to take this long on this machine")
-	fs.StringVar(&f.memory, "kdf-memory", "", "Argon2id memory, e.g. 256M (default: 1G, or half the available RAM if less); a plain number counts KiB")
+	f.time = volume.DefaultKDFTime
+	fs.VarP(msDuration{&f.time}, "kdf-time", cryptsetupShort["kdf-time"], "Argon2id: calibrate the passphrase hashing to take this long on this machine; a plain number counts milliseconds (cryptsetup's --iter-time)")
+	fs.StringVar(&f.memory, "kdf-memory", "", "Argon2id memory, kept as given (only the passes are calibrated), e.g. 256M (default: calibrated, at most 1G or half the available RAM); a plain number counts KiB")
 	fs.Uint32Var(&f.iterations, "kdf-iterations", 0, "Argon2id passes; skips the time calibration")
 }
 
@@ -115,8 +116,28 @@ func registerUnlockFlags(a *app, fs *pflag.FlagSet) {
 		"try key slots whose Argon2id costs exceed the limits (more memory than this machine can spare, or more than "+
 			fmt.Sprintf("%d GiB×passes, or %d GiB×passes over all slots tried", volume.MaxKDFWork>>20, volume.MaxUnlockWork>>20)+"): they may take very long")
 	fs.VarP((*slotValue)(&a.keySlot), "key-slot", "S", "try only key slot `N` (0-7; LUKS2 images: 0-31; cryptsetup's --key-slot)")
+	fs.VarP((*triesValue)(&a.tries), "tries", "T", "ask for a wrong passphrase `N` times in all (only on the terminal; cryptsetup's --tries)")
 	registerKeyWindow(a, fs)
 }
+
+// defaultTries is --tries unless given: cryptsetup's default.
+const defaultTries = 3
+
+// triesValue is --tries: at least one.
+type triesValue int
+
+func (t *triesValue) String() string { return strconv.Itoa(int(*t)) }
+
+func (t *triesValue) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q is not a number of tries (1 or more)", v)
+	}
+	*t = triesValue(n)
+	return nil
+}
+
+func (t *triesValue) Type() string { return "N" }
 
 // largeKDFWork is the memory × passes (KiB) from which unlocking says it
 // is running a slot's KDF: several times a default slot's.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/testhooks"
 	"github.com/xtsctl/xtsctl/volume"
@@ -34,6 +35,9 @@ func TestMain(m *testing.M) {
 			// No controlling terminal, as in CI, also when the tests
 			// run from one: a passphrase prompt on /dev/tty must not wait.
 			syscall.Setsid()
+			if os.Getenv(laterFormatEnv) != "" {
+				disk.Register(laterFormat{})
+			}
 			// A test can stop an in-place run at a named moment with
 			// SIGKILL, as a crash there would (killinplace_test.go):
 			// "STEP", or "STEP:N" for its N-th time. Or pause it there
@@ -53,6 +57,11 @@ func TestMain(m *testing.M) {
 					}
 				}
 			}
+			// The real calibration, for tests that compare it
+			// (kdfcal_test.go).
+			if os.Getenv(realKDFEnv) == "1" {
+				testOnlyCalibrate, testOnlyLUKSArgon2 = nil, nil
+			}
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
@@ -64,8 +73,17 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Cmds:                scriptCmds,
+		Setup:               scriptSetup,
+		Condition:           scriptCondition,
 	})
 }
+
+// scriptSetup and scriptCondition, where the system has them
+// (scriptcmds_linux_test.go): a run directory per script, [serving].
+var (
+	scriptSetup     func(*testscript.Env) error
+	scriptCondition func(string) (bool, error)
+)
 
 // pauseHere makes the file path and waits until it is removed (a minute
 // at most), so that a test can act while an in-place run stands still at

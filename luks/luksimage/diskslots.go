@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
@@ -14,9 +15,10 @@ import (
 
 // NewKeyslotKDF returns the Argon2id costs of a new LUKS2 keyslot from
 // what the user asked: calibrated as cryptsetup does (at least 4 passes;
-// less memory rather than fewer passes) and held to the bounds of new
-// volume key slots (no more work than xtsctl unlocks unasked, and not
-// below 32 MiB unless the memory was chosen).
+// less memory rather than fewer passes), a memory the user chose kept
+// (only the passes calibrated), held to the bounds of new volume key slots
+// (no more work than xtsctl unlocks unasked, and not below 32 MiB unless
+// the memory was chosen), and what it chose said through k.
 func NewKeyslotKDF(k disk.NewKDF) (*luks.Argon2Params, error) {
 	if k.Time <= 0 {
 		return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("--kdf-time must be positive, not %v", k.Time))
@@ -34,22 +36,46 @@ func NewKeyslotKDF(k disk.NewKDF) (*luks.Argon2Params, error) {
 	case k.Fixed != nil:
 		return &luks.Argon2Params{Time: k.Fixed.Time, MemoryKiB: k.Fixed.MemoryKiB, Threads: k.Fixed.Threads}, nil
 	default:
-		k.Say("calibrating the passphrase hashing (Argon2id) to take %v", k.Time)
-		p = luks.CalibrateArgon2id(k.Time, k.MemoryKiB)
+		if k.MemoryKiB != 0 {
+			// A chosen memory is kept: refuse it before seconds of
+			// calibration if even 4 passes over it are too much.
+			if err := checkKeyslotKDF(k, luks.Argon2Params{Time: luks.MinArgon2Passes, MemoryKiB: k.MemoryKiB, Threads: 1}); err != nil {
+				return nil, err
+			}
+		}
+		k.SayCalibrating()
+		var took time.Duration
+		p, took = luks.CalibrateArgon2id(k.Time, k.MemoryKiB)
+		if err := checkKeyslotKDF(k, p); err != nil {
+			return nil, err
+		}
+		k.SayChosen(p.Time, luks.MinArgon2Passes, p.MemoryKiB, p.Threads, took)
+		k.WarnWeak(p.MemoryKiB, "image")
+		return &p, nil
 	}
-	if err := p.Check(); err != nil {
-		return nil, disk.WithKind(disk.KindUsage, err)
-	}
-	switch {
-	case p.MemoryKiB > luks.DefaultMaxMemoryKiB || p.Time > luks.DefaultMaxTime:
-		return nil, disk.WithKind(disk.KindUsage, fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
-	case uint64(p.Time)*uint64(p.MemoryKiB) > luks.DefaultMaxWork:
-		return nil, disk.KDFCostError(k, p.MemoryKiB, p.Time, true, luks.DefaultMaxWork)
-	case p.MemoryKiB < disk.MinKDFMemoryKiB && k.MemoryKiB == 0:
-		return nil, disk.KDFCostError(k, p.MemoryKiB, p.Time, false, 0)
+	if err := checkKeyslotKDF(k, p); err != nil {
+		return nil, err
 	}
 	k.WarnWeak(p.MemoryKiB, "image")
 	return &p, nil
+}
+
+// checkKeyslotKDF holds the costs of a new keyslot to what cryptsetup
+// writes and xtsctl unlocks unasked, and to the memory floor unless the
+// memory was chosen.
+func checkKeyslotKDF(k disk.NewKDF, p luks.Argon2Params) error {
+	if err := p.Check(); err != nil {
+		return disk.WithKind(disk.KindUsage, err)
+	}
+	switch {
+	case p.MemoryKiB > luks.DefaultMaxMemoryKiB || p.Time > luks.DefaultMaxTime:
+		return disk.WithKind(disk.KindUsage, fmt.Errorf("Argon2id with %s × %d passes: LUKS2 allows at most 4 GiB and xtsctl runs at most %d passes", bytesize.Human(int64(p.MemoryKiB)<<10), p.Time, luks.DefaultMaxTime))
+	case uint64(p.Time)*uint64(p.MemoryKiB) > luks.DefaultMaxWork:
+		return disk.KDFCostError(k, p.MemoryKiB, p.Time, true, luks.DefaultMaxWork)
+	case p.MemoryKiB < disk.MinKDFMemoryKiB && k.MemoryKiB == 0:
+		return disk.KDFCostError(k, p.MemoryKiB, p.Time, false, 0)
+	}
+	return nil
 }
 
 // ChangeSlots adds, changes or removes a LUKS2 keyslot, crash-safely (the

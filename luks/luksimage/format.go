@@ -32,6 +32,7 @@ func (luksFormat) Info() disk.FormatInfo {
 		Refer: "LUKS images", WriteName: "luks2", Takes: []string{"header", "new-key-file", "uuid"},
 		CreateTakes: []string{"sector-size", "key-size", "label", "uuid", "passphrase-file", "key-file", "kdf-time", "kdf-memory", "kdf-iterations"},
 		KeyFile:     "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
+		Passphrases: "LUKS2 keyslots",
 	}
 }
 
