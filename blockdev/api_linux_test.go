@@ -11,6 +11,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xtsctl/xtsctl/blockdev/fusefile"
 	"github.com/xtsctl/xtsctl/internal/testutil"
@@ -36,11 +37,44 @@ func servingDirs(t *testing.T) string {
 		left, _ := List(Options{})
 		for _, s := range left {
 			t.Errorf("%s still open at the end of the test", s.Name)
-			Close(context.Background(), s.Name, Options{})
+			closeLeftover(t, s)
 		}
-		os.RemoveAll(run)
+		// The run directory goes only with what it records: removed
+		// under a live server, the server would keep its FUSE mount,
+		// loop device and mount with nothing left to close them by.
+		if left, _ := List(Options{}); len(left) == 0 {
+			os.RemoveAll(run)
+		}
 	})
 	return t.TempDir()
+}
+
+// closeLeftover closes what a failed test left open. A close refused
+// because the device is held (the test's own descriptor not yet
+// released, another program on the machine looking at loop devices) is
+// tried again for a while; then the server is killed and the close of
+// the dead server unmounts, ends its FUSE program and detaches its loop
+// devices.
+func closeLeftover(t *testing.T, s Status) {
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err = Close(context.Background(), s.Name, Options{Warn: t.Logf}); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err == nil {
+		return
+	}
+	t.Logf("close %s: %v; killing its server", s.Name, err)
+	if processAlive(s.PID, s.PIDStart) {
+		syscall.Kill(s.PID, syscall.SIGKILL)
+		for i := 0; i < 250 && processAlive(s.PID, s.PIDStart); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := Close(context.Background(), s.Name, Options{Warn: t.Logf}); err != nil {
+		t.Errorf("close %s after killing its server: %v", s.Name, err)
+	}
 }
 
 func openFile(t *testing.T, path string) *os.File {

@@ -202,7 +202,7 @@ func (dmBackend) open(a *run, req *Request) (_ *State, err error) {
 
 	if mp := req.MountDir; mp != nil {
 		var id uint64
-		if st.FSType, id, err = mountFilesystem(req.Path, req.Unlocked.Format, dev, mp, req.FSType, ro); err != nil {
+		if st.FSType, id, err = mountFilesystem(req.Path, req.Unlocked.Format, dev, mp, req.FSType, ro, nil); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { mount.UnmountID(mp.Path, id) })
@@ -322,7 +322,7 @@ func (dmBackend) close(a *run, st *State) error {
 	// Unmount first (a busy filesystem refuses), then remove the device:
 	// one still held after the unmount (the filesystem mounted in another
 	// mount namespace keeps it open) gets its mount back.
-	m, err := unmountForClose(st.Mountpoint, dev)
+	m, err := unmountForClose(st.Mountpoint, dev, nil)
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (dmBackend) close(a *run, st *State) error {
 			} else {
 				err = withKind(KindDevice, err)
 			}
-			return remountAfter(st, dev, m, err)
+			return remountAfter(st, dev, m, err, nil)
 		}
 	}
 	if st.ReadOnly {

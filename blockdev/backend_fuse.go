@@ -259,6 +259,10 @@ func (fuseBackend) cleanup(a *run, e *entry) error {
 		if err := unmountLeftover(a, st.Mountpoint, ours); err != nil {
 			return err
 		}
+		endLeftoverHelper(a, st)
+	}
+	if err := cleanStaging(e.name); err != nil {
+		return err
 	}
 	for _, d := range loops {
 		if err := loopdev.DetachPath(d); err != nil {

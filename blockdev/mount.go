@@ -15,24 +15,51 @@ package blockdev
 // busy filesystem stays mounted), then let go of the device (one that is
 // still held all the same gets its filesystem mounted back where it was),
 // and only then flush, mark clean and stop serving.
+//
+// A filesystem the kernel has no driver for (NTFS, exFAT, FAT, HFS+ on a
+// kernel built without them) is mounted through its FUSE program where the
+// server can run one (fsHelpers; mount.MountFS): the program's daemon is
+// the server's child, and close waits for it to end once the mount is gone.
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
+// fsHelpers is where a FUSE program that mounts a filesystem runs: the
+// server's, which lives as long as the mount (the dm backend has none, and
+// passes nil). helper is the program serving the mount, if one does.
+type fsHelpers struct {
+	staging string    // mount.HelperOptions.Staging
+	log     io.Writer // the program's output
+	logf    func(format string, args ...any)
+	helper  *mount.Helper
+}
+
+// stagingDir is where the FUSE program of NAME's filesystem mounts before
+// the mount is moved onto the mountpoint: under the run directory, which
+// only root can reach, and outside NAME's state directory, which open
+// removes with everything in it when it fails.
+func stagingDir(name string) string { return filepath.Join(runDir(), ".mnt", name) }
+
+// helperEndWait bounds how long close waits for a FUSE program to end by
+// itself after its mount went (ntfs-3g writes the volume's state first).
+const helperEndWait = 30 * time.Second
+
 // mountFilesystem mounts the filesystem on device (serving image, of
 // format typ) on mp and returns its type (fstype, or the type found on the device)
-// and the ID of the new mount.
-func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, readOnly bool) (string, uint64, error) {
+// and the ID of the new mount; a FUSE program that mounts it is hs.helper.
+func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, readOnly bool, hs *fsHelpers) (string, uint64, error) {
 	if fstype == "" {
 		var err error
 		fstype, err = mount.Detect(device)
@@ -55,22 +82,70 @@ func mountFilesystem(image, typ, device string, mp *Mountpoint, fstype string, r
 	if readOnly {
 		flags = mount.ReadOnly
 	}
-	id, err := mountOn(device, mp.dir, mp.Path, fstype, flags)
+	id, err := mountOn(device, mp.dir, mp.Path, fstype, flags, hs)
 	return fstype, id, err
 }
 
 // mountOn mounts device's filesystem on dir, the directory checked at
-// path (mount.MountAt), with an error for the user.
-func mountOn(device string, dir *os.File, path, fstype string, flags mount.Flags) (uint64, error) {
-	id, err := mount.MountAt(device, dir, path, fstype, flags)
+// path (mount.MountFS: the kernel's driver, else the FUSE program, which
+// becomes hs.helper), with an error for the user.
+func mountOn(device string, dir *os.File, path, fstype string, flags mount.Flags, hs *fsHelpers) (uint64, error) {
+	var hopt *mount.HelperOptions
+	if hs != nil {
+		hopt = &mount.HelperOptions{Staging: hs.staging, Log: hs.log}
+	}
+	id, h, err := mount.MountFS(device, dir, path, fstype, flags, hopt)
+	var nd *mount.NoDriverError
 	switch {
+	case errors.As(err, &nd):
+		d := nd.Driver
+		var hints []string
+		if d.Package != "" {
+			hints = append(hints, "install "+d.Helper+": apt-get install "+d.Package)
+		} else if d.Helper != "" {
+			hints = append(hints, "install "+d.Helper+" (build it from its source), or use a kernel with the "+d.Kernel+" driver")
+		}
+		hints = append(hints, "or open it without --mount and read the device with a tool that knows "+d.FS)
+		return 0, withKind(KindDevice, err, hints...)
+	case errors.Is(err, mount.ErrHelperReadOnly):
+		return 0, withKind(KindDevice, err, "open it with --readonly, or open it without --mount and mount the device yourself")
+	case errors.Is(err, mount.ErrNoHelpers):
+		return 0, withKind(KindDevice, err, "the fuse backend runs FUSE drivers: open it with --backend fuse")
 	case errors.Is(err, mount.ErrPathChanged):
 		return 0, withKind(KindDevice, err,
 			"a directory on the way to "+path+" was moved or replaced (by a symlink?) after it was checked; nothing was mounted: check the path, then open again")
 	case err != nil:
 		return 0, withKind(KindDevice, err, "the kernel log (dmesg) may say more")
 	}
+	if h != nil {
+		hs.helper = h
+	}
 	return id, nil
+}
+
+// helperPID is the process ID of the FUSE program serving hs's mount, or 0.
+func (hs *fsHelpers) helperPID() int {
+	if hs == nil || hs.helper == nil {
+		return 0
+	}
+	return hs.helper.PID
+}
+
+// endHelper waits for the FUSE program whose mount is gone to end.
+func (hs *fsHelpers) endHelper() error {
+	if hs == nil || hs.helper == nil {
+		return nil
+	}
+	h := hs.helper
+	ended, err := h.Stop(helperEndWait)
+	if err != nil {
+		return withKind(KindDevice, err)
+	}
+	hs.helper = nil
+	if !ended && hs.logf != nil {
+		hs.logf("warning: %s (pid %d) did not end within %v of the unmount: stopped it", filepath.Base(h.Program), h.PID, helperEndWait)
+	}
+	return nil
 }
 
 // unmountForClose unmounts, for close, the filesystem that open mounted
@@ -82,7 +157,7 @@ func mountOn(device string, dir *os.File, path, fstype string, flags mount.Flags
 // ours at dir; and when the filesystem is busy, which it finds out from
 // umount2 itself (no MNT_DETACH, no MNT_FORCE), so that nothing in use ever
 // loses its filesystem. What it unmounted, remountAfter puts back.
-func unmountForClose(dir, device string) (*mount.Info, error) {
+func unmountForClose(dir, device string, hs *fsHelpers) (*mount.Info, error) {
 	var m *mount.Info
 	if dir != "" {
 		// A path that cannot be looked up any more (a directory on
@@ -94,16 +169,18 @@ func unmountForClose(dir, device string) (*mount.Info, error) {
 		return nil, withKind(KindDevice, fmt.Errorf("%s has %s mounted on it, not %s", dir, m.Source, device),
 			"unmount that first (umount "+dir+"), then close again")
 	}
-	if err := devicesInUse(device, m); err != nil {
+	if err := devicesInUse(device, m, hs.helperPID()); err != nil {
 		return nil, err
 	}
 	if m == nil {
-		return nil, nil
+		return nil, hs.endHelper()
 	}
 	err := mount.UnmountID(dir, m.ID)
 	switch {
 	case err == nil:
-		return m, nil
+		// A FUSE program ends once its mount is gone, and lets go of
+		// the device: wait for it, so that the device can be released.
+		return m, hs.endHelper()
 	case errors.Is(err, unix.EBUSY):
 		return nil, withKind(KindDevice, fmt.Errorf("%s is busy", dir),
 			"find its users with: fuser -vm "+dir+" (programs in other mount namespaces that use their copy of the mount keep it busy too)")
@@ -119,14 +196,15 @@ func unmountForClose(dir, device string) (*mount.Info, error) {
 }
 
 // devicesInUse refuses a device that is in use besides by ours, the mount
-// close is about to take down (nil: none): mounted elsewhere in this mount
+// close is about to take down (nil: none), and the FUSE program serving it
+// (helper; 0: none): mounted elsewhere in this mount
 // namespace (a bind mount, a second mount, ours moved), held by another
 // block device on top of it (device-mapper, md), mounted in another mount
 // namespace or open in another process (otherHolder). What it cannot see
 // (a mount namespace no process is in, a holder that comes meanwhile) the
 // kernel finds when close lets go of the device, and close then puts its
 // mount back (remountAfter).
-func devicesInUse(device string, ours *mount.Info) error {
+func devicesInUse(device string, ours *mount.Info, helper int) error {
 	var st unix.Stat_t
 	if err := unix.Stat(device, &st); err != nil && !errors.Is(err, unix.ENOENT) {
 		return withKind(KindDevice, err)
@@ -157,7 +235,7 @@ func devicesInUse(device string, ours *mount.Info) error {
 			"remove that device first (dmsetup remove, mdadm --stop), then close again")
 	}
 	if scanProcesses {
-		if err := otherHolder(device, st.Rdev); err != nil {
+		if err := otherHolder(device, st.Rdev, helper); err != nil {
 			return err
 		}
 	}
@@ -170,9 +248,10 @@ func devicesInUse(device string, ours *mount.Info) error {
 var scanProcesses = true
 
 // otherHolder looks through /proc, as fuser does, for a process other than
-// this one that has the device rdev open, or whose mount namespace (other
-// than ours) has it mounted privately, and names the first it finds.
-func otherHolder(device string, rdev uint64) error {
+// this one and skip (the FUSE program of our mount) that has the device
+// rdev open, or whose mount namespace (other than ours) has it mounted
+// privately, and names the first it finds.
+func otherHolder(device string, rdev uint64, skip int) error {
 	self := os.Getpid()
 	ourNS, _ := os.Readlink("/proc/self/ns/mnt")
 	seen := map[string]bool{ourNS: true}
@@ -182,7 +261,7 @@ func otherHolder(device string, rdev uint64) error {
 	}
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == self || pid == skip {
 			continue
 		}
 		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && !seen[ns] {
@@ -237,11 +316,11 @@ func deviceBusy(device string) error {
 // none) before finding the device busy (cause), at the same place with the
 // same flags, so that the refused close changes nothing; it returns cause,
 // or, if the filesystem could not be put back, cause with why.
-func remountAfter(st *State, device string, m *mount.Info, cause error) error {
+func remountAfter(st *State, device string, m *mount.Info, cause error, hs *fsHelpers) error {
 	if m == nil || st.Mountpoint == "" {
 		return cause
 	}
-	err := remount(st, device, m)
+	err := remount(st, device, m, hs)
 	if err == nil {
 		return cause
 	}
@@ -251,7 +330,9 @@ func remountAfter(st *State, device string, m *mount.Info, cause error) error {
 
 // remount mounts device again as m was, on the directory that open
 // mounted it on: the recorded path must lead to the recorded directory.
-func remount(st *State, device string, m *mount.Info) error {
+// A FUSE program mounts it again where one did (st.FSType says what open
+// mounted: m's type is only "fuseblk" then), and st records the new one.
+func remount(st *State, device string, m *mount.Info, hs *fsHelpers) error {
 	dir, err := mount.OpenDir(st.Mountpoint)
 	if err != nil {
 		return err
@@ -264,8 +345,28 @@ func remount(st *State, device string, m *mount.Info) error {
 	if st.MountIno != 0 && (fst.Dev != st.MountDev || fst.Ino != st.MountIno) {
 		return fmt.Errorf("%s is not the directory it was mounted on any more", st.Mountpoint)
 	}
-	_, err = mountOn(device, dir, st.Mountpoint, m.FSType, m.Flags)
-	return err
+	fstype := m.FSType
+	if st.FSType != "" {
+		fstype = st.FSType
+	}
+	if _, err := mountOn(device, dir, st.Mountpoint, fstype, m.Flags, hs); err != nil {
+		return err
+	}
+	st.setHelper(hs)
+	if hs != nil { // the fuse server's record: the dm backend runs no FUSE programs
+		if err := writeState(st); err != nil {
+			return fmt.Errorf("write state: %w", err)
+		}
+	}
+	return nil
+}
+
+// setHelper records the FUSE program serving the mount, or none.
+func (st *State) setHelper(hs *fsHelpers) {
+	st.FSHelper, st.HelperPID, st.HelperStart = "", 0, 0
+	if pid := hs.helperPID(); pid != 0 {
+		st.FSHelper, st.HelperPID, st.HelperStart = filepath.Base(hs.helper.Program), pid, processStart(pid)
+	}
 }
 
 // unmountLeftover unmounts dir for the cleanup after a dead instance, if
@@ -285,6 +386,47 @@ func unmountLeftover(a *run, dir string, ours func(source string) bool) error {
 			return withKind(KindDevice, err)
 		}
 		a.warningf("%s was busy: detached it lazily", dir)
+	}
+	return nil
+}
+
+// endLeftoverHelper ends the FUSE program that served the mount of a
+// dead server, once cleanup has unmounted it: it ends by itself then,
+// and is stopped if it has not within a while. It is no child of ours
+// any more: the recorded start time tells it from a process that took
+// its PID since.
+func endLeftoverHelper(a *run, st *State) {
+	if st == nil || st.HelperPID == 0 {
+		return
+	}
+	deadline := time.Now().Add(helperEndWait)
+	for processAlive(st.HelperPID, st.HelperStart) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL} {
+		if !processAlive(st.HelperPID, st.HelperStart) {
+			return
+		}
+		a.warningf("%s (pid %d), which served the mount on %s, is still running: sending %v", st.FSHelper, st.HelperPID, st.Mountpoint, sig)
+		unix.Kill(st.HelperPID, sig)
+		for i := 0; i < 250 && processAlive(st.HelperPID, st.HelperStart); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// cleanStaging takes away what a server that died while a FUSE program
+// was mounting left in NAME's staging directory: the program's mount
+// (lazily: nothing of ours uses it) and the directory.
+func cleanStaging(name string) error {
+	dir := stagingDir(name)
+	if m, _ := mount.At(dir); m != nil {
+		if err := mount.DetachID(dir, m.ID); err != nil {
+			return withKind(KindDevice, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return withKind(KindDevice, fmt.Errorf("staging directory: %w", err))
 	}
 	return nil
 }

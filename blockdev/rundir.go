@@ -10,6 +10,8 @@ package blockdev
 //	/run/xtsctl/NAME/pid       the server's pid, written as soon as it starts (fuse)
 //	/run/xtsctl/NAME/ctl.sock  the server's control socket (status, close)
 //	/run/xtsctl/NAME/fuse/     the server's FUSE mount (file "data")
+//	/run/xtsctl/.mnt/NAME/     where a FUSE program mounts NAME's filesystem
+//	                           before the mount is moved onto the mountpoint
 //	/run/xtsctl/NAME.log       the server's log, kept after close
 
 import (
@@ -68,6 +70,13 @@ type State struct {
 	// there, and on no other directory the path may lead to by then.
 	MountDev uint64 `json:"mount_dev,omitempty"`
 	MountIno uint64 `json:"mount_ino,omitempty"`
+	// FSHelper is the FUSE program that serves the mount where the
+	// kernel has no driver for the filesystem (fuse backend), HelperPID
+	// and HelperStart its daemon: the cleanup after a dead server ends
+	// it once the mount is gone.
+	FSHelper    string `json:"fs_helper,omitempty"`
+	HelperPID   int    `json:"helper_pid,omitempty"`
+	HelperStart uint64 `json:"helper_start,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

@@ -39,7 +39,8 @@ type server struct {
 	srv     *fusefile.Server
 	mounted string // the filesystem mountpoint we mounted, if any
 	fstype  string
-	state   *State // the record start wrote
+	fs      *fsHelpers // the FUSE program serving the mount, if one does
+	state   *State     // the record start wrote
 	ln      net.Listener
 	log     *log.Logger
 	wipe    func() // wipes the key schedule
@@ -164,12 +165,22 @@ func (s *server) start(key []byte, mp *Mountpoint) (err error) {
 
 	if mp != nil {
 		var id uint64
-		s.fstype, id, err = mountFilesystem(cfg.Image, cfg.Format, loop, mp, cfg.FSType, cfg.ReadOnly)
+		s.fs = &fsHelpers{staging: stagingDir(cfg.Name), log: s.log.Writer(), logf: s.log.Printf}
+		if err := os.MkdirAll(filepath.Dir(s.fs.staging), 0o700); err != nil {
+			return withKind(KindDevice, err)
+		}
+		s.fstype, id, err = mountFilesystem(cfg.Image, cfg.Format, loop, mp, cfg.FSType, cfg.ReadOnly, s.fs)
 		if err != nil {
 			return err
 		}
 		s.mounted = mp.Path
-		undo = append(undo, func() { mount.UnmountID(mp.Path, id) })
+		undo = append(undo, func() {
+			mount.UnmountID(mp.Path, id)
+			s.fs.endHelper()
+		})
+		if h := s.fs.helper; h != nil {
+			s.log.Printf("the kernel has no driver for %s: %s (pid %d) serves the mount", s.fstype, h.Program, h.PID)
+		}
 	}
 
 	ln, err := net.Listen("unix", ctlPath(cfg.Name))
@@ -188,6 +199,7 @@ func (s *server) start(key []byte, mp *Mountpoint) (err error) {
 	}
 	if mp != nil {
 		st.MountDev, st.MountIno = mp.dev, mp.ino
+		st.setHelper(s.fs)
 	}
 	if err := writeState(st); err != nil {
 		return withKind(KindDevice, fmt.Errorf("write state: %w", err))
@@ -388,7 +400,7 @@ const loopReleaseWait = time.Second
 // volume stays served and mounted, as it was, and release fails.
 func (s *server) release() error {
 	loop := s.srv.LoopDevice()
-	m, err := unmountForClose(s.mounted, loop.Path)
+	m, err := unmountForClose(s.mounted, loop.Path, s.fs)
 	if err != nil {
 		return err
 	}
@@ -398,7 +410,7 @@ func (s *server) release() error {
 		} else {
 			err = withKind(KindDevice, err)
 		}
-		return remountAfter(s.state, loop.Path, m, err)
+		return remountAfter(s.state, loop.Path, m, err, s.fs)
 	}
 	s.mounted = ""
 	return nil

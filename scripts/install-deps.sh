@@ -37,6 +37,15 @@ declare -A need=(
   [mkfs.ntfs]=ntfs-3g
   [mkswap]=util-linux
   [sfdisk]=fdisk
+  [dislocker-fuse]=dislocker # open --mount tests: a whole NTFS written into BitLocker samples; bench-foreign.sh
+  [ntfs-3g]=ntfs-3g          # open --mount of NTFS where the kernel has no ntfs3 (mount tests)
+  [mkntfs]=ntfs-3g
+  [mount.exfat-fuse]=exfat-fuse # ... of exFAT where it has no exfat
+  [fusefat]=fusefat          # ... of FAT where it has no vfat
+  [mcopy]=mtools             # tcrypt mount tests: files put into a FAT without mounting it
+  [mksquashfs]=squashfs-tools
+  [mkfs.erofs]=erofs-utils
+  [bc]=bc                    # scripts/bench-foreign.sh
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -8,11 +8,14 @@
 // and mounted on through that descriptor (MountAt); a mount is looked up
 // and unmounted through its parent directory, opened the same way, and
 // only if it is the mount the caller names by its ID (At, UnmountID).
+//
+// A filesystem the kernel has no driver for is mounted through its FUSE
+// program where one is installed (MountFS; helper_linux.go says how that
+// mount reaches the directory checked, and no other).
 package mount
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -25,47 +28,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/testhooks"
 	"golang.org/x/sys/unix"
 )
-
-// Detect names the filesystem on the block device at path from its
-// superblock: ext2/3/4 (mounted as ext4, whose driver serves all three),
-// xfs, btrfs or vfat; "" when it finds none. It reads the device itself,
-// so it sees what mount(2) would.
-func Detect(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	buf := make([]byte, 128<<10)
-	n, err := f.ReadAt(buf, 0)
-	if n < 4096 {
-		if err == nil {
-			err = errors.New("device too small")
-		}
-		return "", fmt.Errorf("read superblock of %s: %w", path, err)
-	}
-	buf = buf[:n]
-	return detect(buf), nil
-}
-
-// detect recognises superblock magics in the first bytes of a device;
-// "" means none. Offsets are from each filesystem's on-disk format.
-func detect(b []byte) string {
-	has := func(off int, magic []byte) bool {
-		return len(b) >= off+len(magic) && bytes.Equal(b[off:off+len(magic)], magic)
-	}
-	switch {
-	case len(b) >= 1082 && binary.LittleEndian.Uint16(b[1080:]) == 0xEF53:
-		return "ext4"
-	case has(0, []byte("XFSB")):
-		return "xfs"
-	case has(0x10040, []byte("_BHRfS_M")):
-		return "btrfs"
-	case has(0x52, []byte("FAT32   ")), has(0x36, []byte("FAT16   ")), has(0x36, []byte("FAT12   ")):
-		return "vfat"
-	}
-	return ""
-}
 
 // ErrPathChanged means that a path no longer leads where it led when it
 // was checked: a directory on it was moved away or replaced (by a symlink,

@@ -1,7 +1,6 @@
 package mount
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,25 +12,6 @@ import (
 	"github.com/xtsctl/xtsctl/internal/testhooks"
 	"golang.org/x/sys/unix"
 )
-
-func TestDetect(t *testing.T) {
-	ext := make([]byte, 4096)
-	binary.LittleEndian.PutUint16(ext[1080:], 0xEF53)
-	xfs := append([]byte("XFSB"), make([]byte, 4092)...)
-	for _, c := range []struct {
-		b    []byte
-		want string
-	}{{ext, "ext4"}, {xfs, "xfs"}, {make([]byte, 4096), ""}} {
-		p := filepath.Join(t.TempDir(), "dev")
-		os.WriteFile(p, c.b, 0o600)
-		if got, err := Detect(p); err != nil || got != c.want {
-			t.Errorf("Detect = %q, %v; want %q", got, err, c.want)
-		}
-	}
-	if _, err := Detect(filepath.Join(t.TempDir(), "none")); err == nil {
-		t.Error("Detect of a missing device succeeded")
-	}
-}
 
 func TestUnescapeMountinfo(t *testing.T) {
 	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/bad\09`: `/bad\09`} {
