@@ -523,26 +523,7 @@ func cloneOnto(src, dir *os.File) (uint64, int, error) {
 // bindOnto is cloneOnto with mount(2): a bind mount of src on
 // /proc/self/fd/N of dir, found in mountinfo as mountOld finds its mount.
 func bindOnto(device string, src, dir *os.File) (uint64, error) {
-	before, err := List()
-	if err != nil {
-		return 0, err
-	}
-	err = unix.Mount(fmt.Sprintf("/proc/self/fd/%d", src.Fd()), fmt.Sprintf("/proc/self/fd/%d", dir.Fd()), "", unix.MS_BIND, "")
-	if err != nil {
-		return 0, err
-	}
-	after, err := List()
-	if err != nil {
-		return 0, err
-	}
-	seen := make(map[uint64]bool, len(before))
-	for _, m := range before {
-		seen[m.ID] = true
-	}
-	for i := len(after) - 1; i >= 0; i-- {
-		if !seen[after[i].ID] && after[i].Source == device {
-			return after[i].ID, nil
-		}
-	}
-	return 0, errors.New("mounted, but the new mount is not in /proc/self/mountinfo")
+	return newMountOf(device, func() error {
+		return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", src.Fd()), fmt.Sprintf("/proc/self/fd/%d", dir.Fd()), "", unix.MS_BIND, "")
+	})
 }

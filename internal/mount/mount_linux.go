@@ -486,14 +486,22 @@ func withContextLog(fsfd int, err error) error {
 }
 
 // mountOld mounts with mount(2) on /proc/self/fd/N of dir, and finds the
-// new mount's ID in mountinfo: the one from device that was not there
-// before.
+// new mount's ID in mountinfo (newMountOf).
 func mountOld(device string, dir *os.File, fstype string, flags Flags) (uint64, error) {
+	return newMountOf(device, func() error {
+		return unix.Mount(device, fmt.Sprintf("/proc/self/fd/%d", dir.Fd()), fstype, flags.Super|flags.Mount, "")
+	})
+}
+
+// newMountOf runs mount, which mounts from device with mount(2), and
+// returns the new mount's ID: the one from device in mountinfo that was
+// not there before (mount(2) does not say).
+func newMountOf(device string, mount func() error) (uint64, error) {
 	before, err := List()
 	if err != nil {
 		return 0, err
 	}
-	if err := unix.Mount(device, fmt.Sprintf("/proc/self/fd/%d", dir.Fd()), fstype, flags.Super|flags.Mount, ""); err != nil {
+	if err := mount(); err != nil {
 		return 0, err
 	}
 	after, err := List()
