@@ -124,3 +124,91 @@ func TestKillLeavesNoOutput(t *testing.T) {
 		t.Errorf("after SIGKILL the directory holds %v, want only the input and the key", names)
 	}
 }
+
+// TestInterruptWaitingForSecret: a passphrase file that is a FIFO nobody
+// writes to (open(2) waits for a writer), or standard input from a pipe
+// whose writer never writes, does not keep Ctrl-C or SIGTERM from ending
+// the command at once (exit 130, naming the signal), nothing written.
+func TestInterruptWaitingForSecret(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.img")
+	if err := os.WriteFile(in, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "pass")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		sig   syscall.Signal
+		file  string
+		stdin bool
+	}{
+		{"a FIFO without a writer, SIGINT", syscall.SIGINT, fifo, false},
+		{"a FIFO without a writer, SIGTERM", syscall.SIGTERM, fifo, false},
+		{"a silent pipe on standard input, SIGINT", syscall.SIGINT, "-", true},
+	} {
+		out := filepath.Join(dir, "out.vol")
+		cmd := exec.Command("xtsctl", "encrypt", "--passphrase-file", c.file, in, out)
+		var errBuf strings.Builder
+		cmd.Stderr = &errBuf
+		var w *os.File
+		if c.stdin {
+			r, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdin, w = r, pw
+			defer r.Close()
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until it waits for the secret: in open(2) of the FIFO, or
+		// with the pipe open.
+		deadline := time.Now().Add(20 * time.Second)
+		for !waitingFor(cmd.Process.Pid) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%s: xtsctl was never seen waiting for the secret", c.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cmd.Process.Signal(c.sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("%s: xtsctl did not end after %v", c.name, c.sig)
+		}
+		if w != nil {
+			w.Close()
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(errBuf.String(), "interrupted by "+map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[c.sig]) {
+			t.Errorf("%s: %v, stderr:\n%s\nwant exit %d naming the signal", c.name, err, errBuf.String(), exitInterrupted)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: %s was written", c.name, out)
+		}
+	}
+}
+
+// waitingFor reports whether process pid waits for its secret: one of
+// its threads blocked in open(2) of the FIFO (wchan wait_for_partner) or
+// in a read of the pipe (pipe_read).
+func waitingFor(pid int) bool {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		w, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, task.Name()))
+		if strings.Contains(string(w), "wait_for_partner") || strings.Contains(string(w), "pipe_read") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -75,19 +76,45 @@ func readSecret(a *app, path string, o keyfile.Options) ([]byte, error) {
 			return nil, usageError(fmt.Errorf("%s - reads standard input, which is a terminal", o.Name),
 				"pipe it in, or leave the option out to be asked without echo")
 		}
-		p, err = keyfile.ReadStdin(a.stdin, o)
+		p, err = interruptible(a.ctx, func() ([]byte, error) { return keyfile.ReadStdin(a.stdin, o) })
 	} else {
 		o.Exposed = func(perm fs.FileMode) {
 			a.warningf("%s %s is accessible by other users (mode %04o)", o.Name, path, perm)
 			a.hintf("chmod 600 %s", path)
 		}
-		p, err = keyfile.Read(path, o)
+		p, err = interruptible(a.ctx, func() ([]byte, error) { return keyfile.Read(path, o) })
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil, err // an interruption: exitInterrupted, not a key error
 	}
 	var se *keyfile.ShortError
 	if errors.As(err, &se) {
 		err = fmt.Errorf("%s %s holds %d bytes after --keyfile-offset %d; --keyfile-size wants %d", o.Name, path, se.Got, se.Window.Offset, se.Window.Size)
 	}
 	return p, withCode(exitKey, err)
+}
+
+// interruptible runs read, which may block for ever (a FIFO without a
+// writer blocks in open(2), a pipe whose writer never writes in read(2)),
+// so that SIGINT or SIGTERM still ends the command at once with the
+// signal's exit code. A secret that arrives after that is wiped.
+func interruptible(ctx context.Context, read func() ([]byte, error)) ([]byte, error) {
+	type result struct {
+		secret []byte
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := read()
+		done <- result{p, err}
+	}()
+	select {
+	case r := <-done:
+		return r.secret, r.err
+	case <-ctx.Done():
+		go func() { clear((<-done).secret) }()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // protectSecrets locks memory and disables core dumps before any secret is
