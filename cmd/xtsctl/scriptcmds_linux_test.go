@@ -15,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +50,16 @@ func init() {
 				c.Run()
 			}
 			os.RemoveAll(run)
+			// What a failed script mounted itself in its work directory
+			// (or a close that failed left) goes too, deepest first, so
+			// that no loop device stays held after the test.
+			if ms, err := mount.List(); err == nil {
+				for i := len(ms) - 1; i >= 0; i-- {
+					if strings.HasPrefix(ms[i].Point, env.WorkDir+"/") {
+						unix.Unmount(ms[i].Point, unix.MNT_DETACH)
+					}
+				}
+			}
 		})
 		return nil
 	}
