@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/keyfile"
+	"github.com/xtsctl/xtsctl/internal/tty"
 	"golang.org/x/term"
 )
 
@@ -58,23 +59,23 @@ func readPassphraseFile(a *app, path string, win keyfile.Window) ([]byte, error)
 
 // readPassphraseTTY asks on the controlling terminal, without echo.
 // Ctrl-C stops the command (exit 130) and Ctrl-D gives no passphrase
-// (exit 4), at once: see terminal.readLine.
+// (exit 4), at once: see tty.Terminal.ReadLine.
 func readPassphraseTTY(a *app, req passphraseRequest) ([]byte, error) {
-	tty, err := openTerminal()
+	terminal, err := tty.Open()
 	if err != nil {
 		return nil, usageError(fmt.Errorf("no terminal to ask for %s", req.prompt),
 			fmt.Sprintf("give it in a file: --%s FILE", req.flag))
 	}
-	defer tty.Close()
+	defer terminal.Close()
 	if req.notice != "" {
-		a.promptTTY(tty, "%s\n", req.notice)
+		a.promptTTY(terminal, "%s\n", req.notice)
 	}
 	ask := func(prompt string) ([]byte, error) {
-		p, err := tty.readLine(a.ctx, prompt+": ", true)
+		p, err := terminal.ReadLine(a.ctx, prompt+": ", true)
 		switch {
 		case errors.Is(err, context.Canceled):
 			return nil, withCode(exitInterrupted, fmt.Errorf("%w at the prompt for %s", err, req.prompt))
-		case errors.Is(err, errNoInput):
+		case errors.Is(err, tty.ErrNoInput):
 			return nil, withCode(exitKey, fmt.Errorf("no passphrase given: the %w at the prompt for %s", err, req.prompt))
 		case err != nil:
 			return nil, withCode(exitKey, fmt.Errorf("cannot read the %s from the terminal: %w", req.prompt, err))
@@ -117,13 +118,13 @@ func confirm(a *app, question string) error {
 		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
 			"to go on all the same, add --batch-mode")
 	}
-	tty, err := openTerminal()
+	terminal, err := tty.Open()
 	if err != nil {
 		return usageError(fmt.Errorf("%s, and there is no terminal to ask whether to go on", question),
 			"to go on all the same, add --batch-mode")
 	}
-	defer tty.Close()
-	line, err := tty.readLine(a.ctx, question+".\nType yes to go on: ", false)
+	defer terminal.Close()
+	line, err := terminal.ReadLine(a.ctx, question+".\nType yes to go on: ", false)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return withCode(exitInterrupted, fmt.Errorf("%w at the question; nothing was changed", err))

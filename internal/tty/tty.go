@@ -1,13 +1,12 @@
-package main
-
-// The controlling terminal, for passphrase prompts and confirmations. A
-// line is read with the terminal's own line editing (canonical mode) and,
-// for a secret, without echo; its signals stay on, so Ctrl-C sends SIGINT
+// Package tty is the controlling terminal, for passphrase prompts and
+// confirmations. A line is read with the terminal's own line editing
+// (canonical mode) and, for a secret, without echo; its signals stay on, so Ctrl-C sends SIGINT
 // as anywhere else. What the terminal was is restored however the read
 // ends, and the cursor goes to a new line. The read does not wait for
 // Enter once the command is interrupted: SIGINT (Ctrl-C), SIGTERM or
-// SIGHUP cancel the command's context (interruptContext), which ends the
-// read at once. Ctrl-D ends the input: no answer.
+// SIGHUP cancel the command's context (xtsctl's interruptContext), which
+// ends the read at once. Ctrl-D ends the input: no answer.
+package tty
 
 import (
 	"context"
@@ -20,33 +19,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errNoInput: the input ended at the prompt (Ctrl-D, or the terminal went
+// ErrNoInput: the input ended at the prompt (Ctrl-D, or the terminal went
 // away) before a line was entered.
-var errNoInput = errors.New("input ended (Ctrl-D)")
+var ErrNoInput = errors.New("input ended (Ctrl-D)")
 
-// terminal is /dev/tty, open for one dialogue.
-type terminal struct {
+// Terminal is /dev/tty, open for one dialogue.
+type Terminal struct {
 	f *os.File
 }
 
-// openTerminal opens the controlling terminal. Its reads go through Go's
+// Open opens the controlling terminal. Its reads go through Go's
 // poller (the descriptor stays non-blocking), so that a deadline can end
 // them; that is why the descriptor is only ever used through
 // SyscallConn, never Fd (which would make it blocking).
-func openTerminal() (*terminal, error) {
+func Open() (*Terminal, error) {
 	f, err := os.OpenFile("/dev/tty", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &terminal{f: f}, nil
+	return &Terminal{f: f}, nil
 }
 
-func (t *terminal) Close() error { return t.f.Close() }
+func (t *Terminal) Close() error { return t.f.Close() }
 
-func (t *terminal) Write(p []byte) (int, error) { return t.f.Write(p) }
+func (t *Terminal) Write(p []byte) (int, error) { return t.f.Write(p) }
 
 // control runs fn on the terminal's descriptor.
-func (t *terminal) control(fn func(fd int) error) error {
+func (t *Terminal) control(fn func(fd int) error) error {
 	rc, err := t.f.SyscallConn()
 	if err != nil {
 		return err
@@ -63,14 +62,14 @@ func (t *terminal) control(fn func(fd int) error) error {
 // whole line.
 const maxLine = 8 << 10
 
-// readLine writes prompt and reads one line, without echo when secret
+// ReadLine writes prompt and reads one line, without echo when secret
 // (echo is off before the prompt appears, so nothing typed at once is
-// shown), and returns it without its newline; the caller wipes it. It fails with errNoInput at
+// shown), and returns it without its newline; the caller wipes it. It fails with ErrNoInput at
 // Ctrl-D (at the start of the line or after some characters), and with
 // the cause of ctx (an interruption: a context.Canceled) once ctx is
 // cancelled. The terminal is left as it was, with the cursor on a new
 // line.
-func (t *terminal) readLine(ctx context.Context, prompt string, secret bool) (line []byte, err error) {
+func (t *Terminal) ReadLine(ctx context.Context, prompt string, secret bool) (line []byte, err error) {
 	var old *unix.Termios
 	if err := t.control(func(fd int) (err error) {
 		old, err = unix.IoctlGetTermios(fd, unix.TCGETS)
@@ -109,13 +108,13 @@ func (t *terminal) readLine(ctx context.Context, prompt string, secret bool) (li
 		// Interrupted; the signal flushed what was typed.
 		return nil, context.Cause(ctx)
 	case err == io.EOF, err == nil && n == 0:
-		return nil, errNoInput
+		return nil, ErrNoInput
 	case err != nil:
 		return nil, err
 	case buf[n-1] != '\n':
 		// In canonical mode a read returns before the newline only
 		// when Ctrl-D pushes out what was typed.
-		return nil, errNoInput
+		return nil, ErrNoInput
 	}
 	line = make([]byte, n-1)
 	copy(line, buf[:n-1])
