@@ -473,25 +473,10 @@ func moveStaged(device, staging string, dir *os.File, path string) (uint64, erro
 	if err != nil {
 		return 0, err
 	}
-	if m, err := At(path); err == nil && m != nil && m.ID == id {
-		if mfd >= 0 {
-			unix.Close(mfd)
-		}
-		return id, nil
+	if err := keepIfAt(path, id, mfd); err != nil {
+		return 0, err
 	}
-	var uerr error
-	if mfd >= 0 {
-		uerr = unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", mfd), unix.MNT_DETACH)
-		unix.Close(mfd)
-	} else if m, err := byID(id); err != nil || m == nil {
-		uerr = fmt.Errorf("mount %d is not in /proc/self/mountinfo", id)
-	} else {
-		uerr = unmountID(m.Point, id, unix.MNT_DETACH)
-	}
-	if uerr != nil {
-		return 0, fmt.Errorf("%w; and the mount made on the directory that was checked could not be undone: %v", ErrPathChanged, uerr)
-	}
-	return 0, ErrPathChanged
+	return id, nil
 }
 
 // cloneOnto attaches a copy of the mount whose root src is onto dir

@@ -350,29 +350,10 @@ func MountAt(device string, dir *os.File, path, fstype string, flags Flags) (uin
 	if err != nil {
 		return 0, fail(err)
 	}
-	m, err := At(path)
-	if err == nil && m != nil && m.ID == id {
-		if mfd >= 0 {
-			unix.Close(mfd)
-		}
-		return id, nil
+	if err := keepIfAt(path, id, mfd); err != nil {
+		return 0, fail(err)
 	}
-	// Mounted where path does not lead: take it away again, lazily (no
-	// one was told of it), through the mount itself where fsmount gave
-	// a descriptor of it.
-	var uerr error
-	if mfd >= 0 {
-		uerr = unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", mfd), unix.MNT_DETACH)
-		unix.Close(mfd)
-	} else if m, err := byID(id); err != nil || m == nil {
-		uerr = fmt.Errorf("mount %d is not in /proc/self/mountinfo", id)
-	} else {
-		uerr = unmountID(m.Point, id, unix.MNT_DETACH)
-	}
-	if uerr != nil {
-		return 0, fail(fmt.Errorf("%w; and the mount made on the directory that was checked could not be undone: %v", ErrPathChanged, uerr))
-	}
-	return 0, fail(ErrPathChanged)
+	return id, nil
 }
 
 // leadsTo checks that path, looked up as OpenDir does, is dir.
@@ -483,6 +464,32 @@ func withContextLog(fsfd int, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%s)", err, strings.Join(msgs, "; "))
+}
+
+// keepIfAt keeps mount id if path leads to it, and otherwise takes it
+// away again, lazily (no one was told of it), through the mount itself
+// where fsmount gave a descriptor of it (mfd; -1 without), returning
+// ErrPathChanged. mfd is closed either way.
+func keepIfAt(path string, id uint64, mfd int) error {
+	if m, err := At(path); err == nil && m != nil && m.ID == id {
+		if mfd >= 0 {
+			unix.Close(mfd)
+		}
+		return nil
+	}
+	var uerr error
+	if mfd >= 0 {
+		uerr = unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", mfd), unix.MNT_DETACH)
+		unix.Close(mfd)
+	} else if m, err := byID(id); err != nil || m == nil {
+		uerr = fmt.Errorf("mount %d is not in /proc/self/mountinfo", id)
+	} else {
+		uerr = unmountID(m.Point, id, unix.MNT_DETACH)
+	}
+	if uerr != nil {
+		return fmt.Errorf("%w; and the mount made on the directory that was checked could not be undone: %v", ErrPathChanged, uerr)
+	}
+	return ErrPathChanged
 }
 
 // mountOld mounts with mount(2) on /proc/self/fd/N of dir, and finds the
