@@ -59,18 +59,7 @@ func TestCloseBusyFUSEDriver(t *testing.T) {
 		hold        func(t *testing.T, st *State) (string, func(), map[string][]byte)
 		kernelFinds bool
 	}{
-		{"a file open on the filesystem", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
-			data := make([]byte, 1<<20)
-			rand.Read(data)
-			f, err := os.Create(filepath.Join(mnt, "open.bin"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			return mnt + " is busy", func() { f.Close() }, map[string][]byte{"open.bin": data}
-		}, false},
+		{"a file open on the filesystem", holdFileOpen(mnt), false},
 		{"the loop device held open", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			data := writeUnsynced(t, filepath.Join(mnt, "loop.bin"))
 			dev, err := os.Open(st.Device)

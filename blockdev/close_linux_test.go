@@ -133,18 +133,7 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 		// kernelFinds: run it with noScanEnv too.
 		kernelFinds bool
 	}{
-		{"a file open on the filesystem", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
-			data := make([]byte, 1<<20)
-			rand.Read(data)
-			f, err := os.Create(filepath.Join(mnt, "open.bin"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			return mnt + " is busy", func() { f.Close() }, map[string][]byte{"open.bin": data}
-		}, false},
+		{"a file open on the filesystem", holdFileOpen(mnt), false},
 		{"the filesystem mounted in another mount namespace", func(t *testing.T, st *State) (string, func(), map[string][]byte) {
 			src := filepath.Join(dir, "ns-src")
 			data := writeUnsynced(t, src)
@@ -411,5 +400,22 @@ func TestCloseWithPrivateFUSECopy(t *testing.T) {
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root%s/%s", cmd.Process.Pid, fuseDir, "data")); err == nil {
 		t.Error("the copy of the FUSE mount still serves the device's file after close")
+	}
+}
+
+// holdFileOpen makes the filesystem at mnt busy with a file written,
+// unsynced, and held open: close must say mnt is busy.
+func holdFileOpen(mnt string) func(t *testing.T, st *State) (string, func(), map[string][]byte) {
+	return func(t *testing.T, st *State) (string, func(), map[string][]byte) {
+		data := make([]byte, 1<<20)
+		rand.Read(data)
+		f, err := os.Create(filepath.Join(mnt, "open.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		return mnt + " is busy", func() { f.Close() }, map[string][]byte{"open.bin": data}
 	}
 }
