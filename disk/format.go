@@ -80,6 +80,10 @@ type FormatInfo struct {
 	// KeyNoun is what the format calls the data key, for warnings about
 	// showing it: "master key", "volume key" (the default).
 	KeyNoun string
+	// InPlaceElsewhere, for a format xtsctl does not convert in place,
+	// says what does, for a hint ("cryptsetup reencrypt converts LUKS
+	// devices in place").
+	InPlaceElsewhere string
 	// Passphrases, for a format whose passphrases xtsctl adds, removes
 	// and changes (a KeySlots header), says which, for help texts: "key
 	// slots", "LUKS2 keyslots"; "" for the others.

@@ -141,9 +141,9 @@ func (h *plainHeader) Check(req *disk.Request) (*disk.Need, error) {
 	return &disk.Need{Passphrase: disk.WantNone, KeyFile: disk.WantRequired}, nil
 }
 
-// checkKey judges the key file's content as the XTS key (the xts package
+// CheckKey judges the key file's content as the XTS key (the xts package
 // refuses equal halves), naming the file.
-func checkKey(key []byte, path string) error {
+func CheckKey(key []byte, path string) error {
 	if len(key) != 32 && len(key) != 64 {
 		return disk.WithKind(disk.KindKey, fmt.Errorf("key file %s holds %d bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, len(key)),
 			"make one with: head -c 64 /dev/urandom > KEYFILE")
@@ -169,7 +169,7 @@ func (h *plainHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.S
 	if len(sec.KeyFileNames) > 0 {
 		name = sec.KeyFileNames[0]
 	}
-	if err := checkKey(key, name); err != nil {
+	if err := CheckKey(key, name); err != nil {
 		return nil, err
 	}
 	u := &disk.Unlocked{Format: FormatName, Key: append([]byte(nil), key...), Slot: -1}
@@ -278,7 +278,7 @@ func (plainFormat) Create(ctx context.Context, plan *disk.CreatePlan, in *disk.C
 		name = sec.KeyFileNames[0]
 	}
 	key := sec.KeyFiles[0]
-	if err := checkKey(key, name); err != nil {
+	if err := CheckKey(key, name); err != nil {
 		return nil, err
 	}
 	codec, err := sector.NewCodecKey(key, p.Sector)

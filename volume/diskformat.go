@@ -123,6 +123,24 @@ func (h *volumeHeader) Check(req *disk.Request) (*disk.Need, error) {
 // is running a slot's KDF: several times a default slot's.
 const largeKDFWork = 16 << 20
 
+// UnlockOptionsFor are the options of an unlock of image's header that
+// req asks for: its slot and KDF bounds, slow slots said as they are
+// tried.
+func UnlockOptionsFor(ctx context.Context, req *disk.Request, image string) UnlockOptions {
+	opts := UnlockOptions{Slot: req.Slot, Limits: DefaultKDFLimits(), Context: ctx}
+	if req.AllowExpensiveKDF {
+		opts.Limits = UnlimitedKDF
+	}
+	opts.Trying = func(slot int, p KDFParams) {
+		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
+			req.Say("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, bytesize.Human(int64(p.MemoryKiB)<<10), words.Plural(int64(p.Time), "pass"), p.Threads)
+		} else {
+			req.Detail("%s: trying key slot %d (%s)", image, slot, p)
+		}
+	}
+	return opts
+}
+
 // Unlock tries the key slots with the passphrase and returns the data
 // area to serve, with its tags.
 func (h *volumeHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.Secret) (*disk.Unlocked, error) {
@@ -133,21 +151,10 @@ func (h *volumeHeader) Unlock(ctx context.Context, req *disk.Request, sec *disk.
 		return nil, disk.WithKind(disk.KindUsage, errors.New("--key-file does not apply to --type volume"),
 			"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)")
 	}
-	opts := UnlockOptions{Slot: req.Slot, Limits: DefaultKDFLimits(), Context: ctx}
-	if req.AllowExpensiveKDF {
-		opts.Limits = UnlimitedKDF
-	}
-	opts.Trying = func(slot int, p KDFParams) {
-		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			req.Say("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", h.img.Path, slot, bytesize.Human(int64(p.MemoryKiB)<<10), words.Plural(int64(p.Time), "pass"), p.Threads)
-		} else {
-			req.Detail("%s: trying key slot %d (%s)", h.img.Path, slot, p)
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	key, slot, err := h.hs.UnlockWith(sec.Passphrase, opts)
+	key, slot, err := h.hs.UnlockWith(sec.Passphrase, UnlockOptionsFor(ctx, req, h.img.Path))
 	if err != nil {
 		return nil, DiskError(h.img.Path, err)
 	}

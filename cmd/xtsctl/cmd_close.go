@@ -38,11 +38,11 @@ on; any other device or directory is refused.`,
 func closeVolume(a *app, arg string) error {
 	name, err := blockdev.NameOf(arg)
 	if err != nil {
-		return fromBlockdev(err)
+		return err
 	}
 	st, err := blockdev.Close(a.ctx, name, a.blockdevOptions())
 	if err != nil {
-		return fromBlockdev(err)
+		return err
 	}
 	if st != nil && st.Device != "" {
 		a.infof("closed %s (%s)", name, st.Device)

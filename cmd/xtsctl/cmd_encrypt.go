@@ -11,6 +11,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -18,12 +19,6 @@ func init() {
 	registerCommand(newEncryptCmd)
 	registerCommand(newDecryptCmd)
 }
-
-// imageTypes are the values of --type.
-const (
-	typeVolume = "volume"
-	typePlain  = "plain"
-)
 
 // digestFlag is --digest of encrypt and decrypt: whether a volume's
 // plaintext is hashed end to end.
@@ -117,7 +112,7 @@ says how.`,
 				return err
 			}
 			if f.ip.on {
-				return encryptInPlace(a, cmd, &f, args[0], withDigest)
+				return inPlace(a, &f.img, inPlaceJob{target: args[0], encrypt: true, force: f.force, digest: withDigest, ip: &f.ip, cf: &f.cf})
 			}
 			return createImage(a, &f.img, &f.cf, createJob{in: args[0], out: args[1], force: f.force, digest: withDigest})
 		},
@@ -128,7 +123,7 @@ says how.`,
 	fs.Lookup("passphrase-file").Usage = "read the new passphrase from `FILE` (one trailing newline is removed) instead of the terminal"
 	registerKeyWindow(a, fs)
 	fs.BoolVarP(&f.force, "force", "f", false, "overwrite OUT if it exists; in place: convert TARGET even if it carries another format's header, or (--type plain) looks converted already")
-	fs.Int("sector-size", 0, fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume, or what the filesystem in IN allows if less)", plainSectorSize, volume.DefaultSectorSize))
+	fs.Int("sector-size", 0, fmt.Sprintf("sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d for --type plain, %d for a volume, or what the filesystem in IN allows if less)", plain.DefaultSectorSize, volume.DefaultSectorSize))
 	f.cf.register(fs)
 	f.digest.register(fs, "volume: end-to-end digest of IN, recorded in the volume and printed: blake2b (BLAKE2b-512, as b2sum), or none")
 	registerProgressFlag(a, fs)
@@ -186,7 +181,7 @@ same command again after an interruption.`,
 				return err
 			}
 			if f.ip.on {
-				return decryptInPlace(a, cmd, &f, args[0], withDigest)
+				return inPlace(a, &f.img, inPlaceJob{target: args[0], force: f.force, digest: withDigest, ip: &f.ip})
 			}
 			return decryptImage(a, &f, args[0], args[1], withDigest)
 		},
@@ -194,7 +189,7 @@ same command again after an interruption.`,
 	fs := cmd.Flags()
 	f.img.register(a, cmd, imgAll)
 	fs.BoolVarP(&f.force, "force", "f", false, "overwrite OUT if it exists; read IN as --type says even if it carries another format's header")
-	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
+	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plain.DefaultSectorSize))
 	f.digest.register(fs, "volume: check the end-to-end digest and print OUT's: blake2b, or none (every tag is still checked)")
 	registerProgressFlag(a, fs)
 	f.ip.register(fs, false)

@@ -89,7 +89,7 @@ readable header at all.`,
 }
 
 func headerBackup(a *app, f *headerFlags, image, file string) error {
-	o, err := openImageFor(a, &f.img, image, disk.Inspect, "volume", false)
+	o, err := openImageFor(a, &f.img, image, disk.Inspect, defaultType, false)
 	if err != nil {
 		return err
 	}
@@ -172,6 +172,6 @@ func restorerFor(f *imageFlags, image string, b io.ReaderAt, size int64) (disk.H
 	if fo, _ := detectAt(image); fo != nil {
 		return pick(fo)
 	}
-	fo, _ := disk.Lookup("volume")
+	fo, _ := disk.Lookup(defaultType)
 	return pick(fo)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/inplace"
 	"github.com/xtsctl/xtsctl/internal/dmtable"
 	"github.com/xtsctl/xtsctl/internal/safefile"
 )
@@ -86,13 +87,14 @@ func info(a *app, f *infoFlags, image string) error {
 		if err != nil {
 			return err
 		}
-		shown, err := infoInPlace(a, f, image, in)
+		// An interrupted in-place run, which no format's header shows.
+		rep, err := inplace.Report(in, in.Size, image, f.journal, in.Info.Mode().IsRegular())
 		in.Close()
-		if shown {
-			return err
+		if err != nil || rep != nil {
+			return printReport(a, rep, err, f.json)
 		}
 	}
-	o, err := openImageFor(a, &f.img, image, disk.Inspect, "volume", false)
+	o, err := openImageFor(a, &f.img, image, disk.Inspect, defaultType, false)
 	if err != nil {
 		return err
 	}
@@ -114,11 +116,18 @@ func info(a *app, f *infoFlags, image string) error {
 		ro.Unlocked = u
 	}
 	rep, err := o.hdr.Report(ro)
-	if err != nil {
-		return err
+	if err == nil {
+		warnAll(a, image, rep.Warnings)
 	}
-	warnAll(a, image, rep.Warnings)
-	if f.json {
+	return printReport(a, rep, err, f.json)
+}
+
+// printReport prints rep (unless err): its JSON document or its lines.
+func printReport(a *app, rep *disk.Report, err error, asJSON bool) error {
+	switch {
+	case err != nil:
+		return err
+	case asJSON:
 		return printJSON(a.stdout, rep.Doc)
 	}
 	printLines(a, rep.Lines)
@@ -195,11 +204,7 @@ func dmTable(a *app, f *infoFlags, o *opened) error {
 	if err != nil {
 		return err
 	}
-	what := "image"
-	if o.name() == "volume" {
-		what = "volume"
-	}
-	return writeKeyTable(a, t, device, u.Key, out, f.keyOutput, o.path, keyNoun, what)
+	return writeKeyTable(a, t, device, u.Key, out, f.keyOutput, o.path, keyNoun)
 }
 
 // keyTableOutput checks where info --dm-table --show-key may print a line
@@ -220,9 +225,8 @@ func keyTableOutput(a *app, f *infoFlags, keyName string, create func() (*safefi
 // the warnings a line holding the key deserves. The line is built and
 // written as bytes, and wiped; its newline is written apart, since
 // appending it could copy the line (and the key) to an array nothing
-// wipes. keyName is "master key" or "volume key", of what ("volume",
-// "image").
-func writeKeyTable(a *app, t dmtable.CryptTable, device string, key []byte, out *safefile.Output, keyOutput, image, keyName, what string) error {
+// wipes. keyName is "master key" or "volume key".
+func writeKeyTable(a *app, t dmtable.CryptTable, device string, key []byte, out *safefile.Output, keyOutput, image, keyName string) error {
 	t.Key, t.Device = key, device
 	line, err := t.AppendLine(nil)
 	if err != nil {
@@ -239,10 +243,10 @@ func writeKeyTable(a *app, t dmtable.CryptTable, device string, key []byte, out 
 		return nil
 	}
 	if out == nil {
-		a.warningf("the line below holds the %s of %s: it decrypts the %s whatever its passphrases", keyName, image, what)
+		a.warningf("the line below holds the %s of %s: it decrypts the image whatever its passphrases", keyName, image)
 		return writeLine(a.stdout)
 	}
-	a.warningf("%s holds the %s of %s: it decrypts the %s whatever its passphrases; keep it secret, delete it after use", keyOutput, keyName, image, what)
+	a.warningf("%s holds the %s of %s: it decrypts the image whatever its passphrases; keep it secret, delete it after use", keyOutput, keyName, image)
 	if err := writeLine(out); err != nil {
 		return err
 	}

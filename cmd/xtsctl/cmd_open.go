@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
 
@@ -93,7 +94,7 @@ Needs root.`,
 	fs.BoolVar(&f.req.Recover, "recover", false, "volume, after an unclean shutdown: re-tag the sectors whose tags do not match, accepting what they hold")
 	fs.StringVar(&f.req.Backend, "backend", "auto", "how to serve: "+blockdev.BackendNames())
 	fs.BoolVar(&f.force, "force", false, "serve IMAGE as --type says even if it carries another format's header")
-	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plainSectorSize))
+	fs.Int("sector-size", 0, fmt.Sprintf("plain: sector (XTS data unit) size: 512, 1024, 2048 or 4096 (default %d)", plain.DefaultSectorSize))
 	f.img.register(a, cmd, imgAll)
 	return cmd
 }
@@ -145,7 +146,7 @@ func openImage(a *app, f *openFlags, image, name string) error {
 		return err
 	}
 	defer dimg.Close()
-	o, err := openHeader(a, &f.img, dimg, "volume", f.force)
+	o, err := openHeader(a, &f.img, dimg, defaultType, f.force)
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func openImage(a *app, f *openFlags, image, name string) error {
 	// key derivation: a NAME in use or an image open already is refused
 	// at once, not after seconds of Argon2id.
 	if err := blockdev.CheckOpen(a.ctx, req, a.blockdevOptions()); err != nil {
-		return fromBlockdev(err)
+		return err
 	}
 	// The secret is read before taking the lock: a passphrase prompt
 	// must not hold up other opens and closes. The unlock runs here, so
@@ -273,7 +274,7 @@ func reportRecovery(a *app, r *blockdev.Recovery, image string) {
 // opens one, 4 when it does not. A header whose data xtsctl cannot serve
 // is tested all the same, as cryptsetup tests it, and says so.
 func testPassphrase(a *app, f *openFlags, image string) error {
-	o, err := openImageFor(a, &f.img, image, disk.Inspect, "volume", f.force)
+	o, err := openImageFor(a, &f.img, image, disk.Inspect, defaultType, f.force)
 	if err != nil {
 		return err
 	}

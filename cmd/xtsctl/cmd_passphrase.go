@@ -122,7 +122,7 @@ passphrase given must be slot N's.`,
 // changeSlots adds, changes or removes a key slot of image, for every
 // format with key slots (disk.KeySlots).
 func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
-	o, err := openImageFor(a, &f.img, image, disk.WriteHeader, "volume", false)
+	o, err := openImageFor(a, &f.img, image, disk.WriteHeader, defaultType, false)
 	if err != nil {
 		return err
 	}

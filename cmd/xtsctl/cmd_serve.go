@@ -16,7 +16,7 @@ func newServeCmd(a *app) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fromBlockdev(blockdev.Serve())
+			return blockdev.Serve()
 		},
 	}
 }

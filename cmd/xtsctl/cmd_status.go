@@ -45,20 +45,20 @@ func status(a *app, args []string, asJSON bool) error {
 	if len(args) == 1 {
 		name, err := blockdev.NameOf(args[0])
 		if err != nil {
-			return fromBlockdev(err)
+			return err
 		}
 		st, err := blockdev.StatusOf(name, a.blockdevOptions())
 		if errors.Is(err, blockdev.ErrNotOpen) {
 			return withCode(exitUsage, fmt.Errorf("%s is not open", args[0]), "'xtsctl status' lists open volumes")
 		}
 		if err != nil {
-			return fromBlockdev(err)
+			return err
 		}
 		out = append(out, st)
 	} else {
 		var err error
 		if out, err = blockdev.List(a.blockdevOptions()); err != nil {
-			return fromBlockdev(err)
+			return err
 		}
 	}
 	if asJSON {

@@ -44,7 +44,7 @@ func verify(a *app, f *imageFlags, image string) error {
 		return err
 	}
 	in.Close()
-	o, err := openImageFor(a, f, image, disk.Read, "volume", false)
+	o, err := openImageFor(a, f, image, disk.Read, defaultType, false)
 	if err != nil {
 		return err
 	}

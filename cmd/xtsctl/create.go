@@ -66,11 +66,11 @@ func checkCreateFlags(cmd *cobra.Command, format disk.Format) error {
 // creatorNames lists the formats xtsctl writes, the default first:
 // "volume, plain or luks2".
 func creatorNames() string {
-	names := []string{"volume"}
+	names := []string{defaultType}
 	// Headerless formats (plain) before those with a header.
 	for _, sig := range []bool{false, true} {
 		for _, f := range disk.Formats() {
-			if _, ok := f.(disk.Creator); ok && f.Info().Name != "volume" && f.Info().Signature == sig {
+			if _, ok := f.(disk.Creator); ok && f.Info().Name != defaultType && f.Info().Signature == sig {
 				names = append(names, cmp.Or(f.Info().WriteName, f.Info().Name))
 			}
 		}
@@ -92,7 +92,7 @@ func decimalUnit(size string) string {
 }
 
 func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
-	typ := cmp.Or(f.typ, "volume")
+	typ := cmp.Or(f.typ, defaultType)
 	format, ok := disk.Lookup(typ)
 	if !ok {
 		return usageError(fmt.Errorf("unknown --type %q (want %s)", typ, creatorNames()))
@@ -230,3 +230,6 @@ func prefixed(prefix, s string) string {
 	}
 	return prefix + s
 }
+
+// roundUp is n rounded up to a multiple of m.
+func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }

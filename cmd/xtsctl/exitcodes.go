@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
 )
 
@@ -60,28 +59,8 @@ func withCode(code int, err error, hints ...string) error {
 
 func usageError(err error, hints ...string) error { return withCode(exitUsage, err, hints...) }
 
-// blockdevCodes maps the kinds of blockdev's errors to exit codes.
-var blockdevCodes = map[blockdev.Kind]int{
-	blockdev.KindFailure:     exitFailure,
-	blockdev.KindUsage:       exitUsage,
-	blockdev.KindInput:       exitInput,
-	blockdev.KindKey:         exitKey,
-	blockdev.KindIntegrity:   exitIntegrity,
-	blockdev.KindDevice:      exitDevice,
-	blockdev.KindInterrupted: exitInterrupted,
-}
-
-// fromBlockdev gives an error of package blockdev its exit code and hints.
-func fromBlockdev(err error) error {
-	var be *blockdev.Error
-	if errors.As(err, &be) {
-		return withCode(blockdevCodes[be.Kind], err, be.Hints...)
-	}
-	return err
-}
-
-// diskCodes maps the kinds of the packages' errors (disk.Error) to exit
-// codes.
+// diskCodes maps the kinds of the packages' errors (disk.Error, which
+// blockdev's are too) to exit codes.
 var diskCodes = map[disk.Kind]int{
 	disk.KindFailure:     exitFailure,
 	disk.KindUsage:       exitUsage,

@@ -296,7 +296,7 @@ func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaul
 // and named pipes a stream, which only a format without a header reads.
 func openImageOrStream(a *app, f *imageFlags, path string, force bool) (*opened, error) {
 	if fi, err := os.Stat(path); path != "-" && (err != nil || fi.Mode()&os.ModeNamedPipe == 0) {
-		return openImageFor(a, f, path, disk.Read, "volume", force)
+		return openImageFor(a, f, path, disk.Read, defaultType, force)
 	}
 	format, ok := disk.Lookup(f.typ)
 	if !ok || format.Info().Signature {
@@ -338,52 +338,6 @@ func detectAt(path string) (disk.Format, string) {
 		return nil, ""
 	}
 	return found[0], disk.DescribeImage(found[0], f, size)
-}
-
-// inPlaceType is the format an in-place run converts: --type, else the
-// target's header, else a volume (decrypting) or the volume made
-// (encrypting). A target whose header is another format's is refused,
-// naming it, unless force: converting it would wrap or encrypt that
-// header away (or decrypt garbage over the data).
-func inPlaceType(f *imageFlags, target string, encrypting, force bool) (string, error) {
-	found, what := detectAt(target)
-	typ := f.typ
-	if typ == "" && !encrypting && found != nil {
-		typ = found.Info().Name
-	}
-	if typ == "" {
-		typ = "volume"
-	}
-	want, ok := disk.Lookup(typ)
-	if !ok {
-		return "", usageError(fmt.Errorf("unknown --type %q (want volume or plain)", typ))
-	}
-	typ = want.Info().Name
-	if typ != "volume" && typ != "plain" {
-		hint := "xtsctl converts xtsctl volumes and plain images in place"
-		if typ == luksFormatName {
-			hint = "cryptsetup reencrypt converts LUKS devices in place"
-		}
-		if f.typ == "" {
-			return "", usageError(fmt.Errorf("--in-place does not apply to %s (%s is one)", cmp.Or(want.Info().Refer, want.Info().Name+" images"), target), hint)
-		}
-		return "", usageError(fmt.Errorf("--in-place does not apply to --type %s", typ), hint)
-	}
-	switch {
-	case found == nil, force:
-		return typ, nil
-	case encrypting && found == want:
-		return typ, nil // the run itself says "already a volume", or finds its own interrupted run
-	case !encrypting && found == want:
-		return typ, nil
-	}
-	verb := "decrypting"
-	fix := "xtsctl decrypt " + target + " OUT reads it as it is"
-	if encrypting {
-		verb, fix = "encrypting", "decrypt it first (xtsctl decrypt --in-place, or its own tool), or encrypt a copy"
-	}
-	return "", withCode(exitInput, fmt.Errorf("%s is %s: %s it in place as --type %s would destroy that header", target, what, verb, typ),
-		fix, "if you are sure the header is stale, --force converts it all the same")
 }
 
 // openHeader picks img's format and reads its header.
@@ -435,6 +389,10 @@ func readsAsItIs(found disk.Format) string {
 	return fmt.Sprintf("xtsctl reads %s as they are: leave --type out (or give --type %s)", what, found.Info().Name)
 }
 
+// defaultType is the format of an image whose header no format
+// recognises, and of a new image without --type: our volume.
+const defaultType = "volume"
+
 // luksFormatName is LUKS's --type name: the one format with detached
 // headers.
 const luksFormatName = "luks"
@@ -471,21 +429,26 @@ func check(f *imageFlags, o *opened, req *disk.Request) (*disk.Need, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := o.format.Info()
+	return need, checkSecretFlags(f, o.format.Info(), need)
+}
+
+// checkSecretFlags checks the secrets' flags (--key-file,
+// --passphrase-file) against what a format's unlock needs.
+func checkSecretFlags(f *imageFlags, info disk.FormatInfo, need *disk.Need) error {
 	switch {
 	case len(f.keyFiles) > 0 && need.KeyFile == disk.WantNone:
-		return nil, usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
+		return usageError(fmt.Errorf("--key-file does not apply to --type %s", info.Name), rejectHints[info.Name+" key-file"]...)
 	case len(f.keyFiles) > 1 && !info.MultiKeyFile:
-		return nil, usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
+		return usageError(fmt.Errorf("--type %s takes one --key-file", info.Name))
 	case len(f.keyFiles) == 0 && need.KeyFile == disk.WantRequired:
-		return nil, usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
+		return usageError(fmt.Errorf("--type %s needs --key-file", info.Name), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	case len(f.keyFiles) > 0 && f.passFile != "" && need.Passphrase != disk.WantNone && !info.MultiKeyFile:
-		return nil, usageError(errors.New("--key-file and --passphrase-file do not go together"),
+		return usageError(errors.New("--key-file and --passphrase-file do not go together"),
 			"--key-file takes the whole file as the passphrase, --passphrase-file drops one trailing newline")
 	case need.Passphrase == disk.WantNone && f.passFile != "":
-		return nil, usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
+		return usageError(fmt.Errorf("--passphrase-file does not apply to --type %s", info.Name), rejectHints[info.Name+" passphrase-file"]...)
 	}
-	return need, nil
+	return nil
 }
 
 // readSecrets reads what need asks for: the key files (as the format
@@ -639,29 +602,8 @@ func headerWarnings(a *app, o *opened) {
 	}
 }
 
-// plainFlags are the plain-mode flags of the in-place verbs, from the
-// format options.
-func (f *imageFlags) plainFlags(cmd *cobra.Command) (*plainFlags, error) {
-	pf := &plainFlags{fs: cmd.Flags()}
-	if len(f.keyFiles) > 1 {
-		return nil, usageError(errors.New("--type plain takes one --key-file"))
-	}
-	if len(f.keyFiles) == 1 {
-		pf.keyFile = f.keyFiles[0]
-	}
-	opts := f.options()
-	pf.largeSectors = opts.Bool("iv-large-sectors")
-	for name, dst := range map[string]*uint64{"offset": &pf.offset, "skip": &pf.skip} {
-		if v, ok := opts[name]; ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return nil, usageError(fmt.Errorf("--%s %q is not a number of 512-byte units", name, v))
-			}
-			*dst = n
-		}
-	}
-	if v, ok := opts["sector-size"]; ok {
-		pf.sectorSize, _ = strconv.Atoi(v)
-	}
-	return pf, nil
+// rejectHints say what a flag of the other type is called here.
+var rejectHints = map[string][]string{
+	"volume key-file":       {"a volume is unlocked with a passphrase: --passphrase-file FILE, or the terminal (a plain image's key file is its key)"},
+	"plain passphrase-file": {"a plain image takes its raw key: --key-file FILE (32 or 64 bytes)"},
 }

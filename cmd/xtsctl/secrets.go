@@ -13,39 +13,8 @@ import (
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/luks"
-	"github.com/xtsctl/xtsctl/xts"
 	"golang.org/x/term"
 )
-
-// readKeyFile reads a raw XTS key (cryptsetup plain mode --key-file: the
-// file's bytes are the key, no hashing). It must hold exactly 32 or 64
-// bytes that xts.NewCipher accepts (its two halves must differ). The caller
-// wipes the key.
-func readKeyFile(a *app, path string) ([]byte, error) {
-	key, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: 64, Window: a.keyWindow})
-	switch {
-	case errors.Is(err, keyfile.ErrTooLarge):
-		return nil, withCode(exitKey, fmt.Errorf("key file %s holds more than 64 bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path),
-			"if the key is a part of the file, say which: --keyfile-offset BYTES --keyfile-size 64 (or 32)")
-	case err != nil:
-		return nil, err
-	case len(key) != 32 && len(key) != 64:
-		secret.Wipe(key)
-		return nil, withCode(exitKey, fmt.Errorf("key file %s holds %d bytes; want exactly 32 (XTS-AES-128) or 64 (XTS-AES-256) raw bytes", path, len(key)),
-			"make one with: head -c 64 /dev/urandom > KEYFILE")
-	}
-	// The xts package judges the key; here its refusal gets the file's name.
-	c, err := xts.NewCipher(key)
-	if err != nil {
-		secret.Wipe(key)
-		if errors.Is(err, xts.ErrEqualKeyHalves) {
-			err = fmt.Errorf("key file %s has two equal halves; XTS needs two independent AES keys", path)
-		}
-		return nil, withCode(exitKey, err)
-	}
-	c.Wipe()
-	return key, nil
-}
 
 // registerKeyWindow adds --keyfile-offset and --keyfile-size, once, for the
 // command's key file (--key-file) or passphrase file (--passphrase-file).

@@ -139,26 +139,6 @@ func (t *triesValue) Set(v string) error {
 
 func (t *triesValue) Type() string { return "N" }
 
-// largeKDFWork is the memory × passes (KiB) from which unlocking says it
-// is running a slot's KDF: several times a default slot's.
-const largeKDFWork = 16 << 20
-
-// unlockOptions are the options every unlock of image uses.
-func (a *app) unlockOptions(image string) volume.UnlockOptions {
-	opts := volume.UnlockOptions{Slot: a.keySlot, Limits: volume.DefaultKDFLimits(), Context: a.ctx}
-	if a.allowExpensiveKDF {
-		opts.Limits = volume.UnlimitedKDF
-	}
-	opts.Trying = func(slot int, p volume.KDFParams) {
-		if uint64(p.MemoryKiB)*uint64(p.Time) >= largeKDFWork {
-			a.infof("%s: key slot %d: Argon2id with %s × %s × %d threads; this takes a while", image, slot, bytesize.Human(int64(p.MemoryKiB)<<10), plural(int64(p.Time), "pass"), p.Threads)
-		} else {
-			a.verbosef("%s: trying key slot %d (%s)", image, slot, p)
-		}
-	}
-	return opts
-}
-
 // warnAll prints the library's warnings about an image.
 func warnAll(a *app, image string, warnings []string) {
 	for _, w := range warnings {

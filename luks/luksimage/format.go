@@ -29,7 +29,8 @@ type luksFormat struct{}
 func (luksFormat) Info() disk.FormatInfo {
 	return disk.FormatInfo{
 		Name: FormatName, Aliases: []string{"luks1", "luks2"}, Title: "a LUKS image", Signature: true, SlotNoun: "keyslot",
-		Refer: "LUKS images", WriteName: "luks2", Takes: []string{"header", "new-key-file", "uuid"},
+		InPlaceElsewhere: "cryptsetup reencrypt converts LUKS devices in place",
+		Refer:            "LUKS images", WriteName: "luks2", Takes: []string{"header", "new-key-file", "uuid"},
 		CreateTakes: []string{"sector-size", "key-size", "label", "uuid", "passphrase-file", "key-file", "kdf-time", "kdf-memory", "kdf-iterations"},
 		KeyFile:     "the passphrase is the whole of the file (cryptsetup --key-file: no newline removed, at most 8 MiB)",
 		Passphrases: "LUKS2 keyslots",
