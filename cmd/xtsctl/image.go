@@ -393,10 +393,6 @@ func readsAsItIs(found disk.Format) string {
 // recognises, and of a new image without --type: our volume.
 const defaultType = "volume"
 
-// luksFormatName is LUKS's --type name: the one format with detached
-// headers.
-const luksFormatName = "luks"
-
 // notFormat adds to a format's "not this format" what the image is, if
 // another format recognises it, or what the verb could take instead.
 func notFormat(img *disk.Image, err error) error {

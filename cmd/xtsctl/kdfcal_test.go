@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -24,9 +25,9 @@ import (
 // memories are fixed, and the times asked for are far below what the
 // fewest passes take on any machine, so a busy one only widens the margin.
 func TestNewSlotHonoursChosenMemory(t *testing.T) {
-	savedLUKS, savedVolume := testOnlyLUKSArgon2, testOnlyCalibrate
-	testOnlyLUKSArgon2, testOnlyCalibrate = nil, nil
-	defer func() { testOnlyLUKSArgon2, testOnlyCalibrate = savedLUKS, savedVolume }()
+	saved := maps.Clone(testOnlyKDF)
+	clear(testOnlyKDF)
+	defer maps.Copy(testOnlyKDF, saved)
 	dir := t.TempDir()
 	pass := secretFile(t, dir, "pass", []byte("chosen memory"))
 	pass2 := secretFile(t, dir, "pass2", []byte("second"))

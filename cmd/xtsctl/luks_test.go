@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/xtsctl/xtsctl/blockdev"
+	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/luks"
 	"github.com/xtsctl/xtsctl/volume"
 	xxts "golang.org/x/crypto/xts"
@@ -33,7 +34,7 @@ import (
 // PBKDF2 iterations, unless they give --kdf-* flags; so do the xtsctl
 // processes they start (this binary, TestMain).
 func init() {
-	testOnlyLUKSArgon2 = &luks.Argon2Params{Time: 4, MemoryKiB: 32, Threads: 1}
+	testOnlyKDF["luks"] = disk.Argon2{Time: 4, MemoryKiB: 32, Threads: 1}
 }
 
 func needCryptsetup(t testing.TB) {
@@ -793,9 +794,9 @@ func TestLUKSNewKeyslotCosts(t *testing.T) {
 		t.Errorf("keyslot 0 has %v, want the costs given", k)
 	}
 	// Calibrated (the tests' stand-in is off for this one).
-	saved := testOnlyLUKSArgon2
-	testOnlyLUKSArgon2 = nil
-	defer func() { testOnlyLUKSArgon2 = saved }()
+	saved := testOnlyKDF["luks"]
+	delete(testOnlyKDF, "luks")
+	defer func() { testOnlyKDF["luks"] = saved }()
 	os.Remove(out)
 	xt(t, "format", "--type", "luks2", "--key-file", pass, "--kdf-time", "1s", "--kdf-memory", "32M", "--size", "1M", out)
 	k := luksHeaderOf(t, out).Keyslots[0].KDF

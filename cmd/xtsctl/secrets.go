@@ -12,7 +12,6 @@ import (
 
 	"github.com/xtsctl/xtsctl/internal/keyfile"
 	"github.com/xtsctl/xtsctl/internal/secret"
-	"github.com/xtsctl/xtsctl/luks"
 	"golang.org/x/term"
 )
 
@@ -117,7 +116,3 @@ func readLUKSKeyFile(a *app, path string, win keyfile.Window) ([]byte, error) {
 	}
 	return key, nil
 }
-
-// testOnlyLUKSArgon2 replaces the calibration of new LUKS2 keyslots in
-// tests (luks_test.go).
-var testOnlyLUKSArgon2 *luks.Argon2Params

@@ -69,9 +69,10 @@ func (f *kdfFlags) register(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.iterations, "kdf-iterations", 0, "Argon2id passes; skips the time calibration")
 }
 
-// testOnlyCalibrate replaces the calibration in tests (xtsctl_test.go), so
-// that commands without explicit costs do not spend seconds per slot.
-var testOnlyCalibrate func() volume.KDFParams
+// testOnlyKDF replaces the calibration of a new key slot in tests, by
+// format name (xtsctl_test.go, luks_test.go), so that commands without
+// explicit costs do not spend seconds per slot.
+var testOnlyKDF = map[string]disk.Argon2{}
 
 // memoryKiB reads --kdf-memory (0: not given) and checks --kdf-time, for
 // volumes and LUKS images alike.
@@ -98,14 +99,8 @@ func (f *kdfFlags) newKDF(a *app, format string) (disk.NewKDF, error) {
 		return disk.NewKDF{}, err
 	}
 	k := disk.NewKDF{Time: f.time, MemoryKiB: memKiB, Iterations: f.iterations, Info: a.infof, Warn: a.warningf}
-	// The tests' stand-ins for calibration, by the format they stand in for.
-	switch {
-	case format == "volume" && testOnlyCalibrate != nil:
-		p := testOnlyCalibrate()
-		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: uint32(p.Threads)}
-	case format == luksFormatName && testOnlyLUKSArgon2 != nil:
-		p := testOnlyLUKSArgon2
-		k.Fixed = &disk.Argon2{Time: p.Time, MemoryKiB: p.MemoryKiB, Threads: p.Threads}
+	if p, ok := testOnlyKDF[format]; ok {
+		k.Fixed = &p
 	}
 	return k, nil
 }

@@ -13,18 +13,17 @@ import (
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/devmapper"
 	"github.com/xtsctl/xtsctl/internal/testhooks"
-	"github.com/xtsctl/xtsctl/volume"
 )
 
 // testKDF are the Argon2id costs of key slots made in tests without
 // explicit --kdf-* flags: tiny, so that a test does not spend a second and
 // a gigabyte per passphrase. Explicit flags are honoured (and tested).
-var testKDF = volume.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}
+var testKDF = disk.Argon2{Time: 1, MemoryKiB: 64, Threads: 1}
 
 // TestMain lets the test binary run as the xtsctl command, so scripts (and
 // tests that start xtsctl as a process) exercise the real main path.
 func TestMain(m *testing.M) {
-	testOnlyCalibrate = func() volume.KDFParams { return testKDF }
+	testOnlyKDF["volume"] = testKDF
 	testscript.Main(m, map[string]func(){
 		"xtsctl": func() {
 			// The tests that run xtsctl as a process test the fuse
@@ -60,7 +59,7 @@ func TestMain(m *testing.M) {
 			// The real calibration, for tests that compare it
 			// (kdfcal_test.go).
 			if os.Getenv(realKDFEnv) == "1" {
-				testOnlyCalibrate, testOnlyLUKSArgon2 = nil, nil
+				clear(testOnlyKDF)
 			}
 			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
