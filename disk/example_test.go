@@ -29,11 +29,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer img.Close()
-	formats := disk.Detect(img.File, img.Size)
-	if len(formats) != 1 {
-		log.Fatalf("%s: not a format with a header", path)
+	format, err := disk.Pick(img, disk.PickOptions{}) // by its header
+	if err != nil {
+		log.Fatal(err)
 	}
-	h, err := formats[0].Open(img, nil)
+	h, err := format.Open(img, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func Example() {
 	if _, err := disk.NewReaderAt(dev).ReadAt(buf, 0); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%s, opened with %s: %q\n", formats[0].Info().Name, u.SlotName, buf)
+	fmt.Printf("%s, opened with %s: %q\n", format.Info().Name, u.SlotName, buf)
 	// Output: luks, opened with keyslot 0: "hello from inside a LUKS2 image"
 }
 

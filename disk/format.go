@@ -247,3 +247,69 @@ func CheckGuards(img *Image, f Format) error {
 	}
 	return nil
 }
+
+// PickOptions say how Pick chooses an image's format.
+type PickOptions struct {
+	// Type is the format asked for (a --type name or alias); "" goes by
+	// the image's header.
+	Type string
+	// Fallback is the format of an image whose header no format
+	// recognises, when Type is "".
+	Fallback string
+	// Force reads the image as Type even where its header is another
+	// format's.
+	Force bool
+}
+
+// Pick is the format to read img as: o.Type, or what its header says
+// (Detect), or o.Fallback when nothing is recognised; a detached header
+// is read as the format that keeps them. A Type that names another
+// format than the header's is refused, naming what the image is, unless
+// o.Force: a wrong --type must never read (or write) through the wrong
+// format.
+func Pick(img *Image, o PickOptions) (Format, error) {
+	r, size := img.HeaderReader()
+	found := Detect(r, size)
+	if len(found) > 1 {
+		return nil, WithKind(KindInput, fmt.Errorf("%s carries the headers of %s", img.Path, Describe(found)), "say which with --type")
+	}
+	if o.Type == "" {
+		switch {
+		case len(found) == 1:
+			return found[0], nil
+		case img.HeaderFile != nil:
+			for _, f := range Formats() {
+				if f.Info().Signature && slices.Contains(f.Info().Takes, "header") {
+					return f, nil
+				}
+			}
+		}
+		if o.Type = o.Fallback; o.Type == "" {
+			return nil, NotFormat("%s: no format recognises its header", img.Path)
+		}
+	}
+	want, ok := Lookup(o.Type)
+	if !ok {
+		var names []string
+		for _, f := range Formats() {
+			names = append(names, f.Info().Name)
+		}
+		return nil, WithKind(KindUsage, fmt.Errorf("unknown --type %q (want %s)", o.Type, strings.Join(names, ", ")))
+	}
+	if len(found) == 1 && found[0] != want && !o.Force {
+		return nil, WithKind(KindInput, fmt.Errorf("%s is %s, not %s", img.Path, DescribeImage(found[0], r, size), want.Info().Title),
+			ReadsAsItIs(found[0]),
+			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
+	}
+	return want, nil
+}
+
+// ReadsAsItIs is the hint for a --type that is not what the image's
+// header (format f) says.
+func ReadsAsItIs(f Format) string {
+	what := f.Info().Refer
+	if what == "" {
+		what = f.Info().Name + " images"
+	}
+	return fmt.Sprintf("xtsctl reads %s as they are: leave --type out (or give --type %s)", what, f.Info().Name)
+}

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/xtsctl/xtsctl/disk"
@@ -187,5 +188,41 @@ func TestPlainThroughLayer(t *testing.T) {
 	opt := disk.Options{plain.OptSectorSize: "1024", plain.OptIVLargeSectors: "true", plain.OptSkip: "16", plain.OptOffset: "8"}
 	if got := readAll(t, path, plain.FormatName, opt, &disk.Secret{KeyFiles: [][]byte{key}}); !bytes.Equal(got, pt) {
 		t.Fatal("plain image read through the layer differs from its plaintext")
+	}
+}
+
+// Pick goes by the header, refuses a --type the header contradicts
+// (naming what the image is) unless forced, and falls back only where no
+// header is recognised.
+func TestPick(t *testing.T) {
+	pt := randomBytes(1<<20, 21)
+	vol := makeVolume(t, pt, "pw")
+	pick := func(path string, o disk.PickOptions) (disk.Format, error) {
+		img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Inspect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer img.Close()
+		return disk.Pick(img, o)
+	}
+	if f, err := pick(vol, disk.PickOptions{Fallback: plain.FormatName}); err != nil || f.Info().Name != volume.FormatName {
+		t.Errorf("a volume picked as %v, %v", f, err)
+	}
+	_, err := pick(vol, disk.PickOptions{Type: "luks2"})
+	if disk.KindOf(err) != disk.KindInput || !strings.Contains(err.Error(), "is an xtsctl volume, not a LUKS image") {
+		t.Errorf("--type luks2 on a volume: %v (kind %v)", err, disk.KindOf(err))
+	}
+	if f, err := pick(vol, disk.PickOptions{Type: "luks2", Force: true}); err != nil || f.Info().Name != luksimage.FormatName {
+		t.Errorf("--type luks2 --force on a volume: %v, %v", f, err)
+	}
+	if _, err := pick(vol, disk.PickOptions{Type: "no-such-format"}); disk.KindOf(err) != disk.KindUsage {
+		t.Errorf("an unknown type: %v", err)
+	}
+	noise := writeFile(t, pt)
+	if f, err := pick(noise, disk.PickOptions{Fallback: plain.FormatName}); err != nil || f.Info().Name != plain.FormatName {
+		t.Errorf("no header, fallback plain: %v, %v", f, err)
+	}
+	if _, err := pick(noise, disk.PickOptions{}); !errors.Is(err, disk.ErrNotFormat) {
+		t.Errorf("no header, no fallback: %v, want ErrNotFormat", err)
 	}
 }

@@ -230,46 +230,6 @@ func (o *opened) Close() {
 // name is the format's name.
 func (o *opened) name() string { return o.format.Info().Name }
 
-// pickFormat is the format of the image: --type, or what its header says
-// (disk.Detect), or defaultType when nothing is recognised. A --type that
-// names another format than the header's is refused, naming what the
-// image is, unless force: a wrong --type must never read (or write)
-// through the wrong format.
-func (f *imageFlags) pickFormat(img *disk.Image, defaultType string, force bool) (disk.Format, error) {
-	r, size := img.HeaderReader()
-	found := disk.Detect(r, size)
-	if len(found) > 1 {
-		return nil, withCode(exitInput, fmt.Errorf("%s carries the headers of %s", img.Path, disk.Describe(found)),
-			"say which with --type")
-	}
-	if f.typ == "" {
-		if len(found) == 1 {
-			return found[0], nil
-		}
-		if f.header != "" {
-			// A detached header is read as the format that keeps them.
-			for _, fo := range disk.Formats() {
-				if fo.Info().Signature && slices.Contains(fo.Info().Takes, "header") {
-					return fo, nil
-				}
-			}
-		}
-		f, _ := disk.Lookup(defaultType)
-		return f, nil
-	}
-	want, ok := disk.Lookup(f.typ)
-	if !ok {
-		return nil, usageError(fmt.Errorf("unknown --type %q (want %s)", f.typ, typeNames()))
-	}
-	if len(found) == 1 && found[0] != want && !force {
-		what := disk.DescribeImage(found[0], r, size)
-		return nil, withCode(exitInput, fmt.Errorf("%s is %s, not %s", img.Path, what, want.Info().Title),
-			readsAsItIs(found[0]),
-			"if you are sure the header is stale and the image is "+want.Info().Title+", --force reads it that way")
-	}
-	return want, nil
-}
-
 // openImageFor opens the image at path as access says, picks its format
 // and reads its header.
 func openImageFor(a *app, f *imageFlags, path string, access disk.Access, defaultType string, force bool) (*opened, error) {
@@ -342,7 +302,7 @@ func detectAt(path string) (disk.Format, string) {
 
 // openHeader picks img's format and reads its header.
 func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, force bool) (*opened, error) {
-	format, err := f.pickFormat(img, defaultType, force)
+	format, err := disk.Pick(img, disk.PickOptions{Type: f.typ, Fallback: defaultType, Force: force})
 	if err != nil {
 		return nil, err
 	}
@@ -380,15 +340,6 @@ func (o *opened) output(path string, force bool) (*safefile.Output, error) {
 	return createOutput(path, in, force)
 }
 
-// readsAsItIs is the hint for a --type that is not what the header says.
-func readsAsItIs(found disk.Format) string {
-	what := found.Info().Refer
-	if what == "" {
-		what = found.Info().Name + " images"
-	}
-	return fmt.Sprintf("xtsctl reads %s as they are: leave --type out (or give --type %s)", what, found.Info().Name)
-}
-
 // defaultType is the format of an image whose header no format
 // recognises, and of a new image without --type: our volume.
 const defaultType = "volume"
@@ -402,7 +353,7 @@ func notFormat(img *disk.Image, err error) error {
 	r, size := img.HeaderReader()
 	if found := disk.Detect(r, size); len(found) == 1 {
 		return withCode(exitInput, fmt.Errorf("%s is %s, not an xtsctl volume", img.Path, disk.DescribeImage(found[0], r, size)),
-			readsAsItIs(found[0]))
+			disk.ReadsAsItIs(found[0]))
 	}
 	if currentVerb.hasType {
 		return disk.WithHints(err, "if it is a cryptsetup plain-mode image, give --type plain and its --key-file; plain mode cannot tell a wrong key or wrong options, so check what comes out")
