@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/words"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -121,7 +122,7 @@ func printStatus(a *app, vs *blockdev.Status) {
 		a.resultf("  server:     pid %d, since %s", st.PID, st.Opened.Local().Format("2006-01-02 15:04:05"))
 	}
 	if r := st.Recovered; r != nil {
-		what := plural(int64(r.DirtyRegions), "dirty region")
+		what := words.Plural(int64(r.DirtyRegions), "dirty region")
 		if r.AllRegions {
 			what = "every region"
 		}
@@ -129,9 +130,9 @@ func printStatus(a *app, vs *blockdev.Status) {
 		case r.Mismatched == 0:
 			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), every tag matched", what, r.Sectors)
 		case r.Repaired:
-			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), re-tagged %s (--recover): %s", what, r.Sectors, plural(int64(r.Mismatched), "mismatched sector"), intList(r.BadSectors))
+			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), re-tagged %s (--recover): %s", what, r.Sectors, words.Plural(int64(r.Mismatched), "mismatched sector"), words.List(r.BadSectors))
 		default:
-			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), %s read as I/O errors: %s", what, r.Sectors, plural(int64(r.Mismatched), "mismatched sector"), intList(r.BadSectors))
+			a.resultf("  recovered:  at open, after an unclean shutdown: checked %s (%d sectors), %s read as I/O errors: %s", what, r.Sectors, words.Plural(int64(r.Mismatched), "mismatched sector"), words.List(r.BadSectors))
 		}
 	}
 	if s := vs.Stats; s != nil {
@@ -144,11 +145,7 @@ func printStatus(a *app, vs *blockdev.Status) {
 		a.resultf("  I/O errors: %d read, %d write", s.ReadErrors, s.WriteErrors)
 		line := fmt.Sprintf("  integrity errors: %d", s.IntegrityErrors)
 		if len(s.BadSectors) > 0 {
-			nums := make([]string, len(s.BadSectors))
-			for i, n := range s.BadSectors {
-				nums[i] = fmt.Sprint(n)
-			}
-			line += " (sectors " + strings.Join(nums, ", ")
+			line += " (sectors " + words.List(s.BadSectors)
 			if s.MoreBadSectors {
 				line += ", ..."
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/disk"
@@ -79,27 +78,4 @@ func verify(a *app, f *imageFlags, image string) error {
 	}
 	a.infof("%s: all checks passed", image)
 	return nil
-}
-
-func intList[T int | uint64](xs []T) string {
-	if len(xs) == 0 {
-		return "none"
-	}
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
-}
-
-// plural formats a count with a noun: "1 bad sector", "2 bad sectors",
-// "3 passes".
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if strings.HasSuffix(noun, "s") {
-		return fmt.Sprintf("%d %ses", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
