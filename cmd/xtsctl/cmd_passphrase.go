@@ -157,7 +157,7 @@ func changeSlots(a *app, image string, f *slotFlags, op disk.SlotOp) error {
 	}
 	readNew := func() (*disk.Secret, error) {
 		if f.newKeyFile != "" {
-			k, err := readLUKSKeyFile(a, f.newKeyFile, keyfile.Window{})
+			k, err := readKeyFile(a, o.format.Info(), f.newKeyFile, keyfile.Window{})
 			return &disk.Secret{KeyFiles: [][]byte{k}}, err
 		}
 		p, err := readPassphrase(a, passphraseRequest{file: f.newPassFile, flag: "new-passphrase-file", prompt: "the new passphrase for " + image, confirm: true})

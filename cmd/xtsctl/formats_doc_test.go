@@ -84,6 +84,9 @@ func TestFormatsTable(t *testing.T) {
 		if yes(row["`header backup` / `restore`"]) != restores {
 			t.Errorf("%s: header backup/restore %q, a HeaderRestorer: %v", info.Name, row["`header backup` / `restore`"], restores)
 		}
+		if _, converts := disk.InPlacerOf(f); yes(row["in place"]) != converts {
+			t.Errorf("%s: in place %q, an InPlacer: %v", info.Name, row["in place"], converts)
+		}
 		if !yes(row["in place"]) {
 			xtFail(t, exitUsage, "--in-place does not apply to --type", "decrypt", "--in-place", "--type", info.Name, target)
 		}

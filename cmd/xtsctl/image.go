@@ -414,36 +414,37 @@ func readSecrets(a *app, f *imageFlags, o *opened, need *disk.Need) (*disk.Secre
 
 // readKeyFiles reads the key files (--key-file), as the format takes them.
 func readKeyFiles(a *app, f *imageFlags, o *opened) (*disk.Secret, error) {
-	info := o.format.Info()
 	sec := &disk.Secret{}
-	limit := info.KeyFileLimit
-	if limit == 0 {
-		limit = maxKeyFile
-	}
 	for i, path := range f.keyFiles {
 		var win keyfile.Window
 		if i == 0 {
 			win = a.keyWindow // cryptsetup's --keyfile-* select the bytes of the (first) key file
 		}
-		k, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: limit, Window: win, Prefix: info.KeyFilePrefix})
-		switch {
-		case errors.Is(err, keyfile.ErrTooLarge) && info.KeyFileTooLarge != nil:
-			sec.Wipe()
-			return nil, info.KeyFileTooLarge(path)
-		case errors.Is(err, keyfile.ErrTooLarge):
-			sec.Wipe()
-			return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most --type %s reads from a key file", path, sizeWords(limit), info.Name))
-		case err != nil:
+		k, err := readKeyFile(a, o.format.Info(), path, win)
+		if err != nil {
 			sec.Wipe()
 			return nil, err
-		case len(k) == 0:
-			sec.Wipe()
-			return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
 		}
 		sec.KeyFiles = append(sec.KeyFiles, k)
 		sec.KeyFileNames = append(sec.KeyFileNames, path)
 	}
 	return sec, nil
+}
+
+// readKeyFile reads one key file as the format (info) takes them
+// (win: the bytes --keyfile-offset and --keyfile-size select).
+func readKeyFile(a *app, info disk.FormatInfo, path string, win keyfile.Window) ([]byte, error) {
+	limit := cmp.Or(info.KeyFileLimit, maxKeyFile)
+	k, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: limit, Window: win, Prefix: info.KeyFilePrefix})
+	switch {
+	case errors.Is(err, keyfile.ErrTooLarge) && info.KeyFileTooLarge != nil:
+		return nil, info.KeyFileTooLarge(path)
+	case errors.Is(err, keyfile.ErrTooLarge):
+		return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %s, the most --type %s reads from a key file", path, sizeWords(limit), info.Name))
+	case err == nil && len(k) == 0:
+		return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
+	}
+	return k, err
 }
 
 // asksTerminal reports whether the passphrase need asks for comes from

@@ -98,21 +98,6 @@ func protectSecrets(a *app) {
 
 var memoryWarning sync.Once
 
-// maxKeyFile bounds a --key-file read as a LUKS passphrase: cryptsetup's
-// default --keyfile-size limit (8 MiB).
+// maxKeyFile bounds a key file a format reads whole (a LUKS passphrase):
+// cryptsetup's default --keyfile-size limit (8 MiB).
 const maxKeyFile = 8 << 20
-
-// readLUKSKeyFile reads a key file as cryptsetup does: all of it (or the
-// bytes win selects) is the passphrase, up to 8 MiB.
-func readLUKSKeyFile(a *app, path string, win keyfile.Window) ([]byte, error) {
-	key, err := readSecret(a, path, keyfile.Options{Name: "key file", Limit: maxKeyFile, Window: win})
-	switch {
-	case errors.Is(err, keyfile.ErrTooLarge):
-		return nil, withCode(exitKey, fmt.Errorf("key file %s is larger than %d MiB, the most cryptsetup reads from a key file", path, maxKeyFile>>20))
-	case err != nil:
-		return nil, err
-	case len(key) == 0:
-		return nil, withCode(exitKey, fmt.Errorf("key file %s is empty", path))
-	}
-	return key, nil
-}
