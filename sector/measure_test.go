@@ -16,7 +16,10 @@ import (
 	"time"
 )
 
-var measure = flag.Bool("measure", false, "run TestMeasureWorkers (interleaved scaling figures for BENCHMARKS.md)")
+var (
+	measure       = flag.Bool("measure", false, "run TestMeasureWorkers (interleaved scaling figures for BENCHMARKS.md)")
+	measureRounds = flag.Int("measure-rounds", 9, "TestMeasureWorkers: rounds")
+)
 
 // TestMeasureWorkers prints how much faster GOMAXPROCS workers run than
 // one, encrypting and decrypting 1 MiB calls in place over 512- and
@@ -28,7 +31,7 @@ var measure = flag.Bool("measure", false, "run TestMeasureWorkers (interleaved s
 // the per-round ratios with its quartiles: on a shared machine the
 // neighbours move single figures by tens of percent, a ratio of two cases
 // timed a moment apart much less. It asserts nothing about speed. Only
-// with -measure:
+// with -measure (-measure-rounds sets the rounds, 9 by default):
 //
 //	go test -run TestMeasureWorkers -v ./sector -args -measure
 func TestMeasureWorkers(t *testing.T) {
@@ -40,7 +43,7 @@ func TestMeasureWorkers(t *testing.T) {
 		t.Skip("one core")
 	}
 	const call = 1 << 20
-	const rounds = 9
+	rounds := max(1, *measureRounds)
 	const perCase = 100 * time.Millisecond
 	openssl, _ := exec.LookPath("openssl")
 	key := make([]byte, 64)
@@ -58,6 +61,9 @@ func TestMeasureWorkers(t *testing.T) {
 		codec *Codec
 		buf   []byte
 		mbps  []float64
+		// perCall is each round's median call time in ns: calls that
+		// a neighbour's process preempted fall outside the median.
+		perCall []float64
 	}
 	type group struct {
 		p            point
@@ -91,46 +97,58 @@ func TestMeasureWorkers(t *testing.T) {
 			groups = append(groups, g)
 		}
 	}
-	timeCase := func(p point, c *tcase) (mbps, share float64) {
+	timeCase := func(p point, c *tcase) (mbps, share, perCall float64) {
 		sectors := uint64(call / p.size)
-		loop := func(buf []byte, deadline time.Time) int {
+		loop := func(buf []byte, deadline time.Time, calls []time.Duration) ([]time.Duration, int) {
 			n := 0
-			for ; time.Now().Before(deadline); n++ {
+			for t := time.Now(); t.Before(deadline); n++ {
 				if p.decrypt {
 					c.codec.Decrypt(buf, buf, uint64(n)*sectors)
 				} else {
 					c.codec.Encrypt(buf, buf, uint64(n)*sectors)
 				}
+				next := time.Now()
+				calls = append(calls, next.Sub(t))
+				t = next
 			}
-			return n
+			return calls, n
 		}
 		h0 := helperBytes()
 		start := time.Now()
 		n := 0
+		var calls []time.Duration
 		if c.indep {
 			var wg sync.WaitGroup
 			counts := make([]int, c.w)
+			each := make([][]time.Duration, c.w)
 			for i := range c.w {
-				wg.Go(func() { counts[i] = loop(c.buf[i*call:(i+1)*call], start.Add(perCase)) })
+				wg.Go(func() { each[i], counts[i] = loop(c.buf[i*call:(i+1)*call], start.Add(perCase), nil) })
 			}
 			wg.Wait()
-			for _, k := range counts {
+			for i, k := range counts {
 				n += k
+				calls = append(calls, each[i]...)
 			}
 		} else {
-			n = loop(c.buf, start.Add(perCase))
+			calls, n = loop(c.buf, start.Add(perCase), nil)
 		}
 		d := time.Since(start)
-		return float64(n) * call / d.Seconds() / 1e6, float64(helperBytes()-h0) / float64(n*call)
+		slices.Sort(calls)
+		perCall = float64(calls[len(calls)/2])
+		if c.indep {
+			perCall /= float64(c.w) // c.w calls at a time
+		}
+		return float64(n) * call / d.Seconds() / 1e6, float64(helperBytes()-h0) / float64(n*call), perCall
 	}
 	for r := range rounds + 1 {
 		for _, g := range groups {
 			for i, c := range g.cases {
-				mbps, share := timeCase(g.p, c)
+				mbps, share, perCall := timeCase(g.p, c)
 				if r == 0 {
 					continue // warm-up
 				}
 				c.mbps = append(c.mbps, mbps)
+				c.perCall = append(c.perCall, perCall)
 				if i == 1 {
 					g.helperShare = append(g.helperShare, share)
 				}
@@ -160,6 +178,12 @@ func TestMeasureWorkers(t *testing.T) {
 		return r
 	}
 	t.Logf("1 MiB calls in place, XTS-AES-256, %d rounds (%v per codec case, 1 s per openssl run); medians [quartiles] of per-round ratios", rounds, perCase)
+	for i := 0; i+1 < len(groups); i += 2 {
+		enc, dec := groups[i], groups[i+1]
+		q1, m, q3 := quartiles(ratios(ratios(dec.cases[1].mbps, dec.cases[0].mbps), ratios(enc.cases[1].mbps, enc.cases[0].mbps)))
+		pq1, pm, pq3 := quartiles(ratios(ratios(dec.cases[0].perCall, dec.cases[1].perCall), ratios(enc.cases[0].perCall, enc.cases[1].perCall)))
+		t.Logf("%4d-byte sectors: decryption's %d/1 over encryption's, round by round: %.3f [%.3f %.3f]; by median call times %.3f [%.3f %.3f]", enc.p.size, workers, m, q1, q3, pm, pq1, pq3)
+	}
 	for _, g := range groups {
 		op := "encrypt"
 		if g.p.decrypt {
@@ -172,8 +196,10 @@ func TestMeasureWorkers(t *testing.T) {
 		codec := ratios(many.mbps, one.mbps)
 		q1, m, q3 := quartiles(codec)
 		iq1, im, iq3 := quartiles(ratios(indep.mbps, one.mbps))
-		line := fmt.Sprintf("%4d-byte sectors, %s: 1 worker %.0f MB/s, %d workers %.0f MB/s (helpers did %.2f): %d/1 %.3f [%.3f %.3f]; %d independent callers / 1 %.3f [%.3f %.3f]",
-			g.p.size, op, m1, workers, mn, sh, workers, m, q1, q3, workers, im, iq1, iq3)
+		cq1, cm, cq3 := quartiles(ratios(one.perCall, many.perCall))
+		jq1, jm, jq3 := quartiles(ratios(one.perCall, indep.perCall))
+		line := fmt.Sprintf("%4d-byte sectors, %s: 1 worker %.0f MB/s, %d workers %.0f MB/s (helpers did %.2f): %d/1 %.3f [%.3f %.3f] (by median call times %.3f [%.3f %.3f]); %d independent callers / 1 %.3f [%.3f %.3f] (%.3f [%.3f %.3f])",
+			g.p.size, op, m1, workers, mn, sh, workers, m, q1, q3, cm, cq1, cq3, workers, im, iq1, iq3, jm, jq1, jq3)
 		switch {
 		case openssl == "":
 			line += "; no openssl"
