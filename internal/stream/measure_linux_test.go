@@ -25,13 +25,16 @@ var measure = flag.Bool("measure", false, "run TestMeasureCores (interleaved who
 // (GOMAXPROCS 1, one worker), moving a 256 MiB file in /dev/shm the way
 // xtsctl's decrypt and encrypt do (volume.scan: read and decrypt in Load;
 // volume.Create: read in Load, encrypt in Work; one ordered write per chunk
-// in Commit), and, as a bound, a decryption whose workers write their own
-// chunks at their offsets in no order (pwrite in Work, no Commit): what
-// the ordered writer could at best be replaced with. Alongside: the share
-// of the wall time spent in Commit's writes, the committer's gaps between
-// two commits, and context switches per chunk. The cases interleave round
-// by round; figures are medians of per-round ratios, with quartiles. It
-// asserts nothing about speed. Only with -measure:
+// in Commit), beside three other schemes for the decryption: workers that
+// write their own chunks at their offsets in no order (pwrite in Work, no
+// Commit), the bound of replacing the ordered writer; each worker writing
+// the chunks it loaded, in turn; and workers that fault in the output's
+// pages before the ordered write, taking the page allocation out of it.
+// Alongside: the share of the wall time spent in the writes, the
+// committer's gaps between two commits, and context switches per chunk.
+// The cases interleave round by round; figures are medians of per-round
+// ratios, with quartiles. It asserts nothing about speed. Only with
+// -measure:
 //
 //	go test -run TestMeasureCores -v ./internal/stream -args -measure
 func TestMeasureCores(t *testing.T) {
@@ -77,6 +80,7 @@ func TestMeasureCores(t *testing.T) {
 		workers   int
 		unordered bool // pwrite in Work, no Commit
 		owners    bool // not Run: worker k loads chunks k, k+workers, ... and writes each in turn itself
+		prefault  bool // Load first faults in the output's pages of its chunk (MADV_POPULATE_WRITE)
 	}
 	type result struct {
 		wall, commits, gaps time.Duration
@@ -86,16 +90,31 @@ func TestMeasureCores(t *testing.T) {
 	run := func(v variant) result {
 		out := filepath.Join(dir, "out")
 		os.Remove(out)
-		w, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		w, err := os.OpenFile(out, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer w.Close()
+		var mapped []byte
+		if v.prefault {
+			if err := w.Truncate(size); err != nil {
+				t.Fatal(err)
+			}
+			if mapped, err = unix.Mmap(int(w.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Munmap(mapped)
+		}
 		runtime.GOMAXPROCS(v.workers)
 		var commitNs atomic.Int64
 		commitStart, commitEnd := make([]time.Duration, chunks), make([]time.Duration, chunks)
 		st := Stages{
 			Load: func(_ int, buf []byte, off int64) (int, error) {
+				if v.prefault {
+					if err := unix.Madvise(mapped[off:off+int64(len(buf))], unix.MADV_POPULATE_WRITE); err != nil {
+						return 0, err
+					}
+				}
 				if _, err := r.ReadAt(buf, off); err != nil {
 					return 0, err
 				}
@@ -165,7 +184,8 @@ func TestMeasureCores(t *testing.T) {
 		}
 		return res
 	}
-	variants := []variant{{true, 1, false, false}, {true, procs, false, false}, {false, 1, false, false}, {false, procs, false, false}, {true, procs, true, false}, {true, procs, false, true}}
+	variants := []variant{{true, 1, false, false, false}, {true, procs, false, false, false}, {false, 1, false, false, false}, {false, procs, false, false, false},
+		{true, procs, true, false, false}, {true, procs, false, true, false}, {true, procs, false, false, true}}
 	res := map[variant][]result{}
 	for round := range rounds + 1 {
 		for _, v := range variants {
@@ -193,7 +213,7 @@ func TestMeasureCores(t *testing.T) {
 		if v.workers == 1 {
 			continue
 		}
-		one, many := res[variant{v.decrypt, 1, false, false}], res[v]
+		one, many := res[variant{v.decrypt, 1, false, false, false}], res[v]
 		ratio := make([]float64, len(one))
 		for i := range one {
 			ratio[i] = one[i].wall.Seconds() / many[i].wall.Seconds()
@@ -208,6 +228,9 @@ func TestMeasureCores(t *testing.T) {
 		}
 		if v.owners {
 			what = "decrypt, worker k loads chunks k, k+N, ... and writes each itself in turn"
+		}
+		if v.prefault {
+			what = "decrypt, each Load first faults in the output's pages (MADV_POPULATE_WRITE)"
 		}
 		line := fmt.Sprintf("%s: %d CPUs / 1 %.3f [%.3f %.3f]; writes %.2f of the 1-CPU wall time", what, procs, m, q1, q3,
 			med(one, func(r result) float64 { return r.commits.Seconds() / r.wall.Seconds() }))
