@@ -89,8 +89,8 @@ func rooflineMBps(b *testing.B, rounds int) float64 {
 	return best
 }
 
-// BenchmarkCodecWorkers/size=<call>/workers=<n>: XTS-AES-256 over 4096-byte
-// sectors, one call of size bytes at a time, in place, with n workers; wall
+// BenchmarkCodecWorkers/op=<op>/size=<call>/workers=<n>: XTS-AES-256 over
+// 4096-byte sectors, one call of size bytes at a time, in place, with n workers; wall
 // clock (the work is spread over threads). Besides MB/s it reports the
 // process's context switches per call (switches/op), which counts the
 // hand-offs that put a thread to sleep or woke one: a call that starts a
@@ -103,27 +103,33 @@ func rooflineMBps(b *testing.B, rounds int) float64 {
 // size; on a shared machine the other jobs decide it (scripts/bench-cores.bash
 // runs it at real-time priority).
 func BenchmarkCodecWorkers(b *testing.B) {
-	for _, size := range []int{128 << 10, 1 << 20, 8 << 20} {
-		for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
-			b.Run(fmt.Sprintf("size=%d/workers=%d", size, w), func(b *testing.B) {
-				key := make([]byte, 64)
-				for i := range key {
-					key[i] = byte(3*i + 1)
-				}
-				codec, err := NewCodecKey(key, Params{Size: 4096})
-				if err != nil {
-					b.Fatal(err)
-				}
-				codec.SetWorkers(w)
-				buf := make([]byte, size)
-				codec.Encrypt(buf, buf, 0)
-				b.SetBytes(int64(size))
-				before := contextSwitches(b)
-				for i := uint64(0); b.Loop(); i++ {
-					codec.Encrypt(buf, buf, i*uint64(size/4096))
-				}
-				b.ReportMetric(float64(contextSwitches(b)-before)/float64(b.N), "switches/op")
-			})
+	for _, op := range []string{"encrypt", "decrypt"} {
+		for _, size := range []int{128 << 10, 1 << 20, 8 << 20} {
+			for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+				b.Run(fmt.Sprintf("op=%s/size=%d/workers=%d", op, size, w), func(b *testing.B) {
+					key := make([]byte, 64)
+					for i := range key {
+						key[i] = byte(3*i + 1)
+					}
+					codec, err := NewCodecKey(key, Params{Size: 4096})
+					if err != nil {
+						b.Fatal(err)
+					}
+					codec.SetWorkers(w)
+					buf := make([]byte, size)
+					codec.Encrypt(buf, buf, 0)
+					b.SetBytes(int64(size))
+					before := contextSwitches(b)
+					for i := uint64(0); b.Loop(); i++ {
+						if op == "decrypt" {
+							codec.Decrypt(buf, buf, i*uint64(size/4096))
+						} else {
+							codec.Encrypt(buf, buf, i*uint64(size/4096))
+						}
+					}
+					b.ReportMetric(float64(contextSwitches(b)-before)/float64(b.N), "switches/op")
+				})
+			}
 		}
 	}
 }
