@@ -345,16 +345,16 @@ func (r *Report) derive() {
 		op            string
 	}
 	ours := map[key]float64{}
-	oneWorker := map[key]map[string]float64{}
+	oneWorker := map[key]map[string]Stats{}
 	for i := range r.Results {
 		res := &r.Results[i]
 		k := key{res.KeyBits, res.Size, res.Op}
 		if res.Mode == ModeBatch {
 			if res.Threads == 1 {
 				if oneWorker[k] == nil {
-					oneWorker[k] = map[string]float64{}
+					oneWorker[k] = map[string]Stats{}
 				}
-				oneWorker[k][res.label()] = res.MBps.Median
+				oneWorker[k][res.label()] = res.MBps
 			}
 			continue
 		}
@@ -378,8 +378,10 @@ func (r *Report) derive() {
 		if o := ours[k]; res.Impl != ImplXtsctl && res.Mode == ModeUnit && o > 0 && res.MBps.Median > 0 {
 			res.Ratio = o / res.MBps.Median
 		}
-		if one := oneWorker[k][res.label()]; res.Mode == ModeBatch && one > 0 {
-			res.Scaling = res.MBps.Median / one
+		if one, ok := oneWorker[k][res.label()]; res.Mode == ModeBatch && ok && one.Median > 0 {
+			// Both ran in the same interleaved rounds (batchGroup,
+			// peerMulti): the median of the rounds' ratios.
+			res.Scaling = pairedRatio(res.MBps, one)
 		}
 	}
 }

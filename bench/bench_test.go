@@ -37,8 +37,8 @@ func run(t *testing.T, c Config) *Report {
 
 func TestSummarise(t *testing.T) {
 	s := summarise([]float64{5, 1, 4, 2, 3})
-	want := Stats{Median: 3, Min: 1, Max: 5, Q1: 2, Q3: 4, Runs: 5}
-	if s != want {
+	want := Stats{Median: 3, Min: 1, Max: 5, Q1: 2, Q3: 4, Runs: 5, Samples: []float64{5, 1, 4, 2, 3}}
+	if !reflect.DeepEqual(s, want) {
 		t.Errorf("summarise = %+v, want %+v", s, want)
 	}
 	if got := s.Spread(); got != 2.0/3 {
@@ -464,6 +464,27 @@ func TestDerive(t *testing.T) {
 		if g.CyclesPerByte != w.cpb || g.RooflineFraction != w.roof || g.Ratio != w.ratio || g.Scaling != w.scaling {
 			t.Errorf("result %d: cpb %v roof %v ratio %v scaling %v, want %+v", i, g.CyclesPerByte, g.RooflineFraction, g.Ratio, g.Scaling, w)
 		}
+	}
+}
+
+// Scaling is the median of the rounds' ratios where the two figures ran
+// in the same rounds: a round slowed for both (another program on the
+// machine) does not move it, as it moves the ratio of the medians.
+func TestDeriveScalingPaired(t *testing.T) {
+	one := summarise([]float64{100, 50, 100, 100, 40})
+	two := summarise([]float64{190, 100, 180, 200, 90})
+	r := &Report{Results: []Result{
+		{KeyBits: 512, Size: 4096, Op: "decrypt", Impl: ImplXtsctl, Variant: "vaes512", Mode: ModeBatch, Threads: 1, MBps: one},
+		{KeyBits: 512, Size: 4096, Op: "decrypt", Impl: ImplXtsctl, Variant: "vaes512", Mode: ModeBatch, Threads: 2, MBps: two},
+	}}
+	r.derive()
+	// Per round: 1.9, 2.0, 1.8, 2.0, 2.25; the medians' ratio is 1.8.
+	if got := r.Results[1].Scaling; got != 2.0 {
+		t.Errorf("scaling %v, want 2.0 (the median of the rounds' ratios)", got)
+	}
+	// Figures from different rounds (unequal counts): the medians' ratio.
+	if got := pairedRatio(summarise([]float64{180, 200}), one); got != 1.9 {
+		t.Errorf("unpaired ratio %v, want 190/100", got)
 	}
 }
 

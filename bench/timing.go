@@ -15,6 +15,11 @@ type Stats struct {
 	Q1     float64 `json:"q1"` // lower quartile
 	Q3     float64 `json:"q3"` // upper quartile
 	Runs   int     `json:"runs"`
+	// Samples are the runs' figures in the order they ran, for ratios
+	// of members measured in the same rounds (scaling): a ratio of two
+	// medians carries both members' noise, the median of per-round
+	// ratios only what changed within a round.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // Spread is half the range relative to the median: the table's "±".
@@ -29,13 +34,33 @@ func summarise(mbps []float64) Stats {
 	v := slices.Clone(mbps)
 	slices.Sort(v)
 	return Stats{
-		Median: quantile(v, 0.5),
-		Min:    v[0],
-		Max:    v[len(v)-1],
-		Q1:     quantile(v, 0.25),
-		Q3:     quantile(v, 0.75),
-		Runs:   len(v),
+		Median:  quantile(v, 0.5),
+		Min:     v[0],
+		Max:     v[len(v)-1],
+		Q1:      quantile(v, 0.25),
+		Q3:      quantile(v, 0.75),
+		Runs:    len(v),
+		Samples: slices.Clone(mbps),
 	}
+}
+
+// pairedRatio is the median over the rounds of a's figure over b's, where
+// both ran in the same rounds; else the ratio of their medians.
+func pairedRatio(a, b Stats) float64 {
+	if len(a.Samples) == 0 || len(a.Samples) != len(b.Samples) {
+		return a.Median / b.Median
+	}
+	r := make([]float64, 0, len(a.Samples))
+	for i, x := range a.Samples {
+		if b.Samples[i] > 0 {
+			r = append(r, x/b.Samples[i])
+		}
+	}
+	if len(r) == 0 {
+		return a.Median / b.Median
+	}
+	slices.Sort(r)
+	return quantile(r, 0.5)
 }
 
 // quantile interpolates linearly between the order statistics of sorted v.
