@@ -169,18 +169,6 @@ func Formats() []Format {
 	return slices.Clone(registry.formats)
 }
 
-// Names returns every --type name and alias, sorted.
-func Names() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	var names []string
-	for n := range registry.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // Detect returns the formats whose signature r carries, in registry
 // order: usually none or one. Formats without a signature are never
 // returned.

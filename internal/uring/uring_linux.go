@@ -150,9 +150,6 @@ func New(entries uint32) (*Ring, error) {
 	return r, nil
 }
 
-// Fd is the ring's file descriptor.
-func (r *Ring) Fd() int { return r.fd }
-
 // Close unmaps and closes the ring; the kernel cancels what is in flight.
 func (r *Ring) Close() error {
 	if r.sqes != nil {
