@@ -31,6 +31,9 @@ type job struct {
 }
 
 func openJob(o *disk.InPlaceOptions) (*job, error) {
+	if o.Encrypt && o.Create == nil {
+		o.Create = &disk.CreateOptions{Name: o.Target} // the format's defaults
+	}
 	t, err := OpenTarget(o.Target)
 	if err != nil {
 		return nil, Error(o.Target, err)
@@ -288,7 +291,7 @@ type plainJob struct {
 
 func (plainInPlacer) PrepareInPlace(o *disk.InPlaceOptions) (disk.InPlaceJob, error) {
 	opts := o.Options
-	if o.Encrypt {
+	if o.Encrypt && o.Create != nil {
 		opts = o.Create.Options
 	}
 	p, err := plain.ParamsOf(opts)
@@ -350,8 +353,11 @@ func (pj *plainJob) Run(ctx context.Context, ask func(*disk.Need, error) (*disk.
 	if len(sec.KeyFiles) != 1 {
 		return nil, disk.WithKind(disk.KindUsage, errors.New("--type plain needs --key-file"), "make a key with: head -c 64 /dev/urandom > KEYFILE; chmod 600 KEYFILE")
 	}
-	key := sec.KeyFiles[0]
-	if err := plain.CheckKey(key, sec.KeyFileNames[0]); err != nil {
+	key, name := sec.KeyFiles[0], "(unnamed)"
+	if len(sec.KeyFileNames) > 0 {
+		name = sec.KeyFileNames[0]
+	}
+	if err := plain.CheckKey(key, name); err != nil {
 		return nil, err
 	}
 	verb := map[Direction]string{Encrypt: "encrypting", Decrypt: "decrypting"}[dir]
