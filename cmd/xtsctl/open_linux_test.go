@@ -206,11 +206,11 @@ func formatExt4(t *testing.T, img, name string, flags []string) {
 }
 
 // statusOf returns status --json for name.
-func statusOf(t *testing.T, name string) statusJSON {
+func statusOf(t *testing.T, name string) blockdev.VolumeDoc {
 	t.Helper()
-	var doc statusDoc
+	var doc blockdev.StatusDoc
 	out := mustRun(t, "status", "--json", name).stdout
-	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Volumes) != 1 || doc.Schema != statusSchema {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Volumes) != 1 || doc.Schema != blockdev.StatusSchema {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	return doc.Volumes[0]
