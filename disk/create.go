@@ -2,8 +2,11 @@ package disk
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+
+	"github.com/xtsctl/xtsctl/internal/fsblock"
 )
 
 // A Creator is a Format that writes new images: from a plaintext
@@ -101,4 +104,26 @@ type CreateResult struct {
 	Notes []string
 	// ImageSize and DataBytes are the image's size and the plaintext's.
 	ImageSize, DataBytes int64
+}
+
+// FitSectorSize is the sector size of a new image whose plaintext (size
+// bytes of r) will be served as a device: a device whose sectors are
+// larger than the smallest I/O of the filesystem in it cannot mount it.
+// explicit (0: none asked for) is refused if the filesystem could not be
+// mounted from sectors that large; otherwise def, lowered to the largest
+// size the filesystem allows, which note is told.
+func FitSectorSize(image string, r io.ReaderAt, size int64, explicit, def int, note func(format string, args ...any)) (int, error) {
+	fs, err := fsblock.Probe(r, size)
+	if err != nil {
+		return 0, WithKind(KindInput, fmt.Errorf("%s: %w", image, err))
+	}
+	ss, lowered, err := fsblock.ChooseSectorSize(fs, explicit, def)
+	if err != nil {
+		return 0, WithKind(KindUsage, fmt.Errorf("--sector-size %d is too large for %s: %w", explicit, image, err),
+			fmt.Sprintf("give --sector-size %d, or leave it out (xtsctl then picks the largest the filesystem allows)", fs.IOSize))
+	}
+	if lowered && note != nil {
+		note("%s holds %s: using %d-byte sectors (a device with %d-byte sectors could not mount it)", image, fs, ss, def)
+	}
+	return ss, nil
 }
