@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"unsafe"
+
+	"github.com/xtsctl/xtsctl/internal/words"
 )
 
 // A Device is an unlocked image's plaintext, in whole sectors: what a
@@ -370,4 +372,31 @@ func (d *ExtentDevice) FinishRead(buf, tags []byte, first uint64) error {
 type KernelHandover interface {
 	BeginKernelWrites(b Backing, u *Unlocked) (report *AttachReport, token []byte, err error)
 	EndKernelWrites(b Backing, token []byte) error
+}
+
+// Warning is what open says of r, the recovery of image after an unclean
+// shutdown, with hints where sectors read as I/O errors.
+func (r *Recovery) Warning(image string) (warning string, hints []string) {
+	if r.Untagged {
+		return fmt.Sprintf("%s was not closed cleanly: recovered (no integrity tags, so nothing to check)", image), nil
+	}
+	checked := words.Plural(int64(r.DirtyRegions), "dirty region")
+	if r.AllRegions {
+		checked = "every region (the record of which regions were being written could not be trusted)"
+	}
+	if r.Mismatched == 0 {
+		return fmt.Sprintf("%s was not closed cleanly: checked %s, %d sectors: every tag matches", image, checked, r.Sectors), nil
+	}
+	list := words.List(r.BadSectors)
+	if uint64(len(r.BadSectors)) < r.Mismatched {
+		list += fmt.Sprintf(" and %d more", r.Mismatched-uint64(len(r.BadSectors)))
+	}
+	if r.Repaired {
+		return fmt.Sprintf("%s was not closed cleanly: checked %s; re-tagged %s whose tags did not match, accepting what they hold (--recover): %s",
+			image, checked, words.Plural(int64(r.Mismatched), "sector"), list), nil
+	}
+	return fmt.Sprintf("%s was not closed cleanly: checked %s; %s do not match their tags and read as I/O errors: %s",
+			image, checked, words.Plural(int64(r.Mismatched), "sector"), list),
+		[]string{"a crash of xtsctl's server leaves in this state at most the sectors it was writing at that moment; a sector it was not writing was changed outside xtsctl",
+			"to accept what these sectors hold now, close the volume and open it again with --recover (or rewrite them)"}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
 	"github.com/xtsctl/xtsctl/disk"
-	"github.com/xtsctl/xtsctl/internal/words"
 	"github.com/xtsctl/xtsctl/plain"
 	"github.com/xtsctl/xtsctl/volume"
 )
@@ -243,31 +242,11 @@ func openServed(image string) (*os.File, string, error) {
 // reportRecovery tells the user what open found after an unclean
 // shutdown.
 func reportRecovery(a *app, r *blockdev.Recovery, image string) {
-	if r.Untagged {
-		a.warningf("%s was not closed cleanly: recovered (no integrity tags, so nothing to check)", image)
-		return
+	warning, hints := r.Warning(image)
+	a.warningf("%s", warning)
+	for _, h := range hints {
+		a.hintf("%s", h)
 	}
-	checked := words.Plural(int64(r.DirtyRegions), "dirty region")
-	if r.AllRegions {
-		checked = "every region (the record of which regions were being written could not be trusted)"
-	}
-	if r.Mismatched == 0 {
-		a.warningf("%s was not closed cleanly: checked %s, %d sectors: every tag matches", image, checked, r.Sectors)
-		return
-	}
-	list := words.List(r.BadSectors)
-	if uint64(len(r.BadSectors)) < r.Mismatched {
-		list += fmt.Sprintf(" and %d more", r.Mismatched-uint64(len(r.BadSectors)))
-	}
-	if r.Repaired {
-		a.warningf("%s was not closed cleanly: checked %s; re-tagged %s whose tags did not match, accepting what they hold (--recover): %s",
-			image, checked, words.Plural(int64(r.Mismatched), "sector"), list)
-		return
-	}
-	a.warningf("%s was not closed cleanly: checked %s; %s do not match their tags and read as I/O errors: %s",
-		image, checked, words.Plural(int64(r.Mismatched), "sector"), list)
-	a.hintf("a crash of xtsctl's server leaves in this state at most the sectors it was writing at that moment; a sector it was not writing was changed outside xtsctl")
-	a.hintf("to accept what these sectors hold now, close the volume and open it again with --recover (or rewrite them)")
 }
 
 // testPassphrase unlocks image read-only and says which key slot the
