@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -405,4 +406,36 @@ func NameOf(arg string) (string, error) {
 	}
 	return "", usageError(fmt.Errorf("%s is %s, but not the device or mountpoint of an image xtsctl opened", arg, what),
 		"'xtsctl status' lists open images with their devices and mountpoints")
+}
+
+// OpenImage opens the image to serve (Request.Image): every later access goes
+// through this one open file (as /proc/self/fd/N, and handed to the
+// server), so a path swapped after the checks cannot change what is
+// unlocked and served.
+func OpenImage(image string) (*os.File, string, error) {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return nil, "", withKind(KindInput, err)
+	}
+	img, err := os.Open(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", withKind(KindInput, fmt.Errorf("image %s does not exist", image))
+	case err != nil:
+		return nil, "", withKind(KindInput, fmt.Errorf("cannot read image: %w", err))
+	}
+	fi, err := img.Stat()
+	switch {
+	case err != nil:
+		err = withKind(KindInput, fmt.Errorf("cannot read image: %w", err))
+	case fi.IsDir():
+		err = withKind(KindInput, fmt.Errorf("image %s is a directory", image))
+	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
+		err = withKind(KindInput, fmt.Errorf("image %s is not a regular file or block device", image))
+	}
+	if err != nil {
+		img.Close()
+		return nil, "", err
+	}
+	return img, abs, nil
 }

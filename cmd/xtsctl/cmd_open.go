@@ -3,9 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/xtsctl/xtsctl/blockdev"
@@ -135,7 +132,7 @@ func openImage(a *app, f *openFlags, image, name string) error {
 	if err := f.img.checkType(); err != nil {
 		return err
 	}
-	img, abs, err := openServed(image)
+	img, abs, err := blockdev.OpenImage(image)
 	if err != nil {
 		return err
 	}
@@ -205,38 +202,6 @@ func openImage(a *app, f *openFlags, image, name string) error {
 		a.infof("opened %s as %s: %s (%s backend)", image, name, dev, st.Backend)
 	}
 	return nil
-}
-
-// openServed opens the image that open serves: every later access goes
-// through this one open file (as /proc/self/fd/N, and handed to the
-// server), so a path swapped after the checks cannot change what is
-// unlocked and served.
-func openServed(image string) (*os.File, string, error) {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return nil, "", withCode(exitInput, err)
-	}
-	img, err := os.Open(abs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, "", withCode(exitInput, fmt.Errorf("image %s does not exist", image))
-	case err != nil:
-		return nil, "", withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
-	}
-	fi, err := img.Stat()
-	switch {
-	case err != nil:
-		err = withCode(exitInput, fmt.Errorf("cannot read image: %w", err))
-	case fi.IsDir():
-		err = withCode(exitInput, fmt.Errorf("image %s is a directory", image))
-	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeDevice == 0:
-		err = withCode(exitInput, fmt.Errorf("image %s is not a regular file or block device", image))
-	}
-	if err != nil {
-		img.Close()
-		return nil, "", err
-	}
-	return img, abs, nil
 }
 
 // reportRecovery tells the user what open found after an unclean
