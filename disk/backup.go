@@ -3,6 +3,7 @@ package disk
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/xtsctl/xtsctl/internal/words"
@@ -60,4 +61,43 @@ func slotsNoun(slots []int) string {
 		return fmt.Sprintf("passphrase of key slot %d", slots[0])
 	}
 	return "passphrases of key slots " + words.List(slots)
+}
+
+// PickRestorer is the format whose header the backup (size bytes of b)
+// restores onto image: typeName (a --type) if given, else the format that
+// recognises the backup as its own, else the one whose header the image
+// carries, else fallback.
+func PickRestorer(typeName, image string, b io.ReaderAt, size int64, fallback string) (HeaderRestorer, error) {
+	pick := func(f Format) (HeaderRestorer, error) {
+		r, ok := f.(HeaderRestorer)
+		if !ok {
+			return nil, WithKind(KindUsage, fmt.Errorf("%s has no header backups to restore", f.Info().Title))
+		}
+		return r, nil
+	}
+	if typeName != "" {
+		f, ok := Lookup(typeName)
+		if !ok {
+			return nil, WithKind(KindUsage, fmt.Errorf("unknown --type %q", typeName))
+		}
+		return pick(f)
+	}
+	for _, f := range Formats() {
+		if r, ok := f.(HeaderRestorer); ok && r.IsBackup(b, size) {
+			return r, nil
+		}
+	}
+	if img, err := os.Open(image); err == nil {
+		defer img.Close()
+		if n, err := img.Seek(0, io.SeekEnd); err == nil {
+			if found := Detect(img, n); len(found) == 1 {
+				return pick(found[0])
+			}
+		}
+	}
+	f, ok := Lookup(fallback)
+	if !ok {
+		return nil, NotFormat("%s: no format recognises the header backup", image)
+	}
+	return pick(f)
 }

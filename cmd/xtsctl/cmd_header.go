@@ -132,7 +132,7 @@ func headerRestore(a *app, f *headerFlags, image, file string) error {
 	if err := f.img.checkType(); err != nil {
 		return err
 	}
-	r, err := restorerFor(&f.img, image, b, size)
+	r, err := disk.PickRestorer(f.img.typ, image, b, size, defaultType)
 	if err != nil {
 		return err
 	}
@@ -148,30 +148,4 @@ func headerRestore(a *app, f *headerFlags, image, file string) error {
 	}
 	a.infof("restored %s to both header copies", what)
 	return nil
-}
-
-// restorerFor is the format whose header the backup restores: --type, or
-// the backup's own format, or the image's.
-func restorerFor(f *imageFlags, image string, b io.ReaderAt, size int64) (disk.HeaderRestorer, error) {
-	pick := func(fo disk.Format) (disk.HeaderRestorer, error) {
-		r, ok := fo.(disk.HeaderRestorer)
-		if !ok {
-			return nil, usageError(fmt.Errorf("%s has no header backups to restore", fo.Info().Title))
-		}
-		return r, nil
-	}
-	if f.typ != "" {
-		fo, _ := disk.Lookup(f.typ)
-		return pick(fo)
-	}
-	for _, fo := range disk.Formats() {
-		if r, ok := fo.(disk.HeaderRestorer); ok && r.IsBackup(b, size) {
-			return r, nil
-		}
-	}
-	if fo, _ := detectAt(image); fo != nil {
-		return pick(fo)
-	}
-	fo, _ := disk.Lookup(defaultType)
-	return pick(fo)
 }
