@@ -1,7 +1,8 @@
 package main
 
 // The formats xtsctl reads and writes: each registers itself with package
-// disk; a new format is one package and one line here.
+// disk; a new format is one package and one line here. Package inplace
+// registers the in-place conversions of the formats it converts.
 import (
 	"cmp"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	_ "github.com/xtsctl/xtsctl/bitlk"
 	"github.com/xtsctl/xtsctl/disk"
 	_ "github.com/xtsctl/xtsctl/fvault2"
+	_ "github.com/xtsctl/xtsctl/inplace"
 	_ "github.com/xtsctl/xtsctl/luks/luksimage"
 	_ "github.com/xtsctl/xtsctl/plain"
 	_ "github.com/xtsctl/xtsctl/tcrypt"
