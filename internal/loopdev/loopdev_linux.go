@@ -29,10 +29,19 @@ func Attach(file string, opts Options) (*Device, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	backing, err := os.OpenFile(file, fileMode(opts), 0)
+	// Opened without the Go runtime's poller: os.OpenFile registers the
+	// descriptor with epoll, which on a FUSE file sends FUSE_POLL to the
+	// filesystem's server. That server is this very process when it serves
+	// its own file (blockdev/fusefile, whose /dev/fd mount skips go-fuse's
+	// poll hack); a FUSE_POLL it does not answer, while its queues start
+	// or stop, holds the thread in the kernel for good, and the process
+	// can then not even be killed (seen once in CI: a server in
+	// request_wait_answer under epoll_ctl, its open waiting for ever).
+	fd, err := unix.Open(file, fileMode(opts)|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("loopdev: %w", err)
+		return nil, fmt.Errorf("loopdev: %w", &os.PathError{Op: "open", Path: file, Err: err})
 	}
+	backing := os.NewFile(uintptr(fd), file) // blocking: never polled
 	// The kernel takes its own reference to the file in LOOP_CONFIGURE.
 	defer backing.Close()
 	return AttachFile(backing, opts)
