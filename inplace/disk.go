@@ -77,7 +77,9 @@ func (j *job) result(res *disk.InPlaceResult, err error) (*disk.InPlaceResult, e
 }
 
 func (j *job) options() Options {
-	return Options{Progress: j.o.Progress, Force: j.o.Force, NoDigest: !j.o.Digest}
+	// NoDigest is a decryption's: an encryption's choice is the new
+	// volume's (Create.Digest), and a resumed one keeps its own.
+	return Options{Progress: j.o.Progress, Force: j.o.Force, NoDigest: !j.o.Encrypt && !j.o.Digest}
 }
 
 // describeStatus says how far an interrupted run got.
