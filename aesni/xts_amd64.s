@@ -5071,7 +5071,7 @@ end83:
 	RET
 
 // func xtsEncVAES512C(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
-// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX2, AVX512BW, AVX512F, AVX512VL, VAES, VPCLMULQDQ
 TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
 	// XTS-AES encryption of one data unit with VAES on 512-bit vectors.
 	// GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address
@@ -5140,6 +5140,192 @@ aes128_168:
 
 shortNoTail169:
 	VMOVDQA X12, X4
+	CMPQ    DX, $0x02
+	JB      shortLoop170
+
+	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
+	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
+	// two blocks and a tail: the stealing over block 2 (X6 = T2, X7 = T3).
+	VMOVDQA     X4, X5
+	VPSHUFD     $0x5f, X5, X8
+	VPSRAD      $0x1f, X8, X8
+	VPAND       gfMulX<>+0(SB), X8, X8
+	VPADDQ      X5, X5, X5
+	VPXOR       X8, X5, X5
+	VMOVDQA     X5, X6
+	VPSHUFD     $0x5f, X6, X8
+	VPSRAD      $0x1f, X8, X8
+	VPAND       gfMulX<>+0(SB), X8, X8
+	VPADDQ      X6, X6, X6
+	VPXOR       X8, X6, X6
+	VINSERTI128 $0x01, X5, Y4, Y9
+	VMOVDQU     (SI), Y0
+	JE          shortTwo173
+
+	// Three whole blocks (a tail would have made them four: no stealing).
+	VMOVDQU        32(SI), X2
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	VPTERNLOGD     $0x96, X3, X6, X2
+	CMPQ           R12, $0x0a
+	JE             aes128_175
+	VBROADCASTI128 16(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 32(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 48(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 64(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+
+aes128_175:
+	VBROADCASTI128 -144(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -128(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -112(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -96(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -80(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -64(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -48(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -32(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 -16(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VAESENC        X3, X2, X2
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VPXOR          X3, X6, X11
+	VAESENCLAST    Y10, Y0, Y0
+	VAESENCLAST    X11, X2, X2
+	VMOVDQU        Y0, (DI)
+	VMOVDQU        X2, 32(DI)
+	JMP            shortPairDone174
+
+shortTwo173:
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_176
+	VBROADCASTI128 16(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 32(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 48(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 64(AX), Y3
+	VAESENC        Y3, Y0, Y0
+
+aes128_176:
+	VBROADCASTI128 -144(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -128(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -112(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -96(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -80(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -64(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -48(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -32(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -16(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VAESENCLAST    Y10, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	TESTQ          R11, R11
+	JZ             shortPairDone174
+	VMOVDQA        X6, X7
+	VPSHUFD        $0x5f, X7, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X7, X7, X7
+	VPXOR          X8, X7, X7
+	MOVQ           DX, R13
+	SHLQ           $0x04, R13
+	VMOVDQU        (SI)(R13*1), X0
+	VPXOR          (AX), X6, X8
+	VPXOR          X8, X0, X0
+	CMPQ           R12, $0x0a
+	JE             aes128_177
+	VAESENC        16(AX), X0, X0
+	VAESENC        32(AX), X0, X0
+	VAESENC        48(AX), X0, X0
+	VAESENC        64(AX), X0, X0
+
+aes128_177:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X6, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X7, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_178
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_178:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X7, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortPairDone174:
+	VZEROUPPER
+	RET
 
 shortLoop170:
 	TESTQ   DX, DX
@@ -5148,13 +5334,13 @@ shortLoop170:
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_173
+	JE      aes128_179
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_173:
+aes128_179:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5193,13 +5379,13 @@ shortSteal171:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_174
+	JE      aes128_180
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_174:
+aes128_180:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5226,13 +5412,13 @@ aes128_174:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_175
+	JE          aes128_181
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_175:
+aes128_181:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5251,14 +5437,14 @@ shortDone172:
 
 wide167:
 	CMPQ            DX, $0x10
-	JB              narrowTweak176
+	JB              narrowTweak182
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_178
+	JE              aes128_184
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -5268,7 +5454,7 @@ wide167:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_178:
+aes128_184:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -5289,21 +5475,21 @@ aes128_178:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked177
+	JMP             tweaked183
 
-narrowTweak176:
+narrowTweak182:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_179
+	JE          aes128_185
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_179:
+aes128_185:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5316,7 +5502,7 @@ aes128_179:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked177:
+tweaked183:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -5334,23 +5520,23 @@ tweaked177:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk180
+	JZ              bulk186
 	CMPQ            DX, $0x11
-	JB              stealLate183
+	JB              stealLate189
 	DECQ            DX
 	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_184:
+x64_190:
 	CMPQ       R13, $0x40
-	JB         xrest185
+	JB         xrest191
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_184
+	JMP        x64_190
 
-xrest185:
+xrest191:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5409,13 +5595,13 @@ xrest185:
 	VPTERNLOGD   $0x96, Z16, Z8, Z0
 	VPXORD       Z30, Z8, Z9
 	CMPQ         R12, $0x0a
-	JE           aes128_190
+	JE           aes128_196
 	VAESENC      Z17, Z0, Z0
 	VAESENC      Z18, Z0, Z0
 	VAESENC      Z19, Z0, Z0
 	VAESENC      Z20, Z0, Z0
 
-aes128_190:
+aes128_196:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -5468,9 +5654,9 @@ aes128_190:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair191:
+pair197:
 	CMPQ       DX, $0x20
-	JB         single192
+	JB         single198
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5480,7 +5666,7 @@ pair191:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_195
+	JE         aes128_201
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5498,7 +5684,7 @@ pair191:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_195:
+aes128_201:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5568,7 +5754,7 @@ aes128_195:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_196
+	JE          aes128_202
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -5586,7 +5772,7 @@ aes128_195:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_196:
+aes128_202:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5648,18 +5834,18 @@ aes128_196:
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
 	TESTQ       R11, R11
-	JZ          stolen197
+	JZ          stolen203
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_198
+	JE          aes128_204
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_198:
+aes128_204:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5673,15 +5859,15 @@ aes128_198:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen197:
+stolen203:
 	ADDQ $0x00000200, SI
 	ADDQ $0x00000200, DI
 	SUBQ $0x20, DX
-	JMP  pair191
+	JMP  pair197
 
-single192:
+single198:
 	CMPQ       DX, $0x10
-	JB         exitA193
+	JB         exitA199
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5691,7 +5877,7 @@ single192:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_199
+	JE         aes128_205
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5709,7 +5895,7 @@ single192:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_199:
+aes128_205:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5774,18 +5960,18 @@ aes128_199:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	TESTQ       R11, R11
-	JZ          stolen200
+	JZ          stolen206
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_201
+	JE          aes128_207
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_201:
+aes128_207:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5799,11 +5985,11 @@ aes128_201:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen200:
+stolen206:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert202
+	JB         convert208
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5811,7 +5997,7 @@ stolen200:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_203
+	JE         aes128_209
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5825,7 +6011,7 @@ stolen200:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_203:
+aes128_209:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5863,29 +6049,29 @@ aes128_203:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone194
+	JMP         pairsDone200
 
-convert202:
+convert208:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone194
+	JMP    pairsDone200
 
-exitA193:
+exitA199:
 	TESTQ      R11, R11
-	JZ         stolen204
+	JZ         stolen210
 	VMOVDQU    (R14), X0
 	VPXORD     X30, X15, X12
 	VPTERNLOGD $0x96, X16, X12, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_205
+	JE         aes128_211
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_205:
+aes128_211:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5899,11 +6085,11 @@ aes128_205:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen204:
+stolen210:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert206
+	JB         convert212
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5911,7 +6097,7 @@ stolen204:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_207
+	JE         aes128_213
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5925,7 +6111,7 @@ stolen204:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_207:
+aes128_213:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5963,32 +6149,32 @@ aes128_207:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone194
+	JMP         pairsDone200
 
-convert206:
+convert212:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone194:
+pairsDone200:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec187:
+vec193:
 	CMPQ       DX, $0x04
-	JB         partial188
+	JB         partial194
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_208
+	JE         aes128_214
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_208:
+aes128_214:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6007,28 +6193,28 @@ aes128_208:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec187
+	JMP         vec193
 
-partial188:
+partial194:
 	TESTQ DX, DX
-	JZ    bulkDone189
+	JZ    bulkDone195
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one209
+	JB         one215
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_210
+	JE         aes128_216
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_210:
+aes128_216:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -6045,19 +6231,19 @@ aes128_210:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone189
+	JZ            bulkDone195
 
-one209:
+one215:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_211
+	JE         aes128_217
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_211:
+aes128_217:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6073,25 +6259,25 @@ aes128_211:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone189:
-	JMP end182
+bulkDone195:
+	JMP end188
 
-stealLate183:
+stealLate189:
 	CMPQ    DX, $0x10
-	JB      stealFirst181
+	JB      stealFirst187
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_212:
+x64_218:
 	CMPQ       R13, $0x40
-	JB         xrest213
+	JB         xrest219
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_212
+	JMP        x64_218
 
-xrest213:
+xrest219:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6102,16 +6288,16 @@ xrest213:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk180:
+bulk186:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks218
+	JB         fewBlocks224
 	CMPQ       DX, $0x30
-	JB         noPeel219
+	JB         noPeel225
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6145,13 +6331,13 @@ bulk180:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_221
+	JE         aes128_227
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_221:
+aes128_227:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6166,9 +6352,9 @@ aes128_221:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop220
+	JMP         loop226
 
-noPeel219:
+noPeel225:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -6194,7 +6380,7 @@ noPeel219:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop220:
+loop226:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -6211,9 +6397,9 @@ loop220:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair222:
+pair228:
 	CMPQ       DX, $0x20
-	JB         single223
+	JB         single229
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6223,7 +6409,7 @@ pair222:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_226
+	JE         aes128_232
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6241,7 +6427,7 @@ pair222:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_226:
+aes128_232:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6311,7 +6497,7 @@ aes128_226:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_227
+	JE          aes128_233
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -6329,7 +6515,7 @@ aes128_226:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_227:
+aes128_233:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6393,11 +6579,11 @@ aes128_227:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair222
+	JMP         pair228
 
-single223:
+single229:
 	CMPQ       DX, $0x10
-	JB         exitA224
+	JB         exitA230
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6407,7 +6593,7 @@ single223:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_228
+	JE         aes128_234
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6425,7 +6611,7 @@ single223:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_228:
+aes128_234:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6493,7 +6679,7 @@ aes128_228:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert229
+	JB         convert235
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6501,7 +6687,7 @@ aes128_228:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_230
+	JE         aes128_236
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6515,7 +6701,7 @@ aes128_228:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_230:
+aes128_236:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6553,20 +6739,20 @@ aes128_230:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone225
+	JMP         pairsDone231
 
-convert229:
+convert235:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone225
+	JMP    pairsDone231
 
-exitA224:
+exitA230:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert231
+	JB         convert237
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6574,7 +6760,7 @@ exitA224:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_232
+	JE         aes128_238
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6588,7 +6774,7 @@ exitA224:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_232:
+aes128_238:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6626,20 +6812,20 @@ aes128_232:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone225
+	JMP         pairsDone231
 
-convert231:
+convert237:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone225:
+pairsDone231:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec215
+	JMP    vec221
 
-fewBlocks218:
+fewBlocks224:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6662,19 +6848,19 @@ fewBlocks218:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec215:
+vec221:
 	CMPQ       DX, $0x04
-	JB         partial216
+	JB         partial222
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_233
+	JE         aes128_239
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_233:
+aes128_239:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6693,28 +6879,28 @@ aes128_233:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec215
+	JMP         vec221
 
-partial216:
+partial222:
 	TESTQ DX, DX
-	JZ    bulkDone217
+	JZ    bulkDone223
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one234
+	JB         one240
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_235
+	JE         aes128_241
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_235:
+aes128_241:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -6731,19 +6917,19 @@ aes128_235:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone217
+	JZ            bulkDone223
 
-one234:
+one240:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_236
+	JE         aes128_242
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_236:
+aes128_242:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6759,13 +6945,13 @@ aes128_236:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone217:
+bulkDone223:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen237
+	JZ         stolen243
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -6779,13 +6965,13 @@ bulkDone217:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_238
+	JE         aes128_244
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_238:
+aes128_244:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6799,10 +6985,10 @@ aes128_238:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen237:
-	JMP end182
+stolen243:
+	JMP end188
 
-stealFirst181:
+stealFirst187:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
@@ -6817,16 +7003,16 @@ stealFirst181:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_239:
+x64_245:
 	CMPQ       R13, $0x40
-	JB         xrest240
+	JB         xrest246
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_239
+	JMP        x64_245
 
-xrest240:
+xrest246:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6846,13 +7032,13 @@ xrest240:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_241
+	JE         aes128_247
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_241:
+aes128_247:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6878,13 +7064,13 @@ aes128_241:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_242
+	JE          aes128_248
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_242:
+aes128_248:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6904,9 +7090,9 @@ aes128_242:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks247
+	JB         fewBlocks253
 	CMPQ       DX, $0x30
-	JB         noPeel248
+	JB         noPeel254
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6940,13 +7126,13 @@ aes128_242:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_250
+	JE         aes128_256
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_250:
+aes128_256:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6961,9 +7147,9 @@ aes128_250:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop249
+	JMP         loop255
 
-noPeel248:
+noPeel254:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -6989,7 +7175,7 @@ noPeel248:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop249:
+loop255:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -7006,9 +7192,9 @@ loop249:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair251:
+pair257:
 	CMPQ       DX, $0x20
-	JB         single252
+	JB         single258
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7018,7 +7204,7 @@ pair251:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_255
+	JE         aes128_261
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7036,7 +7222,7 @@ pair251:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_255:
+aes128_261:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7106,7 +7292,7 @@ aes128_255:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_256
+	JE          aes128_262
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -7124,7 +7310,7 @@ aes128_255:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_256:
+aes128_262:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7188,11 +7374,11 @@ aes128_256:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair251
+	JMP         pair257
 
-single252:
+single258:
 	CMPQ       DX, $0x10
-	JB         exitA253
+	JB         exitA259
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7202,7 +7388,7 @@ single252:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_257
+	JE         aes128_263
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7220,7 +7406,7 @@ single252:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_257:
+aes128_263:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7288,7 +7474,7 @@ aes128_257:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert258
+	JB         convert264
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7296,7 +7482,7 @@ aes128_257:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_259
+	JE         aes128_265
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7310,7 +7496,7 @@ aes128_257:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_259:
+aes128_265:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7348,20 +7534,20 @@ aes128_259:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone254
+	JMP         pairsDone260
 
-convert258:
+convert264:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone254
+	JMP    pairsDone260
 
-exitA253:
+exitA259:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert260
+	JB         convert266
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7369,7 +7555,7 @@ exitA253:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_261
+	JE         aes128_267
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7383,7 +7569,7 @@ exitA253:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_261:
+aes128_267:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7421,20 +7607,20 @@ aes128_261:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone254
+	JMP         pairsDone260
 
-convert260:
+convert266:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone254:
+pairsDone260:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec244
+	JMP    vec250
 
-fewBlocks247:
+fewBlocks253:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7457,19 +7643,19 @@ fewBlocks247:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec244:
+vec250:
 	CMPQ       DX, $0x04
-	JB         partial245
+	JB         partial251
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_262
+	JE         aes128_268
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_262:
+aes128_268:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -7488,28 +7674,28 @@ aes128_262:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec244
+	JMP         vec250
 
-partial245:
+partial251:
 	TESTQ DX, DX
-	JZ    bulkDone246
+	JZ    bulkDone252
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one263
+	JB         one269
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_264
+	JE         aes128_270
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_264:
+aes128_270:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -7526,19 +7712,19 @@ aes128_264:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone246
+	JZ            bulkDone252
 
-one263:
+one269:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_265
+	JE         aes128_271
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_265:
+aes128_271:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7554,8 +7740,8 @@ aes128_265:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone246:
-end182:
+bulkDone252:
+end188:
 	VZEROUPPER
 	RET
 
@@ -7622,7 +7808,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_266
+	JE              aes128_272
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7632,7 +7818,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_266:
+aes128_272:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7656,7 +7842,7 @@ aes128_266:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general270
+	JNZ       general276
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7674,7 +7860,7 @@ aes128_266:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_271
+	JE              aes128_277
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7684,7 +7870,7 @@ aes128_266:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_271:
+aes128_277:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7737,7 +7923,7 @@ aes128_271:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe272:
+pipe278:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7751,7 +7937,7 @@ pipe272:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_273
+	JE         aes128_279
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7769,7 +7955,7 @@ pipe272:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_273:
+aes128_279:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -7783,7 +7969,7 @@ aes128_273:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd274
+	JE         unitEnd280
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -7812,12 +7998,12 @@ aes128_273:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont277
+	JMP        cont283
 
-unitEnd274:
+unitEnd280:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit276
+	JNZ       nextUnit282
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7835,7 +8021,7 @@ unitEnd274:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_278
+	JE              aes128_284
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7845,7 +8031,7 @@ unitEnd274:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_278:
+aes128_284:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7868,7 +8054,7 @@ aes128_278:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit276:
+nextUnit282:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -7893,7 +8079,7 @@ nextUnit276:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont277:
+cont283:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -7930,11 +8116,11 @@ cont277:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe272
-	JMP         done269
+	JNZ         pipe278
+	JMP         done275
 
-general270:
-group267:
+general276:
+group273:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7952,7 +8138,7 @@ group267:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_279
+	JE              aes128_285
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7962,7 +8148,7 @@ group267:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_279:
+aes128_285:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7985,7 +8171,7 @@ aes128_279:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit268:
+unit274:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8016,9 +8202,9 @@ unit268:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main280:
+main286:
 	CMPQ       DX, $0x10
-	JB         vec281
+	JB         vec287
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8032,7 +8218,7 @@ main280:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_284
+	JE         aes128_290
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8050,7 +8236,7 @@ main280:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_284:
+aes128_290:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -8126,22 +8312,22 @@ aes128_284:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main280
+	JMP         main286
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec281:
+vec287:
 	CMPQ       DX, $0x04
-	JB         partial282
+	JB         partial288
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_285
+	JE         aes128_291
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_285:
+aes128_291:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -8160,28 +8346,28 @@ aes128_285:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec281
+	JMP         vec287
 
-partial282:
+partial288:
 	TESTQ DX, DX
-	JZ    bulkDone283
+	JZ    bulkDone289
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one286
+	JB         one292
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_287
+	JE         aes128_293
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_287:
+aes128_293:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -8198,19 +8384,19 @@ aes128_287:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone283
+	JZ            bulkDone289
 
-one286:
+one292:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_288
+	JE         aes128_294
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_288:
+aes128_294:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -8226,15 +8412,15 @@ aes128_288:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone283:
+bulkDone289:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done269
+	JZ      done275
 	DECQ    R11
-	JNZ     unit268
-	JMP     group267
+	JNZ     unit274
+	JMP     group273
 
-done269:
+done275:
 	VZEROUPPER
 	RET
 
@@ -8301,7 +8487,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_289
+	JE              aes128_295
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8311,7 +8497,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_289:
+aes128_295:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8335,7 +8521,7 @@ aes128_289:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general293
+	JNZ       general299
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8353,7 +8539,7 @@ aes128_289:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_294
+	JE              aes128_300
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8363,7 +8549,7 @@ aes128_289:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_294:
+aes128_300:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8416,7 +8602,7 @@ aes128_294:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe295:
+pipe301:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8430,7 +8616,7 @@ pipe295:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_296
+	JE         aes128_302
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8448,7 +8634,7 @@ pipe295:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_296:
+aes128_302:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -8462,7 +8648,7 @@ aes128_296:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd297
+	JE         unitEnd303
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -8479,12 +8665,12 @@ aes128_296:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont300
+	JMP        cont306
 
-unitEnd297:
+unitEnd303:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit299
+	JNZ       nextUnit305
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8502,7 +8688,7 @@ unitEnd297:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_301
+	JE              aes128_307
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8512,7 +8698,7 @@ unitEnd297:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_301:
+aes128_307:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8535,7 +8721,7 @@ aes128_301:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit299:
+nextUnit305:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8560,7 +8746,7 @@ nextUnit299:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont300:
+cont306:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -8597,11 +8783,11 @@ cont300:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe295
-	JMP         done292
+	JNZ         pipe301
+	JMP         done298
 
-general293:
-group290:
+general299:
+group296:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8619,7 +8805,7 @@ group290:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_302
+	JE              aes128_308
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8629,7 +8815,7 @@ group290:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_302:
+aes128_308:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8652,7 +8838,7 @@ aes128_302:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit291:
+unit297:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8683,9 +8869,9 @@ unit291:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main303:
+main309:
 	CMPQ       DX, $0x10
-	JB         vec304
+	JB         vec310
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8699,7 +8885,7 @@ main303:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_307
+	JE         aes128_313
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8717,7 +8903,7 @@ main303:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_307:
+aes128_313:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -8781,22 +8967,22 @@ aes128_307:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main303
+	JMP         main309
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec304:
+vec310:
 	CMPQ       DX, $0x04
-	JB         partial305
+	JB         partial311
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_308
+	JE         aes128_314
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_308:
+aes128_314:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -8815,28 +9001,28 @@ aes128_308:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec304
+	JMP         vec310
 
-partial305:
+partial311:
 	TESTQ DX, DX
-	JZ    bulkDone306
+	JZ    bulkDone312
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one309
+	JB         one315
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_310
+	JE         aes128_316
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_310:
+aes128_316:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -8853,19 +9039,19 @@ aes128_310:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone306
+	JZ            bulkDone312
 
-one309:
+one315:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_311
+	JE         aes128_317
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_311:
+aes128_317:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -8881,15 +9067,15 @@ aes128_311:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone306:
+bulkDone312:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done292
+	JZ      done298
 	DECQ    R11
-	JNZ     unit291
-	JMP     group290
+	JNZ     unit297
+	JMP     group296
 
-done292:
+done298:
 	VZEROUPPER
 	RET
 
@@ -8934,7 +9120,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_312
+	JE             aes128_318
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -8944,7 +9130,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_312:
+aes128_318:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -8966,7 +9152,7 @@ aes128_312:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group313:
+group319:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8978,7 +9164,7 @@ group313:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_316
+	JE             aes128_322
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -8988,7 +9174,7 @@ group313:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_316:
+aes128_322:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9011,7 +9197,7 @@ aes128_316:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit314:
+unit320:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -9046,9 +9232,9 @@ unit314:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main317:
+main323:
 	CMPQ           DX, $0x08
-	JB             vec318
+	JB             vec324
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -9063,7 +9249,7 @@ main317:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_321
+	JE             aes128_327
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9085,7 +9271,7 @@ main317:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_321:
+aes128_327:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9163,18 +9349,18 @@ aes128_321:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main317
+	JMP            main323
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec318:
+vec324:
 	CMPQ           DX, $0x02
-	JB             partial319
+	JB             partial325
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_322
+	JE             aes128_328
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -9184,7 +9370,7 @@ vec318:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_322:
+aes128_328:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -9213,24 +9399,24 @@ aes128_322:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec318
+	JMP            vec324
 
-partial319:
+partial325:
 	TESTQ DX, DX
-	JZ    bulkDone320
+	JZ    bulkDone326
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_324
+	JE      aes128_330
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_324:
+aes128_330:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -9246,15 +9432,15 @@ aes128_324:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone320:
+bulkDone326:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done315
+	JZ     done321
 	DECQ   R11
-	JNZ    unit314
-	JMP    group313
+	JNZ    unit320
+	JMP    group319
 
-done315:
+done321:
 	VZEROUPPER
 	RET
 
@@ -9291,7 +9477,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_325
+	JE         aes128_331
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9301,7 +9487,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_325:
+aes128_331:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9329,21 +9515,21 @@ aes128_325:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal326
+	JZ    noSteal332
 	DECQ  DX
 
-noSteal326:
+noSteal332:
 	// One block at a time
-loop1_327:
+loop1_333:
 	TESTQ  DX, DX
-	JZ     steal328
+	JZ     steal334
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_329
+	JE     aes128_335
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9353,7 +9539,7 @@ loop1_327:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_329:
+aes128_335:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9384,11 +9570,11 @@ aes128_329:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_327
+	JMP        loop1_333
 
-steal328:
+steal334:
 	TESTQ R11, R11
-	JZ    done330
+	JZ    done336
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -9409,7 +9595,7 @@ steal328:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_331
+	JE     aes128_337
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9419,7 +9605,7 @@ steal328:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_331:
+aes128_337:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9460,7 +9646,7 @@ aes128_331:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_332
+	JE         aes128_338
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -9470,7 +9656,7 @@ aes128_331:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_332:
+aes128_338:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9494,7 +9680,7 @@ aes128_332:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done330:
+done336:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -9531,7 +9717,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_333
+	JE         aes128_339
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9541,7 +9727,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_333:
+aes128_339:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9569,13 +9755,13 @@ aes128_333:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal334
+	JZ    noSteal340
 	DECQ  DX
 
-noSteal334:
-loop4_336:
+noSteal340:
+loop4_342:
 	CMPQ   DX, $0x04
-	JB     loop1_335
+	JB     loop1_341
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -9614,7 +9800,7 @@ loop4_336:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_337
+	JE     aes128_343
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -9636,7 +9822,7 @@ loop4_336:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_337:
+aes128_343:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -9698,19 +9884,19 @@ aes128_337:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_336
+	JMP        loop4_342
 
 	// One block at a time
-loop1_335:
+loop1_341:
 	TESTQ  DX, DX
-	JZ     steal338
+	JZ     steal344
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_339
+	JE     aes128_345
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9720,7 +9906,7 @@ loop1_335:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_339:
+aes128_345:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9751,11 +9937,11 @@ aes128_339:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_335
+	JMP        loop1_341
 
-steal338:
+steal344:
 	TESTQ R11, R11
-	JZ    done340
+	JZ    done346
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -9776,7 +9962,7 @@ steal338:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_341
+	JE     aes128_347
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9786,7 +9972,7 @@ steal338:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_341:
+aes128_347:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9827,7 +10013,7 @@ aes128_341:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_342
+	JE         aes128_348
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -9837,7 +10023,7 @@ aes128_341:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_342:
+aes128_348:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9861,7 +10047,7 @@ aes128_342:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done340:
+done346:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -9900,7 +10086,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_343
+	JE         aes128_349
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9910,7 +10096,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_343:
+aes128_349:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9938,13 +10124,13 @@ aes128_343:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal344
+	JZ    noSteal350
 	DECQ  DX
 
-noSteal344:
-loop8_346:
+noSteal350:
+loop8_352:
 	CMPQ   DX, $0x08
-	JB     loop4_347
+	JB     loop4_353
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10019,7 +10205,7 @@ loop8_346:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_348
+	JE     aes128_354
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10057,7 +10243,7 @@ loop8_346:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_348:
+aes128_354:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10175,11 +10361,11 @@ aes128_348:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_346
+	JMP        loop8_352
 
-loop4_347:
+loop4_353:
 	CMPQ   DX, $0x04
-	JB     loop1_345
+	JB     loop1_351
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10218,7 +10404,7 @@ loop4_347:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_349
+	JE     aes128_355
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10240,7 +10426,7 @@ loop4_347:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_349:
+aes128_355:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10304,16 +10490,16 @@ aes128_349:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_345:
+loop1_351:
 	TESTQ  DX, DX
-	JZ     steal350
+	JZ     steal356
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_351
+	JE     aes128_357
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10323,7 +10509,7 @@ loop1_345:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_351:
+aes128_357:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10354,11 +10540,11 @@ aes128_351:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_345
+	JMP        loop1_351
 
-steal350:
+steal356:
 	TESTQ R11, R11
-	JZ    done352
+	JZ    done358
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -10379,7 +10565,7 @@ steal350:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_353
+	JE     aes128_359
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10389,7 +10575,7 @@ steal350:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_353:
+aes128_359:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10430,7 +10616,7 @@ aes128_353:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_354
+	JE         aes128_360
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -10440,7 +10626,7 @@ aes128_353:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_354:
+aes128_360:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10464,7 +10650,7 @@ aes128_354:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done352:
+done358:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -10502,19 +10688,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x02
-	JAE         wide355
+	JAE         wide361
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_356
+	JE          aes128_362
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_356:
+aes128_362:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -10529,26 +10715,26 @@ aes128_356:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail357
+	JZ    shortNoTail363
 	DECQ  DX
 
-shortNoTail357:
+shortNoTail363:
 	VMOVDQA X10, X4
 
-shortLoop358:
+shortLoop364:
 	TESTQ   DX, DX
-	JZ      shortSteal359
+	JZ      shortSteal365
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_361
+	JE      aes128_367
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_361:
+aes128_367:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10569,11 +10755,11 @@ aes128_361:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop358
+	JMP         shortLoop364
 
-shortSteal359:
+shortSteal365:
 	TESTQ   R11, R11
-	JZ      shortDone360
+	JZ      shortDone366
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -10587,13 +10773,13 @@ shortSteal359:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_362
+	JE      aes128_368
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_362:
+aes128_368:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10620,13 +10806,13 @@ aes128_362:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_363
+	JE          aes128_369
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_363:
+aes128_369:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10640,22 +10826,22 @@ aes128_363:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone360:
+shortDone366:
 	RET
 
-wide355:
+wide361:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_364
+	JE          aes128_370
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_364:
+aes128_370:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -10668,7 +10854,7 @@ aes128_364:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk365
+	JZ             bulk371
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -10679,16 +10865,16 @@ aes128_364:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_366:
+x64_372:
 	CMPQ       R13, $0x40
-	JB         xrest367
+	JB         xrest373
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_366
+	JMP        x64_372
 
-xrest367:
+xrest373:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -10711,13 +10897,13 @@ xrest367:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_368
+	JE         aes128_374
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_368:
+aes128_374:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10774,9 +10960,9 @@ aes128_368:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main369:
+main375:
 	CMPQ           DX, $0x08
-	JB             vec370
+	JB             vec376
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -10791,7 +10977,7 @@ main369:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_373
+	JE             aes128_379
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10813,7 +10999,7 @@ main369:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_373:
+aes128_379:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10891,18 +11077,18 @@ aes128_373:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main369
+	JMP            main375
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec370:
+vec376:
 	CMPQ           DX, $0x02
-	JB             partial371
+	JB             partial377
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_374
+	JE             aes128_380
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -10912,7 +11098,7 @@ vec370:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_374:
+aes128_380:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -10941,20 +11127,20 @@ aes128_374:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec370
+	JMP            vec376
 
-partial371:
+partial377:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_376
+	JZ             group0_382
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_377
+	JE             aes128_383
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -10964,7 +11150,7 @@ partial371:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_377:
+aes128_383:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -10987,20 +11173,20 @@ aes128_377:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone375
+	JMP            groupDone381
 
-group0_376:
+group0_382:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_378
+	JE      aes128_384
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_378:
+aes128_384:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11014,10 +11200,10 @@ aes128_378:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone375:
-	JMP end379
+groupDone381:
+	JMP end385
 
-bulk365:
+bulk371:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -11050,9 +11236,9 @@ bulk365:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main380:
+main386:
 	CMPQ           DX, $0x08
-	JB             vec381
+	JB             vec387
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -11067,7 +11253,7 @@ main380:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_384
+	JE             aes128_390
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11089,7 +11275,7 @@ main380:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_384:
+aes128_390:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11167,18 +11353,18 @@ aes128_384:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main380
+	JMP            main386
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec381:
+vec387:
 	CMPQ           DX, $0x02
-	JB             partial382
+	JB             partial388
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_385
+	JE             aes128_391
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11188,7 +11374,7 @@ vec381:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_385:
+aes128_391:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11217,24 +11403,24 @@ aes128_385:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec381
+	JMP            vec387
 
-partial382:
+partial388:
 	TESTQ DX, DX
-	JZ    bulkDone383
+	JZ    bulkDone389
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_387
+	JE      aes128_393
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_387:
+aes128_393:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11250,8 +11436,8 @@ aes128_387:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone383:
-end379:
+bulkDone389:
+end385:
 	VZEROUPPER
 	RET
 
@@ -11293,19 +11479,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide388
+	JAE         wide394
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_389
+	JE          aes128_395
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_389:
+aes128_395:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11320,26 +11506,26 @@ aes128_389:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail390
+	JZ    shortNoTail396
 	DECQ  DX
 
-shortNoTail390:
+shortNoTail396:
 	VMOVDQA X12, X4
 
-shortLoop391:
+shortLoop397:
 	TESTQ   DX, DX
-	JZ      shortSteal392
+	JZ      shortSteal398
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_394
+	JE      aes128_400
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_394:
+aes128_400:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11360,11 +11546,11 @@ aes128_394:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop391
+	JMP         shortLoop397
 
-shortSteal392:
+shortSteal398:
 	TESTQ   R11, R11
-	JZ      shortDone393
+	JZ      shortDone399
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -11378,13 +11564,13 @@ shortSteal392:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_395
+	JE      aes128_401
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_395:
+aes128_401:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11411,13 +11597,13 @@ aes128_395:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_396
+	JE          aes128_402
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_396:
+aes128_402:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11431,19 +11617,19 @@ aes128_396:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone393:
+shortDone399:
 	RET
 
-wide388:
+wide394:
 	CMPQ            DX, $0x10
-	JB              narrowTweak397
+	JB              narrowTweak403
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_399
+	JE              aes128_405
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -11453,7 +11639,7 @@ wide388:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_399:
+aes128_405:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -11474,21 +11660,21 @@ aes128_399:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked398
+	JMP             tweaked404
 
-narrowTweak397:
+narrowTweak403:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_400
+	JE          aes128_406
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_400:
+aes128_406:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11501,7 +11687,7 @@ aes128_400:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked398:
+tweaked404:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -11519,7 +11705,7 @@ tweaked398:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk401
+	JZ              bulk407
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -11530,16 +11716,16 @@ tweaked398:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_402:
+x64_408:
 	CMPQ       R13, $0x40
-	JB         xrest403
+	JB         xrest409
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_402
+	JMP        x64_408
 
-xrest403:
+xrest409:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -11559,13 +11745,13 @@ xrest403:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_404
+	JE         aes128_410
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_404:
+aes128_410:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -11596,9 +11782,9 @@ aes128_404:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks409
+	JB         fewBlocks415
 	CMPQ       DX, $0x30
-	JB         noPeel410
+	JB         noPeel416
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -11632,13 +11818,13 @@ aes128_404:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_412
+	JE         aes128_418
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_412:
+aes128_418:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -11653,9 +11839,9 @@ aes128_412:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop411
+	JMP         loop417
 
-noPeel410:
+noPeel416:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -11681,7 +11867,7 @@ noPeel410:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop411:
+loop417:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -11706,9 +11892,9 @@ loop411:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair413:
+pair419:
 	CMPQ       DX, $0x20
-	JB         single414
+	JB         single420
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -11718,7 +11904,7 @@ pair413:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_417
+	JE         aes128_423
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -11736,7 +11922,7 @@ pair413:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_417:
+aes128_423:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -11811,7 +11997,7 @@ aes128_417:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_418
+	JE          aes128_424
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -11829,7 +12015,7 @@ aes128_417:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_418:
+aes128_424:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -11898,11 +12084,11 @@ aes128_418:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair413
+	JMP         pair419
 
-single414:
+single420:
 	CMPQ       DX, $0x10
-	JB         exitA415
+	JB         exitA421
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -11912,7 +12098,7 @@ single414:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_419
+	JE         aes128_425
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -11930,7 +12116,7 @@ single414:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_419:
+aes128_425:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12003,7 +12189,7 @@ aes128_419:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert420
+	JB         convert426
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12011,7 +12197,7 @@ aes128_419:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_421
+	JE         aes128_427
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12025,7 +12211,7 @@ aes128_419:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_421:
+aes128_427:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12063,20 +12249,20 @@ aes128_421:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone416
+	JMP         pairsDone422
 
-convert420:
+convert426:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone416
+	JMP    pairsDone422
 
-exitA415:
+exitA421:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert422
+	JB         convert428
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12084,7 +12270,7 @@ exitA415:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_423
+	JE         aes128_429
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12098,7 +12284,7 @@ exitA415:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_423:
+aes128_429:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12136,20 +12322,20 @@ aes128_423:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone416
+	JMP         pairsDone422
 
-convert422:
+convert428:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone416:
+pairsDone422:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec406
+	JMP    vec412
 
-fewBlocks409:
+fewBlocks415:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12172,19 +12358,19 @@ fewBlocks409:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec406:
+vec412:
 	CMPQ       DX, $0x04
-	JB         partial407
+	JB         partial413
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_424
+	JE         aes128_430
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_424:
+aes128_430:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12203,27 +12389,27 @@ aes128_424:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec406
+	JMP         vec412
 
-partial407:
+partial413:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_426
+	JB           group1_432
 	VMOVDQU      (SI), Y0
-	JE           groupZ428
+	JE           groupZ434
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_430
+	JE           aes128_436
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_430:
+aes128_436:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12235,19 +12421,19 @@ aes128_430:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_429
+	JMP         group3_435
 
-groupZ428:
+groupZ434:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_431
+	JE           aes128_437
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_431:
+aes128_437:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -12262,26 +12448,26 @@ aes128_431:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone425
+	JMP           groupDone431
 
-group3_429:
+group3_435:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone425
+	JMP       groupDone431
 
-group1_426:
+group1_432:
 	TESTQ       DX, DX
-	JZ          group0_427
+	JZ          group0_433
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_432
+	JE          aes128_438
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_432:
+aes128_438:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -12294,19 +12480,19 @@ aes128_432:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone425
+	JMP         groupDone431
 
-group0_427:
+group0_433:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_433
+	JE         aes128_439
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_433:
+aes128_439:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -12320,19 +12506,19 @@ aes128_433:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone425:
-	JMP end434
+groupDone431:
+	JMP end440
 
-bulk401:
+bulk407:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks439
+	JB         fewBlocks445
 	CMPQ       DX, $0x30
-	JB         noPeel440
+	JB         noPeel446
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12366,13 +12552,13 @@ bulk401:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_442
+	JE         aes128_448
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_442:
+aes128_448:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12387,9 +12573,9 @@ aes128_442:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop441
+	JMP         loop447
 
-noPeel440:
+noPeel446:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -12415,7 +12601,7 @@ noPeel440:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop441:
+loop447:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -12440,9 +12626,9 @@ loop441:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair443:
+pair449:
 	CMPQ       DX, $0x20
-	JB         single444
+	JB         single450
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12452,7 +12638,7 @@ pair443:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_447
+	JE         aes128_453
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12470,7 +12656,7 @@ pair443:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_447:
+aes128_453:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12545,7 +12731,7 @@ aes128_447:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_448
+	JE          aes128_454
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -12563,7 +12749,7 @@ aes128_447:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_448:
+aes128_454:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12632,11 +12818,11 @@ aes128_448:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair443
+	JMP         pair449
 
-single444:
+single450:
 	CMPQ       DX, $0x10
-	JB         exitA445
+	JB         exitA451
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12646,7 +12832,7 @@ single444:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_449
+	JE         aes128_455
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12664,7 +12850,7 @@ single444:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_449:
+aes128_455:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12737,7 +12923,7 @@ aes128_449:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert450
+	JB         convert456
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12745,7 +12931,7 @@ aes128_449:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_451
+	JE         aes128_457
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12759,7 +12945,7 @@ aes128_449:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_451:
+aes128_457:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12797,20 +12983,20 @@ aes128_451:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone446
+	JMP         pairsDone452
 
-convert450:
+convert456:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone446
+	JMP    pairsDone452
 
-exitA445:
+exitA451:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert452
+	JB         convert458
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12818,7 +13004,7 @@ exitA445:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_453
+	JE         aes128_459
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12832,7 +13018,7 @@ exitA445:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_453:
+aes128_459:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12870,20 +13056,20 @@ aes128_453:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone446
+	JMP         pairsDone452
 
-convert452:
+convert458:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone446:
+pairsDone452:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec436
+	JMP    vec442
 
-fewBlocks439:
+fewBlocks445:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12906,19 +13092,19 @@ fewBlocks439:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec436:
+vec442:
 	CMPQ       DX, $0x04
-	JB         partial437
+	JB         partial443
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_454
+	JE         aes128_460
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_454:
+aes128_460:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12937,28 +13123,28 @@ aes128_454:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec436
+	JMP         vec442
 
-partial437:
+partial443:
 	TESTQ DX, DX
-	JZ    bulkDone438
+	JZ    bulkDone444
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one455
+	JB         one461
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_456
+	JE         aes128_462
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_456:
+aes128_462:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -12975,19 +13161,19 @@ aes128_456:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone438
+	JZ            bulkDone444
 
-one455:
+one461:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_457
+	JE         aes128_463
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_457:
+aes128_463:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13003,8 +13189,8 @@ aes128_457:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone438:
-end434:
+bulkDone444:
+end440:
 	VZEROUPPER
 	RET
 
@@ -13046,19 +13232,19 @@ TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
 	CMPQ        DX, $0x04
-	JAE         wide458
+	JAE         wide464
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_459
+	JE          aes128_465
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_459:
+aes128_465:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13073,26 +13259,212 @@ aes128_459:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail460
+	JZ    shortNoTail466
 	DECQ  DX
 
-shortNoTail460:
+shortNoTail466:
 	VMOVDQA X12, X4
+	CMPQ    DX, $0x02
+	JB      shortLoop467
 
-shortLoop461:
+	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
+	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
+	// two blocks and a tail: the stealing over block 2 (X6 = T2, X7 = T3).
+	VMOVDQA     X4, X5
+	VPSHUFD     $0x5f, X5, X8
+	VPSRAD      $0x1f, X8, X8
+	VPAND       gfMulX<>+0(SB), X8, X8
+	VPADDQ      X5, X5, X5
+	VPXOR       X8, X5, X5
+	VMOVDQA     X5, X6
+	VPSHUFD     $0x5f, X6, X8
+	VPSRAD      $0x1f, X8, X8
+	VPAND       gfMulX<>+0(SB), X8, X8
+	VPADDQ      X6, X6, X6
+	VPXOR       X8, X6, X6
+	VINSERTI128 $0x01, X5, Y4, Y9
+	VMOVDQU     (SI), Y0
+	JE          shortTwo470
+
+	// Three whole blocks (a tail would have made them four: no stealing).
+	VMOVDQU        32(SI), X2
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	VPTERNLOGD     $0x96, X3, X6, X2
+	CMPQ           R12, $0x0a
+	JE             aes128_472
+	VBROADCASTI128 16(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 32(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 48(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 64(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+
+aes128_472:
+	VBROADCASTI128 -144(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -128(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -112(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -96(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -80(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -64(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -48(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -32(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 -16(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VAESDEC        X3, X2, X2
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VPXOR          X3, X6, X11
+	VAESDECLAST    Y10, Y0, Y0
+	VAESDECLAST    X11, X2, X2
+	VMOVDQU        Y0, (DI)
+	VMOVDQU        X2, 32(DI)
+	JMP            shortPairDone471
+
+shortTwo470:
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_473
+	VBROADCASTI128 16(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 32(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 48(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 64(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+
+aes128_473:
+	VBROADCASTI128 -144(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -128(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -112(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -96(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -80(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -64(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -48(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -32(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -16(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VAESDECLAST    Y10, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	TESTQ          R11, R11
+	JZ             shortPairDone471
+	VMOVDQA        X6, X7
+	VPSHUFD        $0x5f, X7, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X7, X7, X7
+	VPXOR          X8, X7, X7
+	MOVQ           DX, R13
+	SHLQ           $0x04, R13
+	VMOVDQU        (SI)(R13*1), X0
+	VPXOR          (AX), X7, X8
+	VPXOR          X8, X0, X0
+	CMPQ           R12, $0x0a
+	JE             aes128_474
+	VAESDEC        16(AX), X0, X0
+	VAESDEC        32(AX), X0, X0
+	VAESDEC        48(AX), X0, X0
+	VAESDEC        64(AX), X0, X0
+
+aes128_474:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X7, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X6, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_475
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_475:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X6, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortPairDone471:
+	VZEROUPPER
+	RET
+
+shortLoop467:
 	TESTQ   DX, DX
-	JZ      shortSteal462
+	JZ      shortSteal468
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_464
+	JE      aes128_476
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_464:
+aes128_476:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13113,11 +13485,11 @@ aes128_464:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop461
+	JMP         shortLoop467
 
-shortSteal462:
+shortSteal468:
 	TESTQ   R11, R11
-	JZ      shortDone463
+	JZ      shortDone469
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -13131,13 +13503,13 @@ shortSteal462:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_465
+	JE      aes128_477
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_465:
+aes128_477:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13164,13 +13536,13 @@ aes128_465:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_466
+	JE          aes128_478
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_466:
+aes128_478:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13184,19 +13556,19 @@ aes128_466:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone463:
+shortDone469:
 	RET
 
-wide458:
+wide464:
 	CMPQ            DX, $0x10
-	JB              narrowTweak467
+	JB              narrowTweak479
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_469
+	JE              aes128_481
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -13206,7 +13578,7 @@ wide458:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_469:
+aes128_481:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -13227,21 +13599,21 @@ aes128_469:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked468
+	JMP             tweaked480
 
-narrowTweak467:
+narrowTweak479:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_470
+	JE          aes128_482
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_470:
+aes128_482:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13254,7 +13626,7 @@ aes128_470:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked468:
+tweaked480:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -13272,7 +13644,7 @@ tweaked468:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk471
+	JZ              bulk483
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -13283,16 +13655,16 @@ tweaked468:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_472:
+x64_484:
 	CMPQ       R13, $0x40
-	JB         xrest473
+	JB         xrest485
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_472
+	JMP        x64_484
 
-xrest473:
+xrest485:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -13312,13 +13684,13 @@ xrest473:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_474
+	JE         aes128_486
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_474:
+aes128_486:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13349,9 +13721,9 @@ aes128_474:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks479
+	JB         fewBlocks491
 	CMPQ       DX, $0x30
-	JB         noPeel480
+	JB         noPeel492
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -13384,529 +13756,6 @@ aes128_474:
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_482
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
-
-aes128_482:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VAESDECLAST Z9, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         loop481
-
-noPeel480:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-loop481:
-	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
-	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
-	VMOVDQA64  Z31, Z14
-	VMOVDQA64  Z30, Z31
-	VPSRLDQ    $0x0e, Z31, Z12
-	VPSLLDQ    $0x02, Z31, Z31
-	VPCLMULQDQ $0x00, Z14, Z12, Z12
-	VPTERNLOGD $0x96, Z30, Z12, Z31
-	VPXORD     Z30, Z16, Z16
-
-	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
-	// other four registers (per vector: byte shifts, the top 16 bits of
-	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
-	// 8-13; the last round with key U. No vector shift by bits, which
-	// Intel cores issue only to the port that runs 512-bit AES.
-pair483:
-	CMPQ       DX, $0x20
-	JB         single484
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_487
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z17, Z3, Z3
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z18, Z3, Z3
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z19, Z3, Z3
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-	VAESDEC    Z20, Z3, Z3
-
-aes128_487:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z8
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z9
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSRLDQ     $0x0e, Z6, Z12
-	VPSLLDQ     $0x02, Z6, Z10
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z10
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z11
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VAESDECLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	VMOVDQU64   256(SI), Z0
-	VMOVDQU64   320(SI), Z1
-	VMOVDQU64   384(SI), Z2
-	VMOVDQU64   448(SI), Z3
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	VPTERNLOGD  $0x96, Z16, Z11, Z3
-	CMPQ        R12, $0x0a
-	JE          aes128_488
-	VAESDEC     Z17, Z0, Z0
-	VAESDEC     Z17, Z1, Z1
-	VAESDEC     Z17, Z2, Z2
-	VAESDEC     Z17, Z3, Z3
-	VAESDEC     Z18, Z0, Z0
-	VAESDEC     Z18, Z1, Z1
-	VAESDEC     Z18, Z2, Z2
-	VAESDEC     Z18, Z3, Z3
-	VAESDEC     Z19, Z0, Z0
-	VAESDEC     Z19, Z1, Z1
-	VAESDEC     Z19, Z2, Z2
-	VAESDEC     Z19, Z3, Z3
-	VAESDEC     Z20, Z0, Z0
-	VAESDEC     Z20, Z1, Z1
-	VAESDEC     Z20, Z2, Z2
-	VAESDEC     Z20, Z3, Z3
-
-aes128_488:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z8, Z12
-	VPSLLDQ     $0x02, Z8, Z4
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z4
-	VPSRLDQ     $0x0e, Z9, Z13
-	VPSLLDQ     $0x02, Z9, Z5
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z5
-	VPSRLDQ     $0x0e, Z10, Z12
-	VPSLLDQ     $0x02, Z10, Z6
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z6
-	VPSRLDQ     $0x0e, Z11, Z13
-	VPSLLDQ     $0x02, Z11, Z7
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z7
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z8, Z0, Z0
-	VAESDECLAST Z9, Z1, Z1
-	VAESDECLAST Z10, Z2, Z2
-	VAESDECLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, 256(DI)
-	VMOVDQU64   Z1, 320(DI)
-	VMOVDQU64   Z2, 384(DI)
-	VMOVDQU64   Z3, 448(DI)
-	ADDQ        $0x00000200, SI
-	ADDQ        $0x00000200, DI
-	SUBQ        $0x20, DX
-	JMP         pair483
-
-single484:
-	CMPQ       DX, $0x10
-	JB         exitA485
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_489
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z17, Z3, Z3
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z18, Z3, Z3
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z19, Z3, Z3
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-	VAESDEC    Z20, Z3, Z3
-
-aes128_489:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z21, Z3, Z3
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z22, Z3, Z3
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z8
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z9
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSRLDQ     $0x0e, Z6, Z12
-	VPSLLDQ     $0x02, Z6, Z10
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z10
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z11
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z24, Z3, Z3
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z25, Z3, Z3
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z26, Z3, Z3
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z27, Z3, Z3
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z28, Z3, Z3
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDEC     Z29, Z3, Z3
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VAESDECLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert490
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPTERNLOGD $0x96, Z16, Z9, Z1
-	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_491
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-
-aes128_491:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDECLAST Z8, Z0, Z0
-	VAESDECLAST Z9, Z1, Z1
-	VAESDECLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone486
-
-convert490:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone486
-
-exitA485:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert492
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_493
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z17, Z1, Z1
-	VAESDEC    Z17, Z2, Z2
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z18, Z1, Z1
-	VAESDEC    Z18, Z2, Z2
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z19, Z1, Z1
-	VAESDEC    Z19, Z2, Z2
-	VAESDEC    Z20, Z0, Z0
-	VAESDEC    Z20, Z1, Z1
-	VAESDEC    Z20, Z2, Z2
-
-aes128_493:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z21, Z1, Z1
-	VAESDEC     Z21, Z2, Z2
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z22, Z1, Z1
-	VAESDEC     Z22, Z2, Z2
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z23, Z1, Z1
-	VAESDEC     Z23, Z2, Z2
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z24, Z1, Z1
-	VAESDEC     Z24, Z2, Z2
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z25, Z1, Z1
-	VAESDEC     Z25, Z2, Z2
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z26, Z1, Z1
-	VAESDEC     Z26, Z2, Z2
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z27, Z1, Z1
-	VAESDEC     Z27, Z2, Z2
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z28, Z1, Z1
-	VAESDEC     Z28, Z2, Z2
-	VAESDEC     Z29, Z0, Z0
-	VAESDEC     Z29, Z1, Z1
-	VAESDEC     Z29, Z2, Z2
-	VAESDECLAST Z4, Z0, Z0
-	VAESDECLAST Z5, Z1, Z1
-	VAESDECLAST Z6, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone486
-
-convert492:
-	VPXORD Z30, Z4, Z4
-	VPXORD Z30, Z5, Z5
-	VPXORD Z30, Z6, Z6
-	VPXORD Z30, Z7, Z7
-
-pairsDone486:
-	// Back to key0 in Z16 for the blocks left.
-	VPXORD Z30, Z16, Z16
-	JMP    vec476
-
-fewBlocks479:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec476:
-	CMPQ       DX, $0x04
-	JB         partial477
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
 	JE         aes128_494
 	VAESDEC    Z17, Z0, Z0
@@ -13924,202 +13773,14 @@ aes128_494:
 	VAESDEC     Z27, Z0, Z0
 	VAESDEC     Z28, Z0, Z0
 	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec476
-
-partial477:
-	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
-	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
-	// r = 0: CC alone in xmm.
-	CMPQ         DX, $0x02
-	JB           group1_496
-	VMOVDQU      (SI), Y0
-	JE           groupZ498
-	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
-	VINSERTI32X4 $0x03, X15, Z0, Z0
-	VPTERNLOGD   $0x96, Z16, Z4, Z0
-	CMPQ         R12, $0x0a
-	JE           aes128_500
-	VAESDEC      Z17, Z0, Z0
-	VAESDEC      Z18, Z0, Z0
-	VAESDEC      Z19, Z0, Z0
-	VAESDEC      Z20, Z0, Z0
-
-aes128_500:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_499
-
-groupZ498:
-	VINSERTI32X4 $0x02, X15, Z0, Z0
-	VPTERNLOGD   $0x96, Z16, Z4, Z0
-	CMPQ         R12, $0x0a
-	JE           aes128_501
-	VAESDEC      Z17, Z0, Z0
-	VAESDEC      Z18, Z0, Z0
-	VAESDEC      Z19, Z0, Z0
-	VAESDEC      Z20, Z0, Z0
-
-aes128_501:
-	VAESDEC       Z21, Z0, Z0
-	VAESDEC       Z22, Z0, Z0
-	VAESDEC       Z23, Z0, Z0
-	VAESDEC       Z24, Z0, Z0
-	VAESDEC       Z25, Z0, Z0
-	VAESDEC       Z26, Z0, Z0
-	VAESDEC       Z27, Z0, Z0
-	VAESDEC       Z28, Z0, Z0
-	VAESDEC       Z29, Z0, Z0
-	VPXORD        Z30, Z4, Z8
-	VAESDECLAST   Z8, Z0, Z0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z0, X1
-	VMOVDQU       X1, 32(DI)
-	JMP           groupDone495
-
-group3_499:
-	VMOVDQU64 Z0, (DI)
-	JMP       groupDone495
-
-group1_496:
-	TESTQ       DX, DX
-	JZ          group0_497
-	VMOVDQU     (SI), X0
-	VINSERTI128 $0x01, X15, Y0, Y0
-	VPTERNLOGD  $0x96, Y16, Y4, Y0
-	CMPQ        R12, $0x0a
-	JE          aes128_502
-	VAESDEC     Y17, Y0, Y0
-	VAESDEC     Y18, Y0, Y0
-	VAESDEC     Y19, Y0, Y0
-	VAESDEC     Y20, Y0, Y0
-
-aes128_502:
-	VAESDEC     Y21, Y0, Y0
-	VAESDEC     Y22, Y0, Y0
-	VAESDEC     Y23, Y0, Y0
-	VAESDEC     Y24, Y0, Y0
-	VAESDEC     Y25, Y0, Y0
-	VAESDEC     Y26, Y0, Y0
-	VAESDEC     Y27, Y0, Y0
-	VAESDEC     Y28, Y0, Y0
-	VAESDEC     Y29, Y0, Y0
-	VPXORD      Y30, Y4, Y8
-	VAESDECLAST Y8, Y0, Y0
-	VMOVDQU     Y0, (DI)
-	JMP         groupDone495
-
-group0_497:
-	VMOVDQA    X15, X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_503
-	VAESDEC    X17, X0, X0
-	VAESDEC    X18, X0, X0
-	VAESDEC    X19, X0, X0
-	VAESDEC    X20, X0, X0
-
-aes128_503:
-	VAESDEC     X21, X0, X0
-	VAESDEC     X22, X0, X0
-	VAESDEC     X23, X0, X0
-	VAESDEC     X24, X0, X0
-	VAESDEC     X25, X0, X0
-	VAESDEC     X26, X0, X0
-	VAESDEC     X27, X0, X0
-	VAESDEC     X28, X0, X0
-	VAESDEC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-
-groupDone495:
-	JMP end504
-
-bulk471:
-	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
-	// so that the first AES round waits for one multiplication only.
-	// From 48 blocks: the first four alone (peel), then the main loop from
-	// block 4, so that a unit of a multiple of 256 bytes ends in three
-	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
-	CMPQ       DX, $0x10
-	JB         fewBlocks509
-	CMPQ       DX, $0x30
-	JB         noPeel510
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z8
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_512
-	VAESDEC    Z17, Z0, Z0
-	VAESDEC    Z18, Z0, Z0
-	VAESDEC    Z19, Z0, Z0
-	VAESDEC    Z20, Z0, Z0
-
-aes128_512:
-	VAESDEC     Z21, Z0, Z0
-	VAESDEC     Z22, Z0, Z0
-	VAESDEC     Z23, Z0, Z0
-	VAESDEC     Z24, Z0, Z0
-	VAESDEC     Z25, Z0, Z0
-	VAESDEC     Z26, Z0, Z0
-	VAESDEC     Z27, Z0, Z0
-	VAESDEC     Z28, Z0, Z0
-	VAESDEC     Z29, Z0, Z0
 	VAESDECLAST Z9, Z0, Z0
 	VMOVDQU64   Z0, (DI)
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop511
+	JMP         loop493
 
-noPeel510:
+noPeel492:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -14145,7 +13806,7 @@ noPeel510:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop511:
+loop493:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -14162,9 +13823,9 @@ loop511:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair513:
+pair495:
 	CMPQ       DX, $0x20
-	JB         single514
+	JB         single496
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14174,7 +13835,7 @@ pair513:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_517
+	JE         aes128_499
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14192,7 +13853,7 @@ pair513:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_517:
+aes128_499:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14262,7 +13923,7 @@ aes128_517:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_518
+	JE          aes128_500
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -14280,7 +13941,7 @@ aes128_517:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_518:
+aes128_500:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14344,11 +14005,11 @@ aes128_518:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair513
+	JMP         pair495
 
-single514:
+single496:
 	CMPQ       DX, $0x10
-	JB         exitA515
+	JB         exitA497
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14358,7 +14019,7 @@ single514:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_519
+	JE         aes128_501
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14376,7 +14037,7 @@ single514:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_519:
+aes128_501:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14444,7 +14105,7 @@ aes128_519:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert520
+	JB         convert502
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14452,7 +14113,7 @@ aes128_519:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_521
+	JE         aes128_503
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14466,7 +14127,7 @@ aes128_519:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_521:
+aes128_503:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14504,20 +14165,20 @@ aes128_521:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone516
+	JMP         pairsDone498
 
-convert520:
+convert502:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone516
+	JMP    pairsDone498
 
-exitA515:
+exitA497:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert522
+	JB         convert504
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14525,7 +14186,7 @@ exitA515:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_523
+	JE         aes128_505
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14539,7 +14200,7 @@ exitA515:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_523:
+aes128_505:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14577,20 +14238,20 @@ aes128_523:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone516
+	JMP         pairsDone498
 
-convert522:
+convert504:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone516:
+pairsDone498:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec506
+	JMP    vec488
 
-fewBlocks509:
+fewBlocks491:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14613,19 +14274,19 @@ fewBlocks509:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec506:
+vec488:
 	CMPQ       DX, $0x04
-	JB         partial507
+	JB         partial489
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_524
+	JE         aes128_506
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_524:
+aes128_506:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14644,28 +14305,739 @@ aes128_524:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec506
+	JMP         vec488
 
-partial507:
+partial489:
+	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
+	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
+	// r = 0: CC alone in xmm.
+	CMPQ         DX, $0x02
+	JB           group1_508
+	VMOVDQU      (SI), Y0
+	JE           groupZ510
+	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
+	VINSERTI32X4 $0x03, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_512
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_512:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	JMP         group3_511
+
+groupZ510:
+	VINSERTI32X4 $0x02, X15, Z0, Z0
+	VPTERNLOGD   $0x96, Z16, Z4, Z0
+	CMPQ         R12, $0x0a
+	JE           aes128_513
+	VAESDEC      Z17, Z0, Z0
+	VAESDEC      Z18, Z0, Z0
+	VAESDEC      Z19, Z0, Z0
+	VAESDEC      Z20, Z0, Z0
+
+aes128_513:
+	VAESDEC       Z21, Z0, Z0
+	VAESDEC       Z22, Z0, Z0
+	VAESDEC       Z23, Z0, Z0
+	VAESDEC       Z24, Z0, Z0
+	VAESDEC       Z25, Z0, Z0
+	VAESDEC       Z26, Z0, Z0
+	VAESDEC       Z27, Z0, Z0
+	VAESDEC       Z28, Z0, Z0
+	VAESDEC       Z29, Z0, Z0
+	VPXORD        Z30, Z4, Z8
+	VAESDECLAST   Z8, Z0, Z0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z0, X1
+	VMOVDQU       X1, 32(DI)
+	JMP           groupDone507
+
+group3_511:
+	VMOVDQU64 Z0, (DI)
+	JMP       groupDone507
+
+group1_508:
+	TESTQ       DX, DX
+	JZ          group0_509
+	VMOVDQU     (SI), X0
+	VINSERTI128 $0x01, X15, Y0, Y0
+	VPTERNLOGD  $0x96, Y16, Y4, Y0
+	CMPQ        R12, $0x0a
+	JE          aes128_514
+	VAESDEC     Y17, Y0, Y0
+	VAESDEC     Y18, Y0, Y0
+	VAESDEC     Y19, Y0, Y0
+	VAESDEC     Y20, Y0, Y0
+
+aes128_514:
+	VAESDEC     Y21, Y0, Y0
+	VAESDEC     Y22, Y0, Y0
+	VAESDEC     Y23, Y0, Y0
+	VAESDEC     Y24, Y0, Y0
+	VAESDEC     Y25, Y0, Y0
+	VAESDEC     Y26, Y0, Y0
+	VAESDEC     Y27, Y0, Y0
+	VAESDEC     Y28, Y0, Y0
+	VAESDEC     Y29, Y0, Y0
+	VPXORD      Y30, Y4, Y8
+	VAESDECLAST Y8, Y0, Y0
+	VMOVDQU     Y0, (DI)
+	JMP         groupDone507
+
+group0_509:
+	VMOVDQA    X15, X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_515
+	VAESDEC    X17, X0, X0
+	VAESDEC    X18, X0, X0
+	VAESDEC    X19, X0, X0
+	VAESDEC    X20, X0, X0
+
+aes128_515:
+	VAESDEC     X21, X0, X0
+	VAESDEC     X22, X0, X0
+	VAESDEC     X23, X0, X0
+	VAESDEC     X24, X0, X0
+	VAESDEC     X25, X0, X0
+	VAESDEC     X26, X0, X0
+	VAESDEC     X27, X0, X0
+	VAESDEC     X28, X0, X0
+	VAESDEC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+
+groupDone507:
+	JMP end516
+
+bulk483:
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks521
+	CMPQ       DX, $0x30
+	JB         noPeel522
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_524
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_524:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VAESDECLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop523
+
+noPeel522:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop523:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
+	VMOVDQA64  Z31, Z14
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPCLMULQDQ $0x00, Z14, Z12, Z12
+	VPTERNLOGD $0x96, Z30, Z12, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (per vector: byte shifts, the top 16 bits of
+	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
+	// 8-13; the last round with key U. No vector shift by bits, which
+	// Intel cores issue only to the port that runs 512-bit AES.
+pair525:
+	CMPQ       DX, $0x20
+	JB         single526
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_529
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_529:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_530
+	VAESDEC     Z17, Z0, Z0
+	VAESDEC     Z17, Z1, Z1
+	VAESDEC     Z17, Z2, Z2
+	VAESDEC     Z17, Z3, Z3
+	VAESDEC     Z18, Z0, Z0
+	VAESDEC     Z18, Z1, Z1
+	VAESDEC     Z18, Z2, Z2
+	VAESDEC     Z18, Z3, Z3
+	VAESDEC     Z19, Z0, Z0
+	VAESDEC     Z19, Z1, Z1
+	VAESDEC     Z19, Z2, Z2
+	VAESDEC     Z19, Z3, Z3
+	VAESDEC     Z20, Z0, Z0
+	VAESDEC     Z20, Z1, Z1
+	VAESDEC     Z20, Z2, Z2
+	VAESDEC     Z20, Z3, Z3
+
+aes128_530:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z8, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z4
+	VPSRLDQ     $0x0e, Z9, Z13
+	VPSLLDQ     $0x02, Z9, Z5
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSRLDQ     $0x0e, Z10, Z12
+	VPSLLDQ     $0x02, Z10, Z6
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z6
+	VPSRLDQ     $0x0e, Z11, Z13
+	VPSLLDQ     $0x02, Z11, Z7
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VAESDECLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair525
+
+single526:
+	CMPQ       DX, $0x10
+	JB         exitA527
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_531
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z17, Z3, Z3
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z18, Z3, Z3
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z19, Z3, Z3
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+	VAESDEC    Z20, Z3, Z3
+
+aes128_531:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z21, Z3, Z3
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z22, Z3, Z3
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z24, Z3, Z3
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z25, Z3, Z3
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z26, Z3, Z3
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z27, Z3, Z3
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z28, Z3, Z3
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDEC     Z29, Z3, Z3
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VAESDECLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert532
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_533
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_533:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z8, Z0, Z0
+	VAESDECLAST Z9, Z1, Z1
+	VAESDECLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone528
+
+convert532:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone528
+
+exitA527:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert534
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_535
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z17, Z1, Z1
+	VAESDEC    Z17, Z2, Z2
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z18, Z1, Z1
+	VAESDEC    Z18, Z2, Z2
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z19, Z1, Z1
+	VAESDEC    Z19, Z2, Z2
+	VAESDEC    Z20, Z0, Z0
+	VAESDEC    Z20, Z1, Z1
+	VAESDEC    Z20, Z2, Z2
+
+aes128_535:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z21, Z1, Z1
+	VAESDEC     Z21, Z2, Z2
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z22, Z1, Z1
+	VAESDEC     Z22, Z2, Z2
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z23, Z1, Z1
+	VAESDEC     Z23, Z2, Z2
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z24, Z1, Z1
+	VAESDEC     Z24, Z2, Z2
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z25, Z1, Z1
+	VAESDEC     Z25, Z2, Z2
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z26, Z1, Z1
+	VAESDEC     Z26, Z2, Z2
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z27, Z1, Z1
+	VAESDEC     Z27, Z2, Z2
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z28, Z1, Z1
+	VAESDEC     Z28, Z2, Z2
+	VAESDEC     Z29, Z0, Z0
+	VAESDEC     Z29, Z1, Z1
+	VAESDEC     Z29, Z2, Z2
+	VAESDECLAST Z4, Z0, Z0
+	VAESDECLAST Z5, Z1, Z1
+	VAESDECLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone528
+
+convert534:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone528:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec518
+
+fewBlocks521:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec518:
+	CMPQ       DX, $0x04
+	JB         partial519
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_536
+	VAESDEC    Z17, Z0, Z0
+	VAESDEC    Z18, Z0, Z0
+	VAESDEC    Z19, Z0, Z0
+	VAESDEC    Z20, Z0, Z0
+
+aes128_536:
+	VAESDEC     Z21, Z0, Z0
+	VAESDEC     Z22, Z0, Z0
+	VAESDEC     Z23, Z0, Z0
+	VAESDEC     Z24, Z0, Z0
+	VAESDEC     Z25, Z0, Z0
+	VAESDEC     Z26, Z0, Z0
+	VAESDEC     Z27, Z0, Z0
+	VAESDEC     Z28, Z0, Z0
+	VAESDEC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESDECLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec518
+
+partial519:
 	TESTQ DX, DX
-	JZ    bulkDone508
+	JZ    bulkDone520
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one525
+	JB         one537
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_526
+	JE         aes128_538
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_526:
+aes128_538:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -14682,19 +15054,19 @@ aes128_526:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone508
+	JZ            bulkDone520
 
-one525:
+one537:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_527
+	JE         aes128_539
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_527:
+aes128_539:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -14710,8 +15082,8 @@ aes128_527:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone508:
-end504:
+bulkDone520:
+end516:
 	VZEROUPPER
 	RET
 
@@ -14778,7 +15150,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_528
+	JE              aes128_540
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -14788,7 +15160,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_528:
+aes128_540:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -14812,7 +15184,7 @@ aes128_528:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general532
+	JNZ       general544
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -14830,7 +15202,7 @@ aes128_528:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_533
+	JE              aes128_545
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -14840,7 +15212,7 @@ aes128_528:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_533:
+aes128_545:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -14893,7 +15265,7 @@ aes128_533:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe534:
+pipe546:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14907,7 +15279,7 @@ pipe534:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_535
+	JE         aes128_547
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14925,7 +15297,7 @@ pipe534:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_535:
+aes128_547:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -14939,7 +15311,7 @@ aes128_535:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd536
+	JE         unitEnd548
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -14968,12 +15340,12 @@ aes128_535:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont539
+	JMP        cont551
 
-unitEnd536:
+unitEnd548:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit538
+	JNZ       nextUnit550
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -14991,7 +15363,7 @@ unitEnd536:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_540
+	JE              aes128_552
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15001,7 +15373,7 @@ unitEnd536:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_540:
+aes128_552:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15024,7 +15396,7 @@ aes128_540:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit538:
+nextUnit550:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -15049,7 +15421,7 @@ nextUnit538:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont539:
+cont551:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -15086,11 +15458,11 @@ cont539:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe534
-	JMP         done531
+	JNZ         pipe546
+	JMP         done543
 
-general532:
-group529:
+general544:
+group541:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15108,7 +15480,7 @@ group529:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_541
+	JE              aes128_553
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15118,7 +15490,7 @@ group529:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_541:
+aes128_553:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15141,7 +15513,7 @@ aes128_541:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit530:
+unit542:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -15172,9 +15544,9 @@ unit530:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main542:
+main554:
 	CMPQ       DX, $0x10
-	JB         vec543
+	JB         vec555
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15188,7 +15560,7 @@ main542:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_546
+	JE         aes128_558
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15206,7 +15578,7 @@ main542:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_546:
+aes128_558:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15282,22 +15654,22 @@ aes128_546:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main542
+	JMP         main554
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec543:
+vec555:
 	CMPQ       DX, $0x04
-	JB         partial544
+	JB         partial556
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_547
+	JE         aes128_559
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_547:
+aes128_559:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15316,28 +15688,28 @@ aes128_547:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec543
+	JMP         vec555
 
-partial544:
+partial556:
 	TESTQ DX, DX
-	JZ    bulkDone545
+	JZ    bulkDone557
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one548
+	JB         one560
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_549
+	JE         aes128_561
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_549:
+aes128_561:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -15354,19 +15726,19 @@ aes128_549:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone545
+	JZ            bulkDone557
 
-one548:
+one560:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_550
+	JE         aes128_562
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_550:
+aes128_562:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -15382,15 +15754,15 @@ aes128_550:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone545:
+bulkDone557:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done531
+	JZ      done543
 	DECQ    R11
-	JNZ     unit530
-	JMP     group529
+	JNZ     unit542
+	JMP     group541
 
-done531:
+done543:
 	VZEROUPPER
 	RET
 
@@ -15457,7 +15829,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_551
+	JE              aes128_563
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15467,7 +15839,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_551:
+aes128_563:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15491,7 +15863,7 @@ aes128_551:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general555
+	JNZ       general567
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15509,7 +15881,7 @@ aes128_551:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_556
+	JE              aes128_568
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15519,7 +15891,7 @@ aes128_551:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_556:
+aes128_568:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15572,7 +15944,7 @@ aes128_556:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe557:
+pipe569:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15586,7 +15958,7 @@ pipe557:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_558
+	JE         aes128_570
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15604,7 +15976,7 @@ pipe557:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_558:
+aes128_570:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -15618,7 +15990,7 @@ aes128_558:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd559
+	JE         unitEnd571
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -15635,12 +16007,12 @@ aes128_558:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont562
+	JMP        cont574
 
-unitEnd559:
+unitEnd571:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit561
+	JNZ       nextUnit573
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15658,7 +16030,7 @@ unitEnd559:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_563
+	JE              aes128_575
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15668,7 +16040,7 @@ unitEnd559:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_563:
+aes128_575:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15691,7 +16063,7 @@ aes128_563:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit561:
+nextUnit573:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -15716,7 +16088,7 @@ nextUnit561:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont562:
+cont574:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -15753,11 +16125,11 @@ cont562:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe557
-	JMP         done554
+	JNZ         pipe569
+	JMP         done566
 
-general555:
-group552:
+general567:
+group564:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15775,7 +16147,7 @@ group552:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_564
+	JE              aes128_576
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15785,7 +16157,7 @@ group552:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_564:
+aes128_576:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15808,7 +16180,7 @@ aes128_564:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit553:
+unit565:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -15839,9 +16211,9 @@ unit553:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main565:
+main577:
 	CMPQ       DX, $0x10
-	JB         vec566
+	JB         vec578
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15855,7 +16227,7 @@ main565:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_569
+	JE         aes128_581
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15873,7 +16245,7 @@ main565:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_569:
+aes128_581:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15937,22 +16309,22 @@ aes128_569:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main565
+	JMP         main577
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec566:
+vec578:
 	CMPQ       DX, $0x04
-	JB         partial567
+	JB         partial579
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_570
+	JE         aes128_582
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_570:
+aes128_582:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15971,28 +16343,28 @@ aes128_570:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec566
+	JMP         vec578
 
-partial567:
+partial579:
 	TESTQ DX, DX
-	JZ    bulkDone568
+	JZ    bulkDone580
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one571
+	JB         one583
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_572
+	JE         aes128_584
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_572:
+aes128_584:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -16009,19 +16381,19 @@ aes128_572:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone568
+	JZ            bulkDone580
 
-one571:
+one583:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_573
+	JE         aes128_585
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_573:
+aes128_585:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -16037,15 +16409,15 @@ aes128_573:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone568:
+bulkDone580:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done554
+	JZ      done566
 	DECQ    R11
-	JNZ     unit553
-	JMP     group552
+	JNZ     unit565
+	JMP     group564
 
-done554:
+done566:
 	VZEROUPPER
 	RET
 
@@ -16090,7 +16462,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_574
+	JE             aes128_586
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16100,7 +16472,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_574:
+aes128_586:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16122,7 +16494,7 @@ aes128_574:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group575:
+group587:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16134,7 +16506,7 @@ group575:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_578
+	JE             aes128_590
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16144,7 +16516,7 @@ group575:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_578:
+aes128_590:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16167,7 +16539,7 @@ aes128_578:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit576:
+unit588:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -16202,9 +16574,9 @@ unit576:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main579:
+main591:
 	CMPQ           DX, $0x08
-	JB             vec580
+	JB             vec592
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -16219,7 +16591,7 @@ main579:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_583
+	JE             aes128_595
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16241,7 +16613,7 @@ main579:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_583:
+aes128_595:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16319,18 +16691,18 @@ aes128_583:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main579
+	JMP            main591
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec580:
+vec592:
 	CMPQ           DX, $0x02
-	JB             partial581
+	JB             partial593
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_584
+	JE             aes128_596
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -16340,7 +16712,7 @@ vec580:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_584:
+aes128_596:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -16369,24 +16741,24 @@ aes128_584:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec580
+	JMP            vec592
 
-partial581:
+partial593:
 	TESTQ DX, DX
-	JZ    bulkDone582
+	JZ    bulkDone594
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_586
+	JE      aes128_598
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_586:
+aes128_598:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -16402,14 +16774,14 @@ aes128_586:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone582:
+bulkDone594:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done577
+	JZ     done589
 	DECQ   R11
-	JNZ    unit576
-	JMP    group575
+	JNZ    unit588
+	JMP    group587
 
-done577:
+done589:
 	VZEROUPPER
 	RET

@@ -941,6 +941,7 @@ func (c *vk) stealAt(tm, tm1 VecPhysical, memKeys bool) {
 // zmm, 32 for ymm) in xmm, with the round keys as memory operands: such
 // units skip the wide kernel's set-up (broadcasting the round keys,
 // building the tweak vectors), which would lengthen their latency chain.
+// In vaes512c two or three whole blocks take shortPair instead.
 func (c *vk) short() {
 	Comment("Short data unit: one block at a time in xmm, X4 the running tweak,",
 		"then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.")
@@ -951,6 +952,11 @@ func (c *vk) short() {
 	Label(noTail)
 	VMOVDQA(asX(c.tw), X4)
 	loop, steal, done := newLabel("shortLoop"), newLabel("shortSteal"), newLabel("shortDone")
+	if c.f.clmul {
+		CMPQ(c.blocks, Imm(2))
+		JB(LabelRef(loop))
+		c.shortPair()
+	}
 	Label(loop)
 	TESTQ(c.blocks, c.blocks)
 	JZ(LabelRef(steal))
@@ -971,6 +977,83 @@ func (c *vk) short() {
 	c.stealAt(X1, X3, true)
 	Label(done)
 	RET()
+}
+
+// shortPair is vaes512c's short path for two or three whole blocks (DX,
+// flags from comparing it with 2; X4 = T0): they go through AES together,
+// blocks 0 and 1 as one ymm vector and block 2 in xmm, each round key
+// broadcast once from memory for both (a load, no ALU port). short's loop
+// spends an AES instruction per block and round; with calls in flight the
+// AES ports bound them, and 48-byte units ran 3-9% behind vaes256 on Intel
+// (BENCHMARKS.md, "Dispatch per CPU"). vaes512, tuned on AMD, keeps the
+// loop. Returns.
+func (c *vk) shortPair() {
+	Comment("Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with",
+		"tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;",
+		"two blocks and a tail: the stealing over block 2 (X6 = T2, X7 = T3).")
+	two, done := newLabel("shortTwo"), newLabel("shortPairDone")
+	VMOVDQA(X4, X5)
+	vexMulX(X5, X8)
+	VMOVDQA(X5, X6)
+	vexMulX(X6, X8)
+	VINSERTI128(Imm(1), X5, Y4, Y9)
+	VMOVDQU(Mem{Base: c.src}, Y0)
+	JE(LabelRef(two))
+	Comment("Three whole blocks (a tail would have made them four: no stealing).")
+	VMOVDQU(Mem{Base: c.src, Disp: 32}, X2)
+	c.xexPair(true)
+	VMOVDQU(Y0, Mem{Base: c.dst})
+	VMOVDQU(X2, Mem{Base: c.dst, Disp: 32})
+	JMP(LabelRef(done))
+	Label(two)
+	c.xexPair(false)
+	VMOVDQU(Y0, Mem{Base: c.dst})
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(done))
+	VMOVDQA(X6, X7)
+	vexMulX(X7, X8)
+	c.stealAt(X6, X7, true)
+	Label(done)
+	VZEROUPPER()
+	RET()
+}
+
+// xexPair runs XEX on blocks 0-1 in Y0 (tweaks Y9) and, if third, block 2
+// in X2 (tweak X6), the round keys broadcast into Y3 from key1's schedule.
+func (c *vk) xexPair(third bool) {
+	isa := []string{"AVX", "VAES"}
+	key := func(j int) {
+		VBROADCASTI128(keyMem(c.ks, c.kend, j), Y3)
+	}
+	round := func(op string, ky, kx VecPhysical) {
+		raw(isa, op, ky, Y0, Y0)
+		if third {
+			raw([]string{"AES", "AVX"}, op, kx, X2, X2)
+		}
+	}
+	key(0)
+	VPTERNLOGD(Imm(0x96), Y3, Y9, Y0)
+	if third {
+		VPTERNLOGD(Imm(0x96), X3, X6, X2)
+	}
+	skip := newLabel("aes128_")
+	CMPQ(c.rounds, Imm(10))
+	JE(LabelRef(skip))
+	for j := 1; j <= 4; j++ {
+		key(j)
+		round(c.op(false), Y3, X3)
+	}
+	Label(skip)
+	for j := 5; j <= 13; j++ {
+		key(j)
+		round(c.op(false), Y3, X3)
+	}
+	key(14)
+	VPXOR(Y3, Y9, Y10)
+	if third {
+		VPXOR(X3, X6, X11)
+	}
+	round(c.op(true), Y10, X11)
 }
 
 // vaesSectors emits xts{Enc,Dec}Sectors{VAES256,VAES512}: consecutive data
