@@ -172,6 +172,11 @@ type Result struct {
 	RooflineFraction float64 `json:"roofline_fraction,omitempty"`
 	Ratio            float64 `json:"xtsctl_ratio,omitempty"` // peers: xtsctl's figure / this one
 	Scaling          float64 `json:"scaling,omitempty"`      // batch: this / the same with 1 worker
+	// OfFastest is set on the dispatched variant's row where several
+	// variants ran (--variant all): the median over the rounds of its
+	// figure over that of the variant with the highest median, Fastest.
+	OfFastest float64 `json:"of_fastest,omitempty"`
+	Fastest   string  `json:"fastest,omitempty"`
 }
 
 // label names the implementation and variant of r for tables and plots.
@@ -334,8 +339,10 @@ func (r *Report) note(format string, args ...any) {
 }
 
 // derive fills in the figures computed from others: cycles per byte,
-// roofline fractions, peer ratios and batch scaling.
+// roofline fractions, peer ratios, batch scaling and the dispatched
+// variant against the fastest.
 func (r *Report) derive() {
+	r.deriveOfFastest()
 	best := map[int]float64{}
 	for _, rl := range r.Roofline {
 		best[rl.KeyBits] = max(best[rl.KeyBits], rl.MBps.Median)
@@ -382,6 +389,42 @@ func (r *Report) derive() {
 			// Both ran in the same interleaved rounds (batchGroup,
 			// peerMulti): the median of the rounds' ratios.
 			res.Scaling = pairedRatio(res.MBps, one)
+		}
+	}
+}
+
+// deriveOfFastest sets OfFastest and Fastest on the dispatched variant's
+// unit rows where forced variants ran side by side: how near dispatch
+// comes to the fastest kernel at each length, from the rounds they shared
+// (a ratio of two medians would carry both one's noise).
+func (r *Report) deriveOfFastest() {
+	type key struct {
+		keyBits, size int
+		op            string
+	}
+	fastest := map[key]int{}
+	count := map[key]int{}
+	for i, res := range r.Results {
+		if res.Mode != ModeUnit || res.Impl != ImplXtsctl || res.Auto {
+			continue
+		}
+		k := key{res.KeyBits, res.Size, res.Op}
+		count[k]++
+		if j, ok := fastest[k]; !ok || res.MBps.Median > r.Results[j].MBps.Median {
+			fastest[k] = i
+		}
+	}
+	for i := range r.Results {
+		res := &r.Results[i]
+		k := key{res.KeyBits, res.Size, res.Op}
+		if res.Mode != ModeUnit || res.Impl != ImplXtsctl || res.Auto || !res.Dispatched || count[k] < 2 {
+			continue
+		}
+		f := r.Results[fastest[k]]
+		res.Fastest = f.Variant
+		res.OfFastest = 1
+		if fastest[k] != i {
+			res.OfFastest = pairedRatio(res.MBps, f.MBps)
 		}
 	}
 }

@@ -488,6 +488,41 @@ func TestDeriveScalingPaired(t *testing.T) {
 	}
 }
 
+// The dispatched variant's share of the fastest comes from the rounds
+// they shared: one slow round for both does not move it.
+func TestDeriveOfFastest(t *testing.T) {
+	disp := summarise([]float64{99, 40, 59.4, 89.1, 69.3})
+	fast := summarise([]float64{100, 80, 60, 90, 70})
+	slow := summarise([]float64{60, 60, 60, 60, 60})
+	r := &Report{Results: []Result{
+		{KeyBits: 512, Size: 48, Op: "encrypt", Impl: ImplXtsctl, Variant: "vaes512c", Dispatched: true, Mode: ModeUnit, MBps: disp},
+		{KeyBits: 512, Size: 48, Op: "encrypt", Impl: ImplXtsctl, Variant: "vaes256", Mode: ModeUnit, MBps: fast},
+		{KeyBits: 512, Size: 48, Op: "encrypt", Impl: ImplXtsctl, Variant: "aesni4", Mode: ModeUnit, MBps: slow},
+		{KeyBits: 512, Size: 4096, Op: "encrypt", Impl: ImplXtsctl, Variant: "vaes512c", Dispatched: true, Mode: ModeUnit, MBps: fast},
+		{KeyBits: 512, Size: 4096, Op: "encrypt", Impl: ImplXtsctl, Variant: "vaes256", Mode: ModeUnit, MBps: slow},
+		{KeyBits: 512, Size: 512, Op: "encrypt", Impl: ImplXtsctl, Variant: "vaes512c", Auto: true, Dispatched: true, Mode: ModeUnit, MBps: fast},
+	}}
+	r.derive()
+	// Per round: 0.99, 0.5, 0.99, 0.99, 0.99; the medians' ratio is 69.3/80.
+	if g := r.Results[0]; math.Abs(g.OfFastest-0.99) > 1e-9 || g.Fastest != "vaes256" {
+		t.Errorf("48 bytes: of fastest %v (%q), want 0.99 of vaes256", g.OfFastest, g.Fastest)
+	}
+	if g := r.Results[3]; g.OfFastest != 1 || g.Fastest != "vaes512c" {
+		t.Errorf("4096 bytes: of fastest %v (%q), want 1 (itself)", g.OfFastest, g.Fastest)
+	}
+	for _, i := range []int{1, 2, 5} {
+		if g := r.Results[i]; g.OfFastest != 0 || g.Fastest != "" {
+			t.Errorf("result %d (not dispatched, or alone): of fastest %v %q", i, g.OfFastest, g.Fastest)
+		}
+	}
+	out := table(t, r)
+	for _, s := range []string{"choice    512b    48 B encrypt: vaes512c, 0.990 of vaes256", "choice    512b  4096 B encrypt: vaes512c, the fastest"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("table lacks %q:\n%s", s, out)
+		}
+	}
+}
+
 func TestTable(t *testing.T) {
 	c := tiny()
 	c.KeyBits = []int{256, 512}

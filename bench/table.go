@@ -19,6 +19,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(unit) > 0 {
 		fmt.Fprintf(&b, "\n# one call per message, one core; MB/s = 10^6 bytes/s, median ± half the range; * = what dispatch picks\n")
 		writeRows(&b, r, unit, false)
+		writeChoice(&b, r)
 	}
 	if len(batch) > 0 {
 		fmt.Fprintf(&b, "\n# sector layer (sector.Codec), %s per call, wall clock; scaling = this / 1 worker\n", bytesize.Exact(int64(r.Timing.BatchBytes)))
@@ -110,6 +111,26 @@ func writeCores(b *strings.Builder, r *Report) {
 		if o := peer[key{x.KeyBits, x.Size, x.Threads, x.Op}]; o > 0 {
 			fmt.Fprintf(b, "cores     %db %d B %s, %d workers: xtsctl %.2fx, openssl %.2fx: %.2f of openssl's gain\n",
 				x.KeyBits, x.Size, x.Op, x.Threads, x.Scaling, o, x.Scaling/o)
+		}
+	}
+}
+
+// writeChoice sets the dispatched variant beside the fastest one measured
+// at each length (--variant all).
+func writeChoice(b *strings.Builder, r *Report) {
+	head := false
+	for _, x := range r.Results {
+		if x.OfFastest == 0 {
+			continue
+		}
+		if !head {
+			fmt.Fprintf(b, "\n# choice: the dispatched variant over the fastest measured, median of the rounds' ratios (goal: at least 0.97)\n")
+			head = true
+		}
+		if x.Fastest == x.Variant {
+			fmt.Fprintf(b, "choice    %db %5d B %s: %s, the fastest\n", x.KeyBits, x.Size, x.Op, x.Variant)
+		} else {
+			fmt.Fprintf(b, "choice    %db %5d B %s: %s, %.3f of %s\n", x.KeyBits, x.Size, x.Op, x.Variant, x.OfFastest, x.Fastest)
 		}
 	}
 }
