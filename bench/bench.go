@@ -100,6 +100,7 @@ type Report struct {
 type Timing struct {
 	TimePerPoint float64 `json:"time_per_point_s"` // timed seconds per measurement
 	Runs         int     `json:"runs"`
+	UnitSlice    float64 `json:"unit_slice_s"`          // single-core runs are cut into slices this long that take turns
 	Clock        string  `json:"clock"`                 // single-core clock: "thread-cpu" or "wall"
 	PinnedCPU    int     `json:"pinned_cpu"`            // CPU the single-core thread was bound to, -1 if none
 	MemoryLocked bool    `json:"memory_locked"`         // mlockall succeeded: no page was reclaimed mid-run
@@ -287,7 +288,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		GOOS:      runtime.GOOS,
 		GOARCH:    runtime.GOARCH,
 		CPU:       DetectCPU(),
-		Timing:    Timing{TimePerPoint: c.Time.Seconds(), Runs: c.Runs, PinnedCPU: -1},
+		Timing:    Timing{TimePerPoint: c.Time.Seconds(), Runs: c.Runs, UnitSlice: unitSlice.Seconds(), PinnedCPU: -1},
 		Config: Settings{Sizes: sizes, KeyBits: keys, Variant: c.Variant, Threads: c.Threads,
 			Integrity: c.Integrity, Baseline: c.Baseline, Peers: c.Peers, Roofline: c.Roofline},
 		Results: []Result{},

@@ -128,6 +128,54 @@ func TestMeasureGroupInterleaves(t *testing.T) {
 	}
 }
 
+// TestMeasureGroupSlices checks that with a slice length each run is cut
+// into slices that take turns, the order rotating, and that the figures
+// count every slice's operations against the time they took.
+func TestMeasureGroupSlices(t *testing.T) {
+	c := &fakeClock{}
+	var calls []string
+	var selected string
+	var ops []int
+	newMember := func(name string, perOp time.Duration) member {
+		return member{
+			bytesPerOp: 100,
+			setup:      func() { selected = name },
+			op: func(n int) {
+				if selected != name {
+					t.Errorf("%s ran with %s selected", name, selected)
+				}
+				calls = append(calls, name)
+				ops = append(ops, n)
+				c.t += time.Duration(n) * perOp
+			},
+		}
+	}
+	// 3 runs of 10 ms, slices of 1 ms: 10 slices per run.
+	tm := timer{clock: c, budget: 30 * time.Millisecond, runs: 3, slice: time.Millisecond}
+	stats, err := tm.measureGroup(context.Background(), []member{newMember("a", time.Microsecond), newMember("b", 4*time.Microsecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timed = 3 * 10 * 2
+	if len(calls) < timed {
+		t.Fatalf("%d calls, want at least %d timed ones", len(calls), timed)
+	}
+	got, n := calls[len(calls)-timed:], ops[len(ops)-timed:]
+	for k := range timed {
+		slice := (k / 2) % 10
+		want := []string{"a", "b"}[(k+slice)%2]
+		if got[k] != want {
+			t.Fatalf("timed call %d is %s, want %s (order %v)", k, got[k], want, got[:8])
+		}
+		if wantOps := map[string]int{"a": 1000, "b": 250}[want]; n[k] != wantOps {
+			t.Errorf("timed call %d (%s): %d operations, want %d (a tenth of a run)", k, want, n[k], wantOps)
+		}
+	}
+	if math.Abs(stats[0].Median-100) > 1e-6 || math.Abs(stats[1].Median-25) > 1e-6 || stats[0].Runs != 3 {
+		t.Errorf("medians %v and %v over %d runs, want 100 and 25 over 3", stats[0].Median, stats[1].Median, stats[0].Runs)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -233,6 +233,7 @@ func (p *plan) unitGroup(keyBits, size int, op string, variants []string, baseli
 				checks = append(checks, func() error { return nil })
 				results = append(results, Result{KeyBits: keyBits, Size: size, Op: op, Impl: ImplXCrypto, Mode: ModeUnit, Threads: 1})
 			}
+			t.slice = unitSlice
 			stats, err := t.measureGroup(ctx, ms)
 			if err != nil {
 				return err

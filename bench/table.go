@@ -57,8 +57,8 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if r.Timing.MemoryLocked {
 		locked = "; memory locked"
 	}
-	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s%s\n",
-		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock), locked)
+	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s, runs in slices of %s taking turns%s\n",
+		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock), fmtSeconds(r.Timing.UnitSlice), locked)
 	fmt.Fprintf(b, "kernels   %s (dispatch: %s", strings.Join(AvailableVariants(), " "), ruleText(r.Rule))
 	if r.PreferYMM {
 		fmt.Fprintf(b, "; this CPU prefers ymm")

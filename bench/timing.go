@@ -91,7 +91,18 @@ type timer struct {
 	clock  clock
 	budget time.Duration // the total time of the timed runs of one measurement
 	runs   int
+	// slice, if set, cuts each run into slices of about this long, the
+	// members' slices taking turns (see measureGroup).
+	slice time.Duration
 }
+
+// unitSlice is the slice of one-core runs. On a VM the host takes the CPU
+// in bursts shorter than a run (and a guest's thread CPU time counts them),
+// so whole runs of a group, taken one after the other, saw different
+// bursts: 16- to 128-byte figures spread by ±20-60% in 66 ms runs on the
+// Intel f6m207 VM, where rounds of about 100 µs in turn
+// (TestMeasureInterleaved) hold ratios to a few percent.
+const unitSlice = 500 * time.Microsecond
 
 // minCalibration is the shortest calibration run whose timing is trusted
 // to scale the iteration count.
@@ -117,7 +128,10 @@ func (t timer) measure(ctx context.Context, bytesPerOp int, op func(n int)) (Sta
 // measureGroup times several loops that are to be compared, interleaving
 // their runs (run 1 of each, then run 2 of each, ...), so that a change of
 // load on a shared machine falls on all of them alike and their ratios
-// stay fair. Each member is calibrated and warmed up first.
+// stay fair. With t.slice, each run is itself cut into slices that take
+// turns (slice 1 of each member's run, then slice 2, ..., the order
+// rotating), so the members of a run share the same stretch of time. Each
+// member is calibrated and warmed up first.
 func (t timer) measureGroup(ctx context.Context, ms []member) ([]Stats, error) {
 	perRun := max(t.budget/time.Duration(t.runs), time.Microsecond)
 	ns := make([]int, len(ms))
@@ -129,15 +143,33 @@ func (t timer) measureGroup(ctx context.Context, ms []member) ([]Stats, error) {
 		ns[i] = t.calibrate(m.op, perRun)
 		t.time(m.op, ns[i]) // warm-up at the final length: caches, branch predictors, clock ramp
 	}
+	cuts := 1
+	if t.slice > 0 {
+		cuts = max(1, int(perRun/t.slice))
+		for _, n := range ns {
+			cuts = min(cuts, n) // at least one operation per slice
+		}
+	}
+	per := make([]int, len(ms)) // operations per slice
+	for i, n := range ns {
+		per[i] = n / cuts
+	}
 	mbps := make([][]float64, len(ms))
+	spent := make([]time.Duration, len(ms))
 	for range t.runs {
-		for i, m := range ms {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+		clear(spent)
+		for c := range cuts {
+			for k := range ms {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				i := (k + c) % len(ms)
+				ms[i].prepare()
+				spent[i] += t.time(ms[i].op, per[i])
 			}
-			m.prepare()
-			d := t.time(m.op, ns[i])
-			mbps[i] = append(mbps[i], float64(ns[i])*float64(m.bytesPerOp)/max(d.Seconds(), 1e-9)/1e6)
+		}
+		for i, m := range ms {
+			mbps[i] = append(mbps[i], float64(per[i]*cuts)*float64(m.bytesPerOp)/max(spent[i].Seconds(), 1e-9)/1e6)
 		}
 	}
 	stats := make([]Stats, len(ms))
