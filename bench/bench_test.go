@@ -93,32 +93,42 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// recorder makes group members whose operations advance a fake clock by
+// perOp each, and records every call: the member and its operation count.
+type recorder struct {
+	t        *testing.T
+	c        *fakeClock
+	calls    []string
+	ops      []int
+	selected string
+}
+
+func (r *recorder) member(name string, perOp time.Duration) member {
+	return member{
+		bytesPerOp: 100,
+		setup:      func() { r.selected = name },
+		op: func(n int) {
+			if r.selected != name {
+				r.t.Errorf("%s ran with %s selected", name, r.selected)
+			}
+			r.calls = append(r.calls, name)
+			r.ops = append(r.ops, n)
+			r.c.t += time.Duration(n) * perOp
+		},
+	}
+}
+
 // TestMeasureGroupInterleaves checks that group members' timed runs
 // alternate, each after its setup, so load changes fall on all alike.
 func TestMeasureGroupInterleaves(t *testing.T) {
-	c := &fakeClock{}
-	var calls []string
-	var selected string
-	newMember := func(name string, perOp time.Duration) member {
-		return member{
-			bytesPerOp: 100,
-			setup:      func() { selected = name },
-			op: func(n int) {
-				if selected != name {
-					t.Errorf("%s ran with %s selected", name, selected)
-				}
-				calls = append(calls, name)
-				c.t += time.Duration(n) * perOp
-			},
-		}
-	}
-	tm := timer{clock: c, budget: 30 * time.Millisecond, runs: 3}
-	stats, err := tm.measureGroup(context.Background(), []member{newMember("a", time.Microsecond), newMember("b", 4*time.Microsecond)})
+	rec := &recorder{t: t, c: &fakeClock{}}
+	tm := timer{clock: rec.c, budget: 30 * time.Millisecond, runs: 3}
+	stats, err := tm.measureGroup(context.Background(), []member{rec.member("a", time.Microsecond), rec.member("b", 4*time.Microsecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The last 2*runs calls are the timed runs.
-	timed := calls[len(calls)-6:]
+	timed := rec.calls[len(rec.calls)-6:]
 	if want := []string{"a", "b", "a", "b", "a", "b"}; !slices.Equal(timed, want) {
 		t.Errorf("timed runs in order %v, want %v", timed, want)
 	}
@@ -132,35 +142,18 @@ func TestMeasureGroupInterleaves(t *testing.T) {
 // into slices that take turns, the order rotating, and that the figures
 // count every slice's operations against the time they took.
 func TestMeasureGroupSlices(t *testing.T) {
-	c := &fakeClock{}
-	var calls []string
-	var selected string
-	var ops []int
-	newMember := func(name string, perOp time.Duration) member {
-		return member{
-			bytesPerOp: 100,
-			setup:      func() { selected = name },
-			op: func(n int) {
-				if selected != name {
-					t.Errorf("%s ran with %s selected", name, selected)
-				}
-				calls = append(calls, name)
-				ops = append(ops, n)
-				c.t += time.Duration(n) * perOp
-			},
-		}
-	}
+	rec := &recorder{t: t, c: &fakeClock{}}
 	// 3 runs of 10 ms, slices of 1 ms: 10 slices per run.
-	tm := timer{clock: c, budget: 30 * time.Millisecond, runs: 3, slice: time.Millisecond}
-	stats, err := tm.measureGroup(context.Background(), []member{newMember("a", time.Microsecond), newMember("b", 4*time.Microsecond)})
+	tm := timer{clock: rec.c, budget: 30 * time.Millisecond, runs: 3, slice: time.Millisecond}
+	stats, err := tm.measureGroup(context.Background(), []member{rec.member("a", time.Microsecond), rec.member("b", 4*time.Microsecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const timed = 3 * 10 * 2
-	if len(calls) < timed {
-		t.Fatalf("%d calls, want at least %d timed ones", len(calls), timed)
+	if len(rec.calls) < timed {
+		t.Fatalf("%d calls, want at least %d timed ones", len(rec.calls), timed)
 	}
-	got, n := calls[len(calls)-timed:], ops[len(ops)-timed:]
+	got, n := rec.calls[len(rec.calls)-timed:], rec.ops[len(rec.ops)-timed:]
 	for k := range timed {
 		slice := (k / 2) % 10
 		want := []string{"a", "b"}[(k+slice)%2]
