@@ -397,7 +397,7 @@ func (r *Report) derive() {
 // deriveOfFastest sets OfFastest and Fastest on the dispatched variant's
 // unit rows where forced variants ran side by side: how near dispatch
 // comes to the fastest kernel at each length, from the rounds they shared
-// (a ratio of two medians would carry both one's noise).
+// (a ratio of two medians would carry the noise of both).
 func (r *Report) deriveOfFastest() {
 	type key struct {
 		keyBits, size int
