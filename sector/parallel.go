@@ -3,7 +3,6 @@ package sector
 import (
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,31 +71,32 @@ const maxSpin = 100 * time.Microsecond
 // yieldEvery is how often a spinning goroutine yields its core.
 const yieldEvery = 5 * time.Microsecond
 
-// Helper states. The state word also holds a ticket, which each
-// assignment advances: a caller sends away only the assignment it made
-// (CAS on its own ticket), never one another caller made after the helper
-// had finished its job and come back.
-const (
-	idle     uint64 = iota // spinning, or about to park: recruit by CAS to reserved
-	parked                 // blocked on wake: recruit by CAS to reserved, then send on wake
-	reserved               // a caller is filling in job and part
-	assigned               // job and part are set; the helper has not started
-	running                // the helper is working on job
-)
+// A helper's offer word says what it is doing: nil while it waits
+// running (spinning), parkedMark while it is blocked on wake, an offer (a
+// part of a call) that a caller has handed it and it has not yet taken,
+// and takenMark while it works. A caller hands over a part with one CAS on
+// the helper's word, from nil or parkedMark to its offer, after the job is
+// ready: the helper starts the moment it sees the offer. A caller sends
+// away only its own offer (CAS from it back to nil): an offer lives in the
+// job, which no other call can hold until this one returns.
+type offer struct {
+	job  *job
+	part int // the helper's range in job
+}
 
-func stateOf(v uint64) uint64       { return v & 0xff }
-func ticketOf(v uint64) uint64      { return v >> 8 }
-func word(ticket, st uint64) uint64 { return ticket<<8 | st }
+var parkedMark, takenMark = new(offer), new(offer)
 
 type helper struct {
-	state    atomic.Uint64 // a state and a ticket (word)
-	job      *job          // set by the recruiting caller while reserved
-	part     int           // the helper's range in job
-	sent     atomic.Int64  // when it was assigned (now), for wakeDelay
-	bytes    atomic.Int64  // converted by this helper, for tests
-	recruits atomic.Int64  // calls that recruited this helper, for tests
-	wake     chan struct{} // buffered 1: a token for a parked helper
-	_        [64]byte      // keep helpers off each other's cache lines
+	offer atomic.Pointer[offer]
+	sent  atomic.Int64  // when a caller woke it (now), for wakeDelay
+	bytes atomic.Int64  // converted by this helper, for tests
+	wake  chan struct{} // buffered 1: a token for a parked helper
+	_     [32]byte
+	// recruits counts the calls that offered this helper a part (for
+	// tests), on its own cache line: the caller counts while the helper
+	// takes the offer.
+	recruits atomic.Int64
+	_        [56]byte
 }
 
 // span is a participant's range of sectors, lo<<32 | hi, claimed by CAS:
@@ -138,13 +138,13 @@ type job struct {
 	decrypt   bool
 	claim     int // sectors per claim, at least
 	spans     []span
-	recruited []*helper
-	tickets   []uint64 // the ticket of each recruited helper's assignment
+	offers    []offer   // offers[i] is part i+1, for the i-th recruit
+	recruited []*helper // in the order of offers
 	woken     []*helper
-	// pending is twice the number of recruited helpers that have not
-	// finished (or been sent away), plus 1 while the caller is blocked on
-	// done: one word, so that a helper's last touch of the job is the
-	// decrement that tells the caller it may reuse it.
+	// pending is twice the number of offers not yet finished (or sent
+	// away), plus 1 while the caller is blocked on done: one word, so that
+	// a helper's last touch of the job is the decrement that tells the
+	// caller it may reuse it.
 	pending atomic.Int64
 	done    chan struct{}
 	failed  atomic.Pointer[any] // a helper's panic, raised again by the caller
@@ -295,7 +295,8 @@ var epoch = time.Now()
 func now() int64 { return int64(time.Since(epoch)) }
 
 // parallel converts dst, src (sectors whole sectors) with up to workers
-// participants; it returns false, doing nothing, when one is enough.
+// participants; it returns false, doing nothing, when one is enough or no
+// helper could be had.
 func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, workers int) bool {
 	size := s.p.Size
 	want := min(workers, len(src)/minShare, runtime.GOMAXPROCS(0))
@@ -307,80 +308,81 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 	j.codec, j.dst, j.src, j.first, j.decrypt = s, dst, src, first, decrypt
 	j.claim = max(1, (minClaim+size-1)/size)
 
-	// Recruit spinning helpers first, then parked ones if the call is
-	// long enough to pay for waking them.
-	j.recruited, j.tickets, j.woken = j.recruited[:0], j.tickets[:0], j.woken[:0]
-	recruit := func(h *helper, from uint64) bool {
-		v := h.state.Load()
-		if stateOf(v) != from || !h.state.CompareAndSwap(v, word(ticketOf(v), reserved)) {
+	// The job is made ready for every part before any is offered, so that
+	// a helper starts the moment it sees its offer; a part no helper takes
+	// is stolen like any other.
+	if cap(j.spans) < want {
+		j.spans = make([]span, want)
+		j.offers = make([]offer, want-1)
+	}
+	j.spans, j.offers = j.spans[:want], j.offers[:want-1]
+	for p := range want {
+		j.spans[p].v.Store(pack(p*sectors/want, (p+1)*sectors/want))
+	}
+	for i := range j.offers {
+		j.offers[i] = offer{job: j, part: i + 1}
+	}
+	j.pending.Store(2 * int64(len(j.offers)))
+
+	// Offer parts to spinning helpers first, then to parked ones if the
+	// call is long enough to pay for waking them.
+	j.recruited, j.woken = j.recruited[:0], j.woken[:0]
+	hand := func(h *helper, from *offer) bool {
+		if h.offer.Load() != from || !h.offer.CompareAndSwap(from, &j.offers[len(j.recruited)]) {
 			return false
 		}
 		j.recruited = append(j.recruited, h)
-		j.tickets = append(j.tickets, ticketOf(v)+1)
 		return true
 	}
 	for _, h := range hs {
-		if 1+len(j.recruited) == want {
+		if len(j.recruited) == len(j.offers) {
 			break
 		}
-		recruit(h, idle)
+		hand(h, nil)
 	}
-	if 1+len(j.recruited) < want && wakeWorth(len(src)) {
+	if len(j.recruited) < len(j.offers) && wakeWorth(len(src)) {
+		t := now()
 		for _, h := range hs {
-			if 1+len(j.recruited) == want {
+			if len(j.recruited) == len(j.offers) {
 				break
 			}
-			if recruit(h, parked) {
+			if hand(h, parkedMark) {
+				h.sent.Store(t) // read by the helper after the token
 				j.woken = append(j.woken, h)
+				select {
+				case h.wake <- struct{}{}:
+				default:
+				}
 			}
 		}
+		if len(j.woken) > 0 {
+			average(&pool.wakeCost, now()-t)
+		}
 	}
-	parts := 1 + len(j.recruited)
-	if cap(j.spans) < parts {
-		j.spans = make([]span, parts)
-	}
-	j.spans = j.spans[:parts]
-	for p := range parts {
-		j.spans[p].v.Store(pack(p*sectors/parts, (p+1)*sectors/parts))
-	}
-	j.pending.Store(2 * int64(len(j.recruited)))
-	t := now()
-	for i, h := range j.recruited {
+	for _, h := range j.recruited {
 		h.recruits.Add(1)
-		h.job, h.part = j, i+1
-		sent := int64(0) // a spinning helper: no wake-up to measure
-		if slices.Contains(j.woken, h) {
-			sent = t
-		}
-		h.sent.Store(sent)
-		h.state.Store(word(j.tickets[i], assigned))
 	}
-	if len(j.woken) > 0 {
-		for _, h := range j.woken {
-			select {
-			case h.wake <- struct{}{}:
-			default:
-			}
-		}
-		average(&pool.wakeCost, now()-t)
+	if len(j.recruited) == 0 {
+		j.pending.Store(0)
+		j.release()
+		return false
 	}
-	// The caller's share; then helpers that never started are sent away
-	// and the others waited for, also when a claim panics (a wiped
-	// cipher), so that no helper still writes to dst once the call is
-	// over.
+	j.pending.Add(-2 * int64(len(j.offers)-len(j.recruited))) // the parts nobody was offered
+
+	// The caller's share; then offers not yet taken are taken back and the
+	// helpers that took theirs waited for, also when a claim panics (a
+	// wiped cipher), so that no helper still writes to dst once the call
+	// is over.
 	finished := false
 	defer func() {
 		for i, h := range j.recruited {
-			if t := j.tickets[i]; h.state.CompareAndSwap(word(t, assigned), word(t, idle)) {
+			if h.offer.CompareAndSwap(&j.offers[i], nil) {
 				j.leave()
 			}
 		}
 		j.wait()
-		clear(j.recruited)
-		clear(j.woken)
-		j.codec, j.dst, j.src = nil, nil, nil
 		p := j.failed.Swap(nil)
-		jobs.Put(j)
+		j.release()
 		if p != nil && finished {
 			panic(*p)
 		}
@@ -394,25 +396,34 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 	return true
 }
 
-// loop is a helper's life: wait for a job (spinning, then parked), work on
-// it, and spin again for about as long as the work took.
+// release drops j's references and returns it to the pool.
+func (j *job) release() {
+	clear(j.recruited)
+	clear(j.woken)
+	clear(j.offers)
+	j.codec, j.dst, j.src = nil, nil, nil
+	jobs.Put(j)
+}
+
+// loop is a helper's life: wait for an offer (spinning, then parked), work
+// on it, and spin again for about as long as the work took.
 func (h *helper) loop() {
 	spin := int64(10 * time.Microsecond)
 	for {
 		start := now()
 		last := start
-		var ticket uint64
+		var o *offer
 		for {
 			if f := testHelperWaits.Load(); f != nil {
 				(*f)()
 			}
-			v := h.state.Load()
-			if stateOf(v) == assigned && h.state.CompareAndSwap(v, word(ticketOf(v), running)) {
-				ticket = ticketOf(v)
-				break
-			}
-			if stateOf(v) != idle {
-				continue // reserved: the caller is about to assign
+			v := h.offer.Load()
+			if v != nil && v != parkedMark {
+				if h.offer.CompareAndSwap(v, takenMark) {
+					o = v
+					break
+				}
+				continue // taken back
 			}
 			t := now()
 			if t-start < spin {
@@ -422,32 +433,32 @@ func (h *helper) loop() {
 				}
 				continue
 			}
-			if pv := word(ticketOf(v), parked); h.state.CompareAndSwap(v, pv) {
+			if h.offer.CompareAndSwap(nil, parkedMark) {
 				<-h.wake
 				start = now()
 				last = start
 				if sent := h.sent.Load(); sent != 0 {
 					average(&pool.wakeDelay, start-sent)
 				}
-				h.state.CompareAndSwap(pv, word(ticketOf(v), idle)) // a stale token: spin again
+				h.offer.CompareAndSwap(parkedMark, nil) // a stale token: spin again
 			}
 		}
-		j, part := h.job, h.part
-		h.job = nil
+		// o is read only once taken: until then its caller may take it
+		// back and, with its job reused, offer it again.
+		j, part := o.job, o.part
 		begin := now()
-		h.run(j, part, ticket)
+		h.run(j, part)
 		spin = min(max(now()-begin, int64(10*time.Microsecond)), int64(maxSpin))
 	}
 }
 
-// run works on j as participant part (assignment ticket); a panic is
-// handed to the caller.
-func (h *helper) run(j *job, part int, ticket uint64) {
+// run works on j as participant part; a panic is handed to the caller.
+func (h *helper) run(j *job, part int) {
 	defer func() {
 		if r := recover(); r != nil {
 			j.failed.CompareAndSwap(nil, &r)
 		}
-		h.state.Store(word(ticket, idle))
+		h.offer.Store(nil)
 		j.leave()
 	}()
 	h.bytes.Add(int64(j.work(part)))

@@ -229,8 +229,8 @@ func TestSpanClaims(t *testing.T) {
 // same helpers at once. A helper that finished one caller's job could be
 // recruited by the next before the first caller sent its helpers away; the
 // first then sent away the second's assignment, and both waited forever
-// (seen under -tags purego, whose slow kernels widen the window). Each
-// assignment now has a ticket, and a caller sends away only its own.
+// (seen under -tags purego, whose slow kernels widen the window). A
+// caller now takes back only its own offer, which lives in its job.
 func TestParallelConcurrentCalls(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("one core: no helpers")
