@@ -220,7 +220,7 @@ func decryptImage(a *app, f *decryptFlags, inPath, outPath string, withDigest bo
 	if err != nil {
 		return err
 	}
-	out, err := o.output(outPath, f.force)
+	out, err := o.output(a, outPath, f.force)
 	if err != nil {
 		return err
 	}

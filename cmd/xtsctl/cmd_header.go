@@ -99,7 +99,7 @@ func headerBackup(a *app, f *headerFlags, image, file string) error {
 		return withCode(exitInput, fmt.Errorf("%s is %s: it has no header to back up", image, o.format.Info().Title))
 	}
 	headerWarnings(a, o)
-	out, err := o.output(file, f.force)
+	out, err := o.output(a, file, f.force)
 	if err != nil {
 		return err
 	}

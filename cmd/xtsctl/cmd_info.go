@@ -188,7 +188,7 @@ func dmTable(a *app, f *infoFlags, o *opened) error {
 		a.resultf("%s", t.Template())
 		return nil
 	}
-	out, err := keyTableOutput(a, f, keyNoun, func() (*safefile.Output, error) { return o.output(f.keyOutput, f.force) })
+	out, err := keyTableOutput(a, f, keyNoun, func() (*safefile.Output, error) { return o.output(a, f.keyOutput, f.force) })
 	if err != nil {
 		return err
 	}

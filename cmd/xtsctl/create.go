@@ -162,7 +162,7 @@ func createImage(a *app, f *imageFlags, cf *createFlags, job createJob) error {
 			return err
 		}
 	}
-	out, err := createOutput(job.out, in, job.force)
+	out, err := createOutput(a, job.out, in, job.force)
 	if err != nil {
 		return err
 	}

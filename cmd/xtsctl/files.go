@@ -40,6 +40,7 @@ func openStreamInput(a *app, path string) (*safefile.Input, error) {
 		if err != nil {
 			return nil, inputError(err)
 		}
+		in.Stop(a.ctx)
 		return in, nil
 	}
 	if err := a.takeStdin("the input"); err != nil {
@@ -49,12 +50,14 @@ func openStreamInput(a *app, path string) (*safefile.Input, error) {
 	if f, ok := a.stdin.(*os.File); ok {
 		in.Info, _ = f.Stat()
 	}
+	in.Stop(a.ctx)
 	return in, nil
 }
 
 // createOutput starts writing path (safefile.CreateOutput), refusing
-// binary output to a terminal and writing over in.
-func createOutput(path string, in *safefile.Input, force bool) (*safefile.Output, error) {
+// binary output to a terminal and writing over in. A write that waits on
+// a stalled stream gives up when the command is interrupted.
+func createOutput(a *app, path string, in *safefile.Input, force bool) (*safefile.Output, error) {
 	if path == "-" && term.IsTerminal(int(os.Stdout.Fd())) {
 		return nil, usageError(errors.New("standard output is a terminal: xtsctl writes binary data there"),
 			"redirect it to a file or a pipe, or name an output file")
@@ -71,6 +74,7 @@ func createOutput(path string, in *safefile.Input, force bool) (*safefile.Output
 	case err != nil:
 		return nil, withCode(exitOutput, err)
 	}
+	out.Stop(a.ctx)
 	return out, nil
 }
 

@@ -321,7 +321,7 @@ func openHeader(a *app, f *imageFlags, img *disk.Image, defaultType string, forc
 
 // output starts writing path (createOutput), refusing the image and its
 // detached header as outputs: either would be replaced.
-func (o *opened) output(path string, force bool) (*safefile.Output, error) {
+func (o *opened) output(a *app, path string, force bool) (*safefile.Output, error) {
 	if fi, err := os.Stat(path); err == nil && o.img.HeaderFile != nil {
 		if hi, err := o.img.HeaderFile.Stat(); err == nil && os.SameFile(fi, hi) {
 			return nil, usageError(fmt.Errorf("the output is the header file (%s)", path), "write the output to a new file")
@@ -337,7 +337,7 @@ func (o *opened) output(path string, force bool) (*safefile.Output, error) {
 	default:
 		in.Info, _ = o.img.HeaderFile.Stat()
 	}
-	return createOutput(path, in, force)
+	return createOutput(a, path, in, force)
 }
 
 // defaultType is the format of an image whose header no format

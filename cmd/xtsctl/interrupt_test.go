@@ -203,12 +203,107 @@ func TestInterruptWaitingForSecret(t *testing.T) {
 // its threads blocked in open(2) of the FIFO (wchan wait_for_partner) or
 // in a read of the pipe (pipe_read).
 func waitingFor(pid int) bool {
+	return waitingIn(pid, "wait_for_partner", "pipe_read")
+}
+
+// waitingIn reports whether a thread of process pid waits in one of the
+// kernel functions named (its wchan).
+func waitingIn(pid int, funcs ...string) bool {
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, task := range tasks {
 		w, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, task.Name()))
-		if strings.Contains(string(w), "wait_for_partner") || strings.Contains(string(w), "pipe_read") {
-			return true
+		for _, f := range funcs {
+			if strings.Contains(string(w), f) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// TestInterruptStalledStream: a dropped ssh connection (SIGHUP) or a
+// SIGTERM ends a --type plain run whose standard output is a pipe nobody
+// reads any more, or whose standard input is a pipe that went silent
+// (write(2) and read(2) wait in the kernel there): exit 130, and an output
+// file is not written. They used to wait for the pipe forever.
+func TestInterruptStalledStream(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.img")
+	if err := os.Truncate(createEmpty(t, in), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "k")
+	os.WriteFile(key, []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!?"), 0o600)
+	out := filepath.Join(dir, "out.img")
+	for _, c := range []struct {
+		name  string
+		sig   syscall.Signal
+		stdin bool
+	}{
+		{"standard output stalled, SIGHUP", syscall.SIGHUP, false},
+		{"standard output stalled, SIGTERM", syscall.SIGTERM, false},
+		{"standard input stalled, SIGHUP", syscall.SIGHUP, true},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmd *exec.Cmd
+		var feeding chan struct{}
+		if c.stdin {
+			cmd = exec.Command("xtsctl", "encrypt", "--type", "plain", "--key-file", key, "-", out)
+			cmd.Stdin = r
+			feeding = make(chan struct{})
+			go func() { // some data, then silence with the pipe open
+				w.Write(make([]byte, 1<<20))
+				close(feeding)
+			}()
+		} else {
+			cmd = exec.Command("xtsctl", "encrypt", "--type", "plain", "--key-file", key, in, "-")
+			cmd.Stdout = w
+		}
+		var errBuf strings.Builder
+		cmd.Stderr = &errBuf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stalled := func() bool { return waitingIn(cmd.Process.Pid, "pipe_write") }
+		if c.stdin {
+			stalled = func() bool {
+				select {
+				case <-feeding:
+					return waitingIn(cmd.Process.Pid, "pipe_read")
+				default:
+					return false
+				}
+			}
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !stalled() {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%s: xtsctl was never seen waiting on the pipe", c.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cmd.Process.Signal(c.sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			err = <-done
+			t.Errorf("%s: xtsctl did not end after %v", c.name, c.sig)
+		}
+		r.Close()
+		w.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(errBuf.String(), "interrupted") {
+			t.Errorf("%s: %v, stderr:\n%s\nwant exit %d, interrupted", c.name, err, errBuf.String(), exitInterrupted)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: %s was written", c.name, out)
+		}
+	}
 }

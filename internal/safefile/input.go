@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,12 +32,25 @@ type Input struct {
 	Name     string    // the path, or what the input is ("standard input")
 	Size     int64     // in bytes; -1 for a stream
 	Info     fs.FileInfo
+
+	stall stall
+}
+
+// Stop makes a read that waits on a stream (standard input, a named pipe)
+// return when ctx ends, with its cause (see stall).
+func (in *Input) Stop(ctx context.Context) {
+	if in.Stream != nil || in.Size < 0 {
+		in.stall.ctx = ctx
+	}
 }
 
 // Read reads the stream or the file.
 func (in *Input) Read(p []byte) (int, error) {
 	if in.Stream != nil {
-		return in.Stream.Read(p)
+		return in.stall.do(func() (int, error) { return in.Stream.Read(p) })
+	}
+	if in.Size < 0 {
+		return in.stall.do(func() (int, error) { return in.File.Read(p) })
 	}
 	return in.File.Read(p)
 }

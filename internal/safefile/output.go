@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,15 @@ type Output struct {
 	start   int64 // where writing to a regular Stream started
 	broken  bool  // a write failed with EPIPE
 	rewound bool  // Abort took back what was written
+	stall   stall
+}
+
+// Stop makes a write that waits on a stream (a pipe, a socket, a
+// terminal) return when ctx ends, with its cause (see stall).
+func (o *Output) Stop(ctx context.Context) {
+	if o.Stream != nil && !o.regular {
+		o.stall.ctx = ctx
+	}
 }
 
 // Write writes to the file or the stream.
@@ -51,7 +61,7 @@ func (o *Output) Write(p []byte) (int, error) {
 	if o.File != nil {
 		return o.File.Write(p)
 	}
-	n, err := o.Stream.Write(p)
+	n, err := o.stall.do(func() (int, error) { return o.Stream.Write(p) })
 	if errors.Is(err, syscall.EPIPE) {
 		o.broken = true
 	}

@@ -1,0 +1,43 @@
+package safefile
+
+import "context"
+
+// A stream can stall: a pipe whose reader stops reading, or whose writer
+// stops writing, holds write(2) or read(2) for as long as that lasts. Go
+// leaves standard input and output in blocking mode (its poller does not
+// take descriptors it inherits blocking), so nothing in the process can
+// wake such a call, and a command whose context a signal ended would wait
+// for it forever: a dropped ssh connection (SIGHUP) or a SIGTERM left
+// xtsctl hanging on a stalled pipe. A stream bound to a context (Input.Stop,
+// Output.Stop) makes each call on a goroutine of its own, and the caller
+// stops waiting when the context ends: the command cleans up and exits,
+// and the abandoned call ends with the process.
+//
+// An abandoned call may still read (Write) or fill (Read) its buffer, and
+// the stream is no longer usable; the error says the run is over (the
+// context's cause), and the command stops.
+type stall struct{ ctx context.Context }
+
+func (s stall) do(call func() (int, error)) (int, error) {
+	if s.ctx == nil {
+		return call()
+	}
+	if err := context.Cause(s.ctx); err != nil {
+		return 0, err
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := call()
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-s.ctx.Done():
+		return 0, context.Cause(s.ctx)
+	}
+}

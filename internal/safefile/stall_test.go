@@ -1,0 +1,128 @@
+package safefile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// blockingPipe is a pipe in blocking mode, as a shell hands standard input
+// and output to a command: read(2) and write(2) on it wait in the kernel,
+// where nothing in the process can wake them.
+func blockingPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(fds[0]), "pipe-r"), os.NewFile(uintptr(fds[1]), "pipe-w")
+}
+
+var errSignal = errors.New("interrupted by a test")
+
+// stopWhileStalled runs call, checks that it is still waiting a moment
+// later (the stream stalls), ends the context and wants call to return
+// the context's cause.
+func stopWhileStalled(t *testing.T, cancel context.CancelCauseFunc, call func() (int, error)) {
+	t.Helper()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := call()
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the call on a stalled stream returned (%d, %v) before the context ended", r.n, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel(errSignal)
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, errSignal) {
+			t.Fatalf("after the context ended: (%d, %v), want the context's cause", r.n, r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call on a stalled stream still waits after its context ended")
+	}
+}
+
+// TestStopStalledOutput: a write to standard output, or any pipe, whose
+// reader stopped reading returns when the command's context ends, so that
+// SIGHUP or SIGTERM still ends the command.
+func TestStopStalledOutput(t *testing.T) {
+	r, w := blockingPipe(t)
+	defer r.Close()
+	defer w.Close()
+	out, err := CreateOutput(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Abort()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	out.Stop(ctx)
+	big := make([]byte, 4<<20) // far more than a pipe holds
+	stopWhileStalled(t, cancel, func() (int, error) { return out.Write(big) })
+	if _, err := out.Write(big[:1]); !errors.Is(err, errSignal) {
+		t.Errorf("a write after the context ended: %v, want its cause", err)
+	}
+	r.Close() // the abandoned write ends with EPIPE
+}
+
+// TestStopStalledInput: a read of standard input, or of a named pipe,
+// whose writer went silent returns when the context ends.
+func TestStopStalledInput(t *testing.T) {
+	for _, asFile := range []bool{false, true} {
+		r, w := blockingPipe(t)
+		in := &Input{Stream: r, Name: "standard input", Size: -1}
+		if asFile {
+			in = &Input{File: r, Name: "a named pipe", Size: -1}
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		in.Stop(ctx)
+		stopWhileStalled(t, cancel, func() (int, error) { return in.Read(make([]byte, 1<<20)) })
+		w.Close() // the abandoned read ends at end of file
+		r.Close()
+	}
+}
+
+// TestStopLeavesFilesAlone: writes to a file, which never stall, are not
+// cut off by the context (the command stops between them, and drops the
+// file); nor are writes to a regular file standard output points to.
+func TestStopLeavesFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errSignal)
+	out, err := CreateOutput(filepath.Join(dir, "out"), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Abort()
+	out.Stop(ctx)
+	if _, err := out.Write([]byte("data")); err != nil {
+		t.Errorf("a file output's write after the context ended: %v", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "redirected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	red, err := CreateOutput(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer red.Abort()
+	red.Stop(ctx)
+	if _, err := red.Write([]byte("data")); err != nil {
+		t.Errorf("a redirected file's write after the context ended: %v", err)
+	}
+}
