@@ -29,6 +29,9 @@ func inputError(err error) error {
 	if errors.Is(err, safefile.ErrPipe) {
 		return usageError(err, "only --type plain encrypts and decrypts a stream")
 	}
+	if errors.Is(err, context.Canceled) { // waiting for a named pipe's writer
+		return withCode(exitInterrupted, err)
+	}
 	return withCode(exitInput, err)
 }
 
@@ -36,11 +39,10 @@ func inputError(err error) error {
 // (standard input) or a named pipe.
 func openStreamInput(a *app, path string) (*safefile.Input, error) {
 	if path != "-" {
-		in, err := safefile.OpenStreamInput(path)
+		in, err := safefile.OpenStreamInput(a.ctx, path)
 		if err != nil {
 			return nil, inputError(err)
 		}
-		in.Stop(a.ctx)
 		return in, nil
 	}
 	if err := a.takeStdin("the input"); err != nil {
@@ -62,8 +64,10 @@ func createOutput(a *app, path string, in *safefile.Input, force bool) (*safefil
 		return nil, usageError(errors.New("standard output is a terminal: xtsctl writes binary data there"),
 			"redirect it to a file or a pipe, or name an output file")
 	}
-	out, err := safefile.CreateOutput(path, in.Info, force)
+	out, err := safefile.CreateOutput(a.ctx, path, in.Info, force)
 	switch {
+	case errors.Is(err, context.Canceled): // waiting for a named pipe's reader
+		return nil, withCode(exitInterrupted, err)
 	case errors.Is(err, safefile.ErrSameFile):
 		return nil, usageError(err, "write the output to a new file, or encrypt in place with --in-place")
 	case errors.Is(err, safefile.ErrBlockDevice):
@@ -74,7 +78,6 @@ func createOutput(a *app, path string, in *safefile.Input, force bool) (*safefil
 	case err != nil:
 		return nil, withCode(exitOutput, err)
 	}
-	out.Stop(a.ctx)
 	return out, nil
 }
 

@@ -221,11 +221,12 @@ func waitingIn(pid int, funcs ...string) bool {
 	return false
 }
 
-// TestInterruptStalledStream: a dropped ssh connection (SIGHUP) or a
-// SIGTERM ends a --type plain run whose standard output is a pipe nobody
-// reads any more, or whose standard input is a pipe that went silent
-// (write(2) and read(2) wait in the kernel there): exit 130, and an output
-// file is not written. They used to wait for the pipe forever.
+// TestInterruptStalledStream: a dropped ssh connection (SIGHUP), SIGTERM
+// or Ctrl-C ends a --type plain run whose standard output is a pipe nobody
+// reads any more, whose standard input is a pipe that went silent, or
+// whose IN or OUT is a named pipe nobody opened the other end of
+// (write(2), read(2) and open(2) wait in the kernel there): exit 130, and
+// an output file is not written. They used to wait for the pipe forever.
 func TestInterruptStalledStream(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.img")
@@ -236,30 +237,48 @@ func TestInterruptStalledStream(t *testing.T) {
 	os.WriteFile(key, []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!?"), 0o600)
 	out := filepath.Join(dir, "out.img")
 	for _, c := range []struct {
-		name  string
-		sig   syscall.Signal
-		stdin bool
+		name   string
+		sig    syscall.Signal
+		stream string // what stalls: stdout, stdin, fifo-in, fifo-out
 	}{
-		{"standard output stalled, SIGHUP", syscall.SIGHUP, false},
-		{"standard output stalled, SIGTERM", syscall.SIGTERM, false},
-		{"standard input stalled, SIGHUP", syscall.SIGHUP, true},
+		{"standard output stalled, SIGHUP", syscall.SIGHUP, "stdout"},
+		{"standard output stalled, SIGTERM", syscall.SIGTERM, "stdout"},
+		{"standard input stalled, SIGHUP", syscall.SIGHUP, "stdin"},
+		{"IN a named pipe without a writer, SIGTERM", syscall.SIGTERM, "fifo-in"},
+		{"OUT a named pipe without a reader, SIGINT", syscall.SIGINT, "fifo-out"},
 	} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cmd *exec.Cmd
+		args := []string{"encrypt", "--type", "plain", "--key-file", key}
+		fifo := filepath.Join(dir, "fifo-"+c.stream)
 		var feeding chan struct{}
-		if c.stdin {
-			cmd = exec.Command("xtsctl", "encrypt", "--type", "plain", "--key-file", key, "-", out)
-			cmd.Stdin = r
+		switch c.stream {
+		case "stdin":
+			args = append(args, "-", out)
 			feeding = make(chan struct{})
 			go func() { // some data, then silence with the pipe open
 				w.Write(make([]byte, 1<<20))
 				close(feeding)
 			}()
-		} else {
-			cmd = exec.Command("xtsctl", "encrypt", "--type", "plain", "--key-file", key, in, "-")
+		case "stdout":
+			args = append(args, in, "-")
+		case "fifo-in", "fifo-out":
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c.stream == "fifo-in" {
+				args = append(args, fifo, out)
+			} else {
+				args = append(args, in, fifo)
+			}
+		}
+		cmd := exec.Command("xtsctl", args...)
+		switch c.stream {
+		case "stdin":
+			cmd.Stdin = r
+		case "stdout":
 			cmd.Stdout = w
 		}
 		var errBuf strings.Builder
@@ -267,17 +286,19 @@ func TestInterruptStalledStream(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		stalled := func() bool { return waitingIn(cmd.Process.Pid, "pipe_write") }
-		if c.stdin {
-			stalled = func() bool {
+		stalled := map[string]func() bool{
+			"stdout": func() bool { return waitingIn(cmd.Process.Pid, "pipe_write") },
+			"stdin": func() bool {
 				select {
 				case <-feeding:
 					return waitingIn(cmd.Process.Pid, "pipe_read")
 				default:
 					return false
 				}
-			}
-		}
+			},
+			"fifo-in":  func() bool { return waitingIn(cmd.Process.Pid, "wait_for_partner") },
+			"fifo-out": func() bool { return waitingIn(cmd.Process.Pid, "wait_for_partner") },
+		}[c.stream]
 		deadline := time.Now().Add(20 * time.Second)
 		for !stalled() {
 			if time.Now().After(deadline) {

@@ -2,6 +2,7 @@ package safefile
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ func TestOpenInputBlockDevice(t *testing.T) {
 	if b, _ := io.ReadAll(in); !bytes.Equal(b, data) {
 		t.Fatal("read other data")
 	}
-	if _, err := CreateOutput(dev, nil, true); !errors.Is(err, ErrBlockDevice) || err.Error() != "output "+dev+" is a block device" {
+	if _, err := CreateOutput(context.Background(), dev, nil, true); !errors.Is(err, ErrBlockDevice) || err.Error() != "output "+dev+" is a block device" {
 		t.Fatalf("block device as output: %v", err)
 	}
 }
@@ -117,7 +118,7 @@ func TestOpenStreamInput(t *testing.T) {
 			w.Close()
 		}
 	}()
-	in, err := OpenStreamInput(p)
+	in, err := OpenStreamInput(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestOpenStreamInput(t *testing.T) {
 	// A file is still a file.
 	f := filepath.Join(dir, "f")
 	os.WriteFile(f, []byte("x"), 0o600)
-	if in, err := OpenStreamInput(f); err != nil || in.Size != 1 {
+	if in, err := OpenStreamInput(context.Background(), f); err != nil || in.Size != 1 {
 		t.Fatalf("file: %v, %v", in, err)
 	}
 	// Input.Stream is read instead of the file.
@@ -157,15 +158,15 @@ func TestCreateOutputRefuses(t *testing.T) {
 		{link, ErrSameFile, "input and output are the same file (" + link + ")"},
 		{dir, nil, "output " + dir + " is a directory"},
 	} {
-		out, err := CreateOutput(c.path, fi, true)
+		out, err := CreateOutput(context.Background(), c.path, fi, true)
 		if err == nil || (c.kind != nil && !errors.Is(err, c.kind)) || err.Error() != c.msg {
-			t.Errorf("CreateOutput(%s) = %v, %v; want %q", c.path, out, err, c.msg)
+			t.Errorf("CreateOutput(context.Background(), %s) = %v, %v; want %q", c.path, out, err, c.msg)
 		}
 	}
 	if b, _ := os.ReadFile(in); string(b) != "data" {
 		t.Fatal("input changed")
 	}
-	if _, err := CreateOutput(in, nil, false); !errors.Is(err, ErrExists) {
+	if _, err := CreateOutput(context.Background(), in, nil, false); !errors.Is(err, ErrExists) {
 		t.Fatalf("existing output without overwrite: %v", err)
 	}
 }
@@ -179,7 +180,7 @@ func TestCreateOutputSymlink(t *testing.T) {
 	os.WriteFile(target, []byte("old"), 0o600)
 	link := filepath.Join(dir, "link")
 	os.Symlink("target", link)
-	out, err := CreateOutput(link, nil, true)
+	out, err := CreateOutput(context.Background(), link, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestCreateOutputSymlink(t *testing.T) {
 	os.Symlink("mid", filepath.Join(dir, "chain"))
 	for _, c := range []struct{ name, dest string }{{"link", "target"}, {"chain", "mid"}} {
 		for _, force := range []bool{false, true} {
-			out, err := CreateOutput(filepath.Join(dir, c.name), nil, force)
+			out, err := CreateOutput(context.Background(), filepath.Join(dir, c.name), nil, force)
 			want := "output " + filepath.Join(dir, c.name) + " is a symlink to " + c.dest + ", which does not exist: xtsctl does not create files through a symlink"
 			if !errors.Is(err, ErrDanglingSymlink) || err.Error() != want {
 				t.Errorf("dangling %s (force %v): %v, %v; want %q", c.name, force, out, err, want)
@@ -254,7 +255,7 @@ func TestCreateOutputAppends(t *testing.T) {
 	want := "log\n"
 	for _, name := range names {
 		for _, force := range []bool{false, true} {
-			out, err := CreateOutput(name, nil, force)
+			out, err := CreateOutput(context.Background(), name, nil, force)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -268,7 +269,7 @@ func TestCreateOutputAppends(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Abort of an appended output leaves what was appended.
-			out, _ = CreateOutput(name, nil, force)
+			out, _ = CreateOutput(context.Background(), name, nil, force)
 			out.Write([]byte("aborted\n"))
 			want += "aborted\n"
 			out.Abort()
@@ -295,7 +296,7 @@ func TestCreateOutputTruncated(t *testing.T) {
 	path := filepath.Join(dir, "redirected")
 	f, names := openFD(t, path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	f.Write([]byte("before "))
-	out, err := CreateOutput(names[1], nil, false)
+	out, err := CreateOutput(context.Background(), names[1], nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestCreateOutputTruncated(t *testing.T) {
 		t.Fatalf("after Abort the file holds %q (rewound %v)", b, out.Rewound())
 	}
 	f.Write([]byte("after")) // the shell's next writer continues where it was
-	out, _ = CreateOutput(names[0], nil, false)
+	out, _ = CreateOutput(context.Background(), names[0], nil, false)
 	out.Write([]byte(" complete"))
 	if err := out.Commit(); err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestCreateOutputTruncated(t *testing.T) {
 	other := filepath.Join(dir, "rw")
 	os.WriteFile(other, []byte("0123456789"), 0o600)
 	_, names = openFD(t, other, os.O_RDWR)
-	out, _ = CreateOutput(names[0], nil, true)
+	out, _ = CreateOutput(context.Background(), names[0], nil, true)
 	out.Write([]byte("ab"))
 	out.Abort()
 	if b, _ := os.ReadFile(other); string(b) != "ab23456789" || out.Rewound() {
@@ -332,12 +333,12 @@ func TestCreateOutputDescriptorRefuses(t *testing.T) {
 	os.WriteFile(in, []byte("input"), 0o600)
 	fi, _ := os.Stat(in)
 	r, names := openFD(t, in, os.O_RDONLY)
-	if _, err := CreateOutput(names[0], nil, true); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
+	if _, err := CreateOutput(context.Background(), names[0], nil, true); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
 		t.Fatalf("read-only descriptor: %v", err)
 	}
 	r.Close()
 	_, names = openFD(t, in, os.O_WRONLY|os.O_APPEND)
-	if _, err := CreateOutput(names[0], fi, true); !errors.Is(err, ErrSameFile) {
+	if _, err := CreateOutput(context.Background(), names[0], fi, true); !errors.Is(err, ErrSameFile) {
 		t.Fatalf("the input's descriptor: %v", err)
 	}
 	if b, _ := os.ReadFile(in); string(b) != "input" {
@@ -353,7 +354,7 @@ func TestReaderGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	out, err := CreateOutput("/proc/self/fd/"+strconv.Itoa(int(w.Fd())), nil, false)
+	out, err := CreateOutput(context.Background(), "/proc/self/fd/"+strconv.Itoa(int(w.Fd())), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestCreateOutputStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	out, err := CreateOutput(p, nil, false)
+	out, err := CreateOutput(context.Background(), p, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,15 +399,15 @@ func TestCreateOutputStreams(t *testing.T) {
 	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "through" {
 		t.Fatalf("pipe got %q, %v", buf, err)
 	}
-	null, err := CreateOutput("/dev/null", nil, false)
+	null, err := CreateOutput(context.Background(), "/dev/null", nil, false)
 	if err != nil || null.File != nil {
 		t.Fatalf("/dev/null: %+v %v", null, err)
 	}
 	null.Abort()
-	if std, err := CreateOutput("-", nil, false); err != nil || std.Stream != os.Stdout || std.FinalName() != "standard output" {
+	if std, err := CreateOutput(context.Background(), "-", nil, false); err != nil || std.Stream != os.Stdout || std.FinalName() != "standard output" {
 		t.Fatalf("-: %+v %v", std, err)
 	}
-	f, err := CreateOutput(filepath.Join(dir, "out"), nil, false)
+	f, err := CreateOutput(context.Background(), filepath.Join(dir, "out"), nil, false)
 	if err != nil || f.File == nil {
 		t.Fatalf("file: %+v %v", f, err)
 	}

@@ -118,14 +118,18 @@ func OpenInput(path string) (*Input, error) {
 
 // OpenStreamInput is OpenInput for a reader that also takes a stream: a
 // named pipe is opened with Size -1 (read it to its end). Standard input
-// is the caller's: Input{Stream: os.Stdin, Name: "standard input", Size: -1}.
-func OpenStreamInput(path string) (*Input, error) {
+// is the caller's: Input{Stream: os.Stdin, Name: "standard input", Size: -1},
+// bound to its context with Stop. Opening a named pipe waits for a writer,
+// and reading it for data, until ctx ends (see stall).
+func OpenStreamInput(ctx context.Context, path string) (*Input, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode()&fs.ModeNamedPipe != 0 {
-		f, err := os.Open(path)
+		f, err := openPipe(ctx, path, os.O_RDONLY)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read input: %w", err)
 		}
-		return &Input{File: f, Name: path, Size: -1, Info: fi}, nil
+		in := &Input{File: f, Name: path, Size: -1, Info: fi}
+		in.Stop(ctx)
+		return in, nil
 	}
 	return OpenInput(path)
 }

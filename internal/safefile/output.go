@@ -48,12 +48,13 @@ type Output struct {
 	stall   stall
 }
 
-// Stop makes a write that waits on a stream (a pipe, a socket, a
+// stop makes a write that waits on a stream (a pipe, a socket, a
 // terminal) return when ctx ends, with its cause (see stall).
-func (o *Output) Stop(ctx context.Context) {
+func (o *Output) stop(ctx context.Context) *Output {
 	if o.Stream != nil && !o.regular {
 		o.stall.ctx = ctx
 	}
+	return o
 }
 
 // Write writes to the file or the stream.
@@ -158,13 +159,14 @@ func (o *Output) FinalName() string {
 // unnamed and linked in when complete (Create): an existing path is
 // refused unless overwrite is set, and a symlink is never replaced (the
 // file it leads to is). in, if not nil, is the input's FileInfo: writing
-// over it is refused (ErrSameFile).
-func CreateOutput(path string, in fs.FileInfo, overwrite bool) (*Output, error) {
+// over it is refused (ErrSameFile). Opening a named pipe waits for a
+// reader, and a write to a stream for room, until ctx ends (see stall).
+func CreateOutput(ctx context.Context, path string, in fs.FileInfo, overwrite bool) (*Output, error) {
 	if path == "-" {
-		return descriptorOutput(1, "standard output", in)
+		return descriptorOutput(ctx, 1, "standard output", in)
 	}
 	if fd, ok := ownDescriptor(path); ok {
-		return descriptorOutput(fd, path, in)
+		return descriptorOutput(ctx, fd, path, in)
 	}
 	fi, statErr := os.Stat(path)
 	if statErr == nil {
@@ -174,11 +176,11 @@ func CreateOutput(path string, in fs.FileInfo, overwrite bool) (*Output, error) 
 		case fi.IsDir():
 			return nil, fmt.Errorf("output %s is a directory", path)
 		case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeCharDevice) != 0:
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			f, err := openPipe(ctx, path, os.O_WRONLY)
 			if err != nil {
 				return nil, fmt.Errorf("cannot write %s: %w", path, err)
 			}
-			return &Output{Stream: f, Name: path, own: true}, nil
+			return (&Output{Stream: f, Name: path, own: true}).stop(ctx), nil
 		case fi.Mode()&fs.ModeDevice != 0:
 			return nil, &kindError{fmt.Sprintf("output %s is a block device", path), ErrBlockDevice}
 		}
@@ -203,7 +205,7 @@ func CreateOutput(path string, in fs.FileInfo, overwrite bool) (*Output, error) 
 }
 
 // descriptorOutput writes through the open descriptor fd, named name.
-func descriptorOutput(fd int, name string, in fs.FileInfo) (*Output, error) {
+func descriptorOutput(ctx context.Context, fd int, name string, in fs.FileInfo) (*Output, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("cannot write %s: %w", name, err)
@@ -246,7 +248,7 @@ func descriptorOutput(fd int, name string, in fs.FileInfo) (*Output, error) {
 			}
 		}
 	}
-	return o, nil
+	return o.stop(ctx), nil
 }
 
 // ownDescriptor reports whether path leads to one of this process's open

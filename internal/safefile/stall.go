@@ -1,6 +1,9 @@
 package safefile
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // A stream can stall: a pipe whose reader stops reading, or whose writer
 // stops writing, holds write(2) or read(2) for as long as that lasts. Go
@@ -39,5 +42,32 @@ func (s stall) do(call func() (int, error)) (int, error) {
 		return r.n, r.err
 	case <-s.ctx.Done():
 		return 0, context.Cause(s.ctx)
+	}
+}
+
+// openPipe opens path, which may be a named pipe: open(2) of one waits for
+// the other end (a writer, to read; a reader, to write), as long as that
+// takes, in the kernel. It runs on a goroutine of its own, and the caller
+// stops waiting when ctx ends (a pipe opened after that is closed).
+func openPipe(ctx context.Context, path string, flag int) (*os.File, error) {
+	type result struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, err := os.OpenFile(path, flag, 0)
+		done <- result{f, err}
+	}()
+	select {
+	case r := <-done:
+		return r.f, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.f != nil {
+				r.f.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
 	}
 }

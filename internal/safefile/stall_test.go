@@ -63,13 +63,12 @@ func TestStopStalledOutput(t *testing.T) {
 	r, w := blockingPipe(t)
 	defer r.Close()
 	defer w.Close()
-	out, err := CreateOutput(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), nil, false)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	out, err := CreateOutput(ctx, fmt.Sprintf("/proc/self/fd/%d", w.Fd()), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Abort()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	out.Stop(ctx)
 	big := make([]byte, 4<<20) // far more than a pipe holds
 	stopWhileStalled(t, cancel, func() (int, error) { return out.Write(big) })
 	if _, err := out.Write(big[:1]); !errors.Is(err, errSignal) {
@@ -102,12 +101,11 @@ func TestStopLeavesFilesAlone(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errSignal)
-	out, err := CreateOutput(filepath.Join(dir, "out"), nil, false)
+	out, err := CreateOutput(ctx, filepath.Join(dir, "out"), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Abort()
-	out.Stop(ctx)
 	if _, err := out.Write([]byte("data")); err != nil {
 		t.Errorf("a file output's write after the context ended: %v", err)
 	}
@@ -116,13 +114,44 @@ func TestStopLeavesFilesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	red, err := CreateOutput(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), nil, false)
+	red, err := CreateOutput(ctx, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer red.Abort()
-	red.Stop(ctx)
 	if _, err := red.Write([]byte("data")); err != nil {
 		t.Errorf("a redirected file's write after the context ended: %v", err)
+	}
+}
+
+// TestStopWaitingForPipe: opening a named pipe nobody opened the other
+// end of (open(2) waits in the kernel for it), as an input or an output,
+// returns when the context ends.
+func TestStopWaitingForPipe(t *testing.T) {
+	for _, output := range []bool{false, true} {
+		// A pipe of its own each: the abandoned open of one end would
+		// let the other open at once.
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stopWhileStalled(t, cancel, func() (int, error) {
+			if output {
+				_, err := CreateOutput(ctx, fifo, nil, false)
+				return 0, err
+			}
+			_, err := OpenStreamInput(ctx, fifo)
+			return 0, err
+		})
+		// The abandoned open ends once the other end comes, and closes
+		// what it opened.
+		flag := os.O_WRONLY
+		if output {
+			flag = os.O_RDONLY
+		}
+		if f, err := os.OpenFile(fifo, flag, 0); err == nil {
+			f.Close()
+		}
 	}
 }
