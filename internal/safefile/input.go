@@ -47,10 +47,10 @@ func (in *Input) Stop(ctx context.Context) {
 // Read reads the stream or the file.
 func (in *Input) Read(p []byte) (int, error) {
 	if in.Stream != nil {
-		return in.stall.do(func() (int, error) { return in.Stream.Read(p) })
+		return in.stall.fill(in.Stream, p)
 	}
 	if in.Size < 0 {
-		return in.stall.do(func() (int, error) { return in.File.Read(p) })
+		return in.stall.fill(in.File, p)
 	}
 	return in.File.Read(p)
 }

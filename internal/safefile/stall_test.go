@@ -1,12 +1,15 @@
 package safefile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -153,5 +156,24 @@ func TestStopWaitingForPipe(t *testing.T) {
 		if f, err := os.OpenFile(fifo, flag, 0); err == nil {
 			f.Close()
 		}
+	}
+}
+
+// TestStopReadFills: a stream bound to a context reads until the buffer
+// is full (one goroutine per buffer, not per pipe-sized piece), gives
+// what is left at the end, then io.EOF, as io.Reader wants.
+func TestStopReadFills(t *testing.T) {
+	data := []byte("0123456789")
+	in := &Input{Stream: iotest.OneByteReader(bytes.NewReader(data)), Name: "standard input", Size: -1}
+	in.Stop(context.Background())
+	p := make([]byte, 8)
+	if n, err := in.Read(p); n != 8 || err != nil || !bytes.Equal(p, data[:8]) {
+		t.Fatalf("first read: %d, %v, %q; want the 8 bytes asked for", n, err, p[:n])
+	}
+	if n, err := in.Read(p); n != 2 || err != nil || !bytes.Equal(p[:2], data[8:]) {
+		t.Fatalf("second read: %d, %v, %q; want the last 2 bytes", n, err, p[:n])
+	}
+	if n, err := in.Read(p); n != 0 || err != io.EOF {
+		t.Fatalf("at the end: %d, %v; want io.EOF", n, err)
 	}
 }
