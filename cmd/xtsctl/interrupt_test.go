@@ -165,27 +165,9 @@ func TestInterruptWaitingForSecret(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until it waits for the secret: in open(2) of the FIFO, or
-		// with the pipe open.
-		deadline := time.Now().Add(20 * time.Second)
-		for !waitingFor(cmd.Process.Pid) {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("%s: xtsctl was never seen waiting for the secret", c.name)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		cmd.Process.Signal(c.sig)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("%s: xtsctl did not end after %v", c.name, c.sig)
-		}
+		// Once it waits for the secret: in open(2) of the FIFO, or with
+		// the pipe open.
+		err := signalWhen(t, cmd, c.name+" waiting for the secret", func() bool { return waitingFor(cmd.Process.Pid) }, c.sig)
 		if w != nil {
 			w.Close()
 		}
@@ -202,6 +184,33 @@ func TestInterruptWaitingForSecret(t *testing.T) {
 // waitingFor reports whether process pid waits for its secret: one of
 // its threads blocked in open(2) of the FIFO (wchan wait_for_partner) or
 // in a read of the pipe (pipe_read).
+// signalWhen sends sig to cmd once ready holds (what says when: it is an
+// error if that never comes) and returns cmd's end (an error, and killed,
+// if it does not end).
+func signalWhen(t *testing.T, cmd *exec.Cmd, what string, ready func() bool, sig syscall.Signal) error {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("xtsctl was never seen %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Errorf("xtsctl %s did not end after %v", what, sig)
+		return <-done
+	}
+}
+
 func waitingFor(pid int) bool {
 	return waitingIn(pid, "wait_for_partner", "pipe_read")
 }
@@ -299,24 +308,7 @@ func TestInterruptStalledStream(t *testing.T) {
 			"fifo-in":  func() bool { return waitingIn(cmd.Process.Pid, "wait_for_partner") },
 			"fifo-out": func() bool { return waitingIn(cmd.Process.Pid, "wait_for_partner") },
 		}[c.stream]
-		deadline := time.Now().Add(20 * time.Second)
-		for !stalled() {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("%s: xtsctl was never seen waiting on the pipe", c.name)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		cmd.Process.Signal(c.sig)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err = <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			err = <-done
-			t.Errorf("%s: xtsctl did not end after %v", c.name, c.sig)
-		}
+		err = signalWhen(t, cmd, c.name+" waiting on the pipe", stalled, c.sig)
 		r.Close()
 		w.Close()
 		var ee *exec.ExitError

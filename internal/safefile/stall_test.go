@@ -34,25 +34,21 @@ var errSignal = errors.New("interrupted by a test")
 // the context's cause.
 func stopWhileStalled(t *testing.T, cancel context.CancelCauseFunc, call func() (int, error)) {
 	t.Helper()
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
+	ended := make(chan error, 1)
 	go func() {
-		n, err := call()
-		done <- result{n, err}
+		_, err := call()
+		ended <- err
 	}()
 	select {
-	case r := <-done:
-		t.Fatalf("the call on a stalled stream returned (%d, %v) before the context ended", r.n, r.err)
+	case err := <-ended:
+		t.Fatalf("the call on a stalled stream ended (%v) before the context did", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	cancel(errSignal)
 	select {
-	case r := <-done:
-		if !errors.Is(r.err, errSignal) {
-			t.Fatalf("after the context ended: (%d, %v), want the context's cause", r.n, r.err)
+	case err := <-ended:
+		if !errors.Is(err, errSignal) {
+			t.Fatalf("after the context ended: %v, want its cause", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call on a stalled stream still waits after its context ended")
