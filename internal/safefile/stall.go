@@ -12,10 +12,11 @@ import (
 // take descriptors it inherits blocking), so nothing in the process can
 // wake such a call, and a command whose context a signal ended would wait
 // for it forever: a dropped ssh connection (SIGHUP) or a SIGTERM left
-// xtsctl hanging on a stalled pipe. A stream bound to a context (Input.Stop,
-// Output.Stop) makes each call on a goroutine of its own, and the caller
-// stops waiting when the context ends: the command cleans up and exits,
-// and the abandoned call ends with the process.
+// xtsctl hanging on a stalled pipe. A stream bound to a context (by
+// OpenStreamInput and CreateOutput, or Input.Stop) makes each call on a
+// goroutine of its own, and the caller stops waiting when the context
+// ends: the command cleans up and exits, and the abandoned call ends with
+// the process.
 //
 // An abandoned call may still read (Write) or fill (Read) its buffer, and
 // the stream is no longer usable; the error says the run is over (the
@@ -75,6 +76,9 @@ func (s stall) fill(r io.Reader, p []byte) (int, error) {
 // takes, in the kernel. It runs on a goroutine of its own, and the caller
 // stops waiting when ctx ends (a pipe opened after that is closed).
 func openPipe(ctx context.Context, path string, flag int) (*os.File, error) {
+	if ctx == nil {
+		return os.OpenFile(path, flag, 0)
+	}
 	type result struct {
 		f   *os.File
 		err error
