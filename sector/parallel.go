@@ -140,7 +140,6 @@ type job struct {
 	spans     []span
 	offers    []offer   // offers[i] is part i+1, for the i-th recruit
 	recruited []*helper // in the order of offers
-	woken     []*helper
 	// pending is twice the number of offers not yet finished (or sent
 	// away), plus 1 while the caller is blocked on done: one word, so that
 	// a helper's last touch of the job is the decrement that tells the
@@ -326,7 +325,7 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 
 	// Offer parts to spinning helpers first, then to parked ones if the
 	// call is long enough to pay for waking them.
-	j.recruited, j.woken = j.recruited[:0], j.woken[:0]
+	j.recruited = j.recruited[:0]
 	hand := func(h *helper, from *offer) bool {
 		if h.offer.Load() != from || !h.offer.CompareAndSwap(from, &j.offers[len(j.recruited)]) {
 			return false
@@ -341,21 +340,21 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 		hand(h, nil)
 	}
 	if len(j.recruited) < len(j.offers) && wakeWorth(len(src)) {
-		t := now()
+		t, woken := now(), 0
 		for _, h := range hs {
 			if len(j.recruited) == len(j.offers) {
 				break
 			}
 			if hand(h, parkedMark) {
 				h.sent.Store(t) // read by the helper after the token
-				j.woken = append(j.woken, h)
+				woken++
 				select {
 				case h.wake <- struct{}{}:
 				default:
 				}
 			}
 		}
-		if len(j.woken) > 0 {
+		if woken > 0 {
 			average(&pool.wakeCost, now()-t)
 		}
 	}
@@ -399,7 +398,6 @@ func (s *Codec) parallel(dst, src []byte, first uint64, decrypt bool, sectors, w
 // release drops j's references and returns it to the pool.
 func (j *job) release() {
 	clear(j.recruited)
-	clear(j.woken)
 	clear(j.offers)
 	j.codec, j.dst, j.src = nil, nil, nil
 	jobs.Put(j)
@@ -437,10 +435,13 @@ func (h *helper) loop() {
 				<-h.wake
 				start = now()
 				last = start
-				if sent := h.sent.Load(); sent != 0 {
-					average(&pool.wakeDelay, start-sent)
+				// A token whose offer came after the last wake-up had
+				// already ended the park (the helper took the offer
+				// spinning) finds no offer now: spin again, and measure
+				// no wake-up that did not happen.
+				if !h.offer.CompareAndSwap(parkedMark, nil) {
+					average(&pool.wakeDelay, start-h.sent.Load())
 				}
-				h.offer.CompareAndSwap(parkedMark, nil) // a stale token: spin again
 			}
 		}
 		// o is read only once taken: until then its caller may take it
