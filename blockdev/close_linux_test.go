@@ -287,6 +287,48 @@ func TestCloseRefusesDeviceMountedByHand(t *testing.T) {
 	}
 }
 
+// TestCloseWaitsForBriefOpener: a program that opens the device for a
+// moment (losetup -f looking for a free loop device, udev's blkid after
+// mkfs) is waited for, not taken for a user: close succeeds once it has
+// let go, and what was written is in the image.
+func TestCloseWaitsForBriefOpener(t *testing.T) {
+	dir := servingDirs(t)
+	req := ext4Image(t, dir)
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	st := openMounted(t, req(), mnt)
+	data := writeUnsynced(t, filepath.Join(mnt, "f"))
+	cmd := exec.Command("sh", "-c", `exec 3<"$1" && echo ready && sleep 0.2`, "sh", st.Device)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the brief opener: %q, %v", line, err)
+	}
+	_, err := Close(context.Background(), st.Name, Options{Warn: t.Logf})
+	if werr := cmd.Wait(); werr != nil {
+		t.Errorf("the brief opener: %v", werr)
+	}
+	if err != nil {
+		Close(context.Background(), st.Name, Options{})
+		t.Fatalf("close while a program had the device open for a moment: %v", err)
+	}
+	if m, _ := mount.At(mnt); m != nil {
+		t.Fatalf("close left %s mounted: %+v", mnt, m)
+	}
+	st = openMounted(t, req(), mnt)
+	if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the file after close and open: %v", err)
+	}
+	if _, err := Close(context.Background(), st.Name, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCloseWithSlaveCopies: on a host whose mounts propagate (systemd makes
 // them shared), every mount namespace made with slave propagation (a
 // service's) holds a copy of the volume's mount, and close's unmount takes

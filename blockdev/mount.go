@@ -200,7 +200,8 @@ func unmountForClose(dir, device string, hs *fsHelpers) (*mount.Info, error) {
 // (helper; 0: none): mounted elsewhere in this mount
 // namespace (a bind mount, a second mount, ours moved), held by another
 // block device on top of it (device-mapper, md), mounted in another mount
-// namespace or open in another process (otherHolder). What it cannot see
+// namespace or open in another process (otherHolder; a process gets a
+// moment to let go). What it cannot see
 // (a mount namespace no process is in, a holder that comes meanwhile) the
 // kernel finds when close lets go of the device, and close then puts its
 // mount back (remountAfter).
@@ -234,13 +235,27 @@ func devicesInUse(device string, ours *mount.Info, helper int) error {
 		return withKind(KindDevice, fmt.Errorf("%s is in use by %s, a device on top of it", device, strings.Join(names, ", ")),
 			"remove that device first (dmsetup remove, mdadm --stop), then close again")
 	}
-	if scanProcesses {
-		if err := otherHolder(device, st.Rdev, helper); err != nil {
+	if !scanProcesses {
+		return nil
+	}
+	// A process that has the device open may be passing by: losetup -f
+	// opens every loop device looking for a free one, udev's blkid probes
+	// a device after mkfs. Such a holder gets the time the release gets
+	// (loopReleaseWait) to let go; a mount in another namespace does not
+	// pass, and is refused at once.
+	deadline := time.Now().Add(loopReleaseWait)
+	for {
+		open, err := otherHolder(device, st.Rdev, helper)
+		if err == nil || !open || time.Now().After(deadline) {
 			return err
 		}
+		time.Sleep(holderRecheck)
 	}
-	return nil
 }
+
+// holderRecheck is how often devicesInUse looks again for a process that
+// had the device open.
+const holderRecheck = 20 * time.Millisecond
 
 // scanProcesses lets devicesInUse look through /proc; the tests of the
 // remount after a refused close turn it off, so that the kernel is what
@@ -250,14 +265,14 @@ var scanProcesses = true
 // otherHolder looks through /proc, as fuser does, for a process other than
 // this one and skip (the FUSE program of our mount) that has the device
 // rdev open, or whose mount namespace (other than ours) has it mounted
-// privately, and names the first it finds.
-func otherHolder(device string, rdev uint64, skip int) error {
+// privately, and names the first it finds; open tells the first kind.
+func otherHolder(device string, rdev uint64, skip int) (open bool, err error) {
 	self := os.Getpid()
 	ourNS, _ := os.Readlink("/proc/self/ns/mnt")
 	seen := map[string]bool{ourNS: true}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil // no /proc: the kernel tells at release
+		return false, nil // no /proc: the kernel tells at release
 	}
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -276,7 +291,7 @@ func otherHolder(device string, rdev uint64, skip int) error {
 					continue
 				}
 				if m.Source == device || m.Dev == rdev {
-					return withKind(KindDevice, fmt.Errorf("%s is mounted in another mount namespace: on %s there, where process %d (%s) runs", device, m.Point, pid, processName(pid)),
+					return false, withKind(KindDevice, fmt.Errorf("%s is mounted in another mount namespace: on %s there, where process %d (%s) runs", device, m.Point, pid, processName(pid)),
 						fmt.Sprintf("unmount it there (nsenter -t %d -m umount %s) or end what runs there, then close again", pid, m.Point))
 				}
 			}
@@ -292,12 +307,12 @@ func otherHolder(device string, rdev uint64, skip int) error {
 			}
 			var st unix.Stat_t
 			if unix.Stat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev {
-				return withKind(KindDevice, fmt.Errorf("%s is open in process %d (%s)", device, pid, processName(pid)),
+				return true, withKind(KindDevice, fmt.Errorf("%s is open in process %d (%s)", device, pid, processName(pid)),
 					"close it there, then close again")
 			}
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // processName is the command name of process pid, for messages.
