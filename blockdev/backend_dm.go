@@ -309,10 +309,29 @@ func (dmBackend) close(a *run, st *State) error {
 	if info != nil {
 		// Refuse before unmounting anything: a device in use elsewhere
 		// would fail the removal, and the filesystem is better left
-		// mounted then.
-		others := info.OpenCount
-		if mounted {
-			others--
+		// mounted then. A program that opened the device for a moment
+		// (udev's blkid) gets the time a loop device's release gets to
+		// let go.
+		besides := func(info *devmapper.DeviceStatus) int {
+			if mounted {
+				return info.OpenCount - 1
+			}
+			return info.OpenCount
+		}
+		others := besides(info)
+		for deadline := time.Now().Add(loopReleaseWait); others > 0 && time.Now().Before(deadline); {
+			time.Sleep(holderRecheck)
+			now, err := devmapper.Status(st.Name)
+			switch {
+			case errors.Is(err, devmapper.ErrNotFound):
+				info, others = nil, 0 // removed meanwhile
+			case err != nil:
+				return withKind(KindDevice, err)
+			case !now.Ours():
+				return withKind(KindDevice, fmt.Errorf("device-mapper device %s was not made by xtsctl", st.Name))
+			default:
+				info, others = now, besides(now)
+			}
 		}
 		if others > 0 {
 			return withKind(KindDevice, fmt.Errorf("%s is in use (open %d times besides the mount)", dev, others),
