@@ -49,6 +49,22 @@ func ext4Image(t *testing.T, dir string) func() *Request {
 	return req
 }
 
+// startReady starts cmd and waits until it prints "ready" (what it holds
+// is in place then); what names it in a failure.
+func startReady(t *testing.T, cmd *exec.Cmd, what string) {
+	t.Helper()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%s: %q, %v", what, line, err)
+	}
+}
+
 // openMounted opens the image of req at mnt, through the same path as the
 // command line: the mountpoint checked and held, then Open.
 func openMounted(t *testing.T, req *Request, mnt string) *State {
@@ -143,16 +159,7 @@ func TestCloseBusyChangesNothing(t *testing.T) {
 			cmd := exec.Command("sh", "-c", `cp "$1" "$2/ns.bin" && echo ready && read x`, "sh", src, mnt)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("the other namespace: %q, %v", line, err)
-			}
+			startReady(t, cmd, "the other namespace")
 			release := func() {
 				in.Write([]byte("go\n"))
 				in.Close()
@@ -299,16 +306,7 @@ func TestCloseWaitsForBriefOpener(t *testing.T) {
 	st := openMounted(t, req(), mnt)
 	data := writeUnsynced(t, filepath.Join(mnt, "f"))
 	cmd := exec.Command("sh", "-c", `exec 3<"$1" && echo ready && sleep 0.2`, "sh", st.Device)
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("the brief opener: %q, %v", line, err)
-	}
+	startReady(t, cmd, "the brief opener")
 	_, err := Close(context.Background(), st.Name, Options{Warn: t.Logf})
 	if werr := cmd.Wait(); werr != nil {
 		t.Errorf("the brief opener: %v", werr)
@@ -357,19 +355,12 @@ func TestCloseWithSlaveCopies(t *testing.T) {
 	data := writeUnsynced(t, src)
 	cmd := exec.Command("unshare", "-m", "--propagation", "slave", "sh", "-c", `cp "$1" "$2/slave.bin" && echo ready && read x`, "sh", src, mnt)
 	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startReady(t, cmd, "the slave namespace")
 	defer func() {
 		in.Write([]byte("go\n"))
 		in.Close()
 		cmd.Wait()
 	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("the slave namespace: %q, %v", line, err)
-	}
 	copies := func() (n int) {
 		mounts, _ := mount.ListPID(cmd.Process.Pid)
 		for _, m := range mounts {
@@ -417,18 +408,12 @@ func TestCloseWithPrivateFUSECopy(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "echo ready && read x")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startReady(t, cmd, "the other namespace")
 	defer func() {
 		in.Write([]byte("go\n"))
 		in.Close()
 		cmd.Wait()
 	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("the other namespace: %q, %v", line, err)
-	}
 	held := false
 	mounts, _ := mount.ListPID(cmd.Process.Pid)
 	for _, m := range mounts {
