@@ -14,6 +14,11 @@ flock 9 # two runs at once would fight over loop devices and mounts
 
 step() { printf '\n== %s\n' "$*"; }
 
+# The steps run with fd 9 closed (bash keeps the lock in a descriptor of
+# its own, closed on exec): no program they start, a FUSE program a killed
+# test left running among them, holds the lock after this script ends.
+{
+
 step install test dependencies
 scripts/install-deps.sh
 
@@ -93,3 +98,4 @@ if grep -q xtsctl /proc/mounts; then echo "leftover xtsctl mounts:"; grep xtsctl
 
 echo
 echo "all tests passed"
+} 9>&-
