@@ -12,6 +12,8 @@
 #   -sizes 512,4096,16384 -keys 512,256 -ops encrypt,decrypt -rounds 201
 #   -a old -b new:vaes512      (side = old|new[:variant])
 #   -mode sectors -sizes 4096  (64 KiB of sectors per call)
+#   -buffers 256               (unit mode: 256 buffers in turn, calls that do
+#                               not wait for one another; default 1)
 # As root it runs at real-time priority (chrt -f 10), which keeps other
 # processes of the machine off its CPU while it runs.
 set -euo pipefail

@@ -29,6 +29,7 @@ var (
 	flagMode   = flag.String("mode", "unit", "unit: one call per data unit; sectors: 64 KiB of sectors per EncryptSectors call")
 	flagRounds = flag.Int("rounds", 201, "interleaved rounds")
 	flagRunNs  = flag.Int64("run", 150_000, "thread CPU nanoseconds per side per round (about)")
+	flagBufs   = flag.Int("buffers", 1, "unit mode: convert this many buffers in turn, each in place (1: every call reads the previous call's output, which at short lengths times a call's latency; more: calls that do not depend on one another)")
 )
 
 // side is one build and variant under test.
@@ -77,8 +78,10 @@ func (s *side) init(t *testing.T, key []byte) {
 	}
 }
 
-// run makes calls calls on buf and returns the thread CPU time they took.
-func (s *side) run(t *testing.T, buf []byte, calls int, decrypt, sectors bool, unit int, seq uint64) int64 {
+// run makes calls calls on bufs (sectors mode: the first; unit mode: each
+// in turn) and returns the thread CPU time they took.
+func (s *side) run(t *testing.T, bufs [][]byte, calls int, decrypt, sectors bool, unit int, seq uint64) int64 {
+	buf := bufs[0]
 	s.selectImpl(t)
 	var tw [16]byte
 	start := testutil.ThreadCPUNanos(t)
@@ -108,12 +111,14 @@ func (s *side) run(t *testing.T, buf []byte, calls int, decrypt, sectors bool, u
 		if decrypt {
 			for i := range calls {
 				binary.LittleEndian.PutUint64(tw[:8], seq+uint64(i))
-				c.Decrypt(buf, buf, &tw)
+				b := bufs[i%len(bufs)]
+				c.Decrypt(b, b, &tw)
 			}
 		} else {
 			for i := range calls {
 				binary.LittleEndian.PutUint64(tw[:8], seq+uint64(i))
-				c.Encrypt(buf, buf, &tw)
+				b := bufs[i%len(bufs)]
+				c.Encrypt(b, b, &tw)
 			}
 		}
 	default:
@@ -121,12 +126,14 @@ func (s *side) run(t *testing.T, buf []byte, calls int, decrypt, sectors bool, u
 		if decrypt {
 			for i := range calls {
 				binary.LittleEndian.PutUint64(tw[:8], seq+uint64(i))
-				c.Decrypt(buf, buf, &tw)
+				b := bufs[i%len(bufs)]
+				c.Decrypt(b, b, &tw)
 			}
 		} else {
 			for i := range calls {
 				binary.LittleEndian.PutUint64(tw[:8], seq+uint64(i))
-				c.Encrypt(buf, buf, &tw)
+				b := bufs[i%len(bufs)]
+				c.Encrypt(b, b, &tw)
 			}
 		}
 	}
@@ -167,7 +174,11 @@ func TestAB(t *testing.T) {
 	roofUnit := units[len(units)-1]
 	roofBytes := aesni.RooflineBlocks(roofUnit) * aesni.BlockSize
 	var out strings.Builder
-	fmt.Fprintf(&out, "A = %s, B = %s; mode %s; %d rounds of about %d µs per side; roofline: raw AES on %v\n", a.name, b.name, *flagMode, *flagRounds, *flagRunNs/1000, roofUnit)
+	mode := *flagMode
+	if mode == "unit" && *flagBufs > 1 {
+		mode = fmt.Sprintf("unit, %d buffers in turn", *flagBufs)
+	}
+	fmt.Fprintf(&out, "A = %s, B = %s; mode %s; %d rounds of about %d µs per side; roofline: raw AES on %v\n", a.name, b.name, mode, *flagRounds, *flagRunNs/1000, roofUnit)
 	fmt.Fprintf(&out, "%-8s %-7s %-4s %9s %9s %7s %7s %8s %8s %8s %8s %8s\n", "size", "op", "key", "A MB/s", "B MB/s", "A roof", "B roof", "B/A", "q1", "q3", "p10", "p90")
 	for _, keyBits := range ints(t, *flagKeys) {
 		key := make([]byte, keyBits/8)
@@ -184,10 +195,16 @@ func TestAB(t *testing.T) {
 				if sectors {
 					bytes = 64 << 10
 				}
-				buf := make([]byte, bytes)
+				bufs := make([][]byte, 1)
+				if !sectors {
+					bufs = make([][]byte, max(1, *flagBufs))
+				}
+				for i := range bufs {
+					bufs[i] = make([]byte, bytes)
+				}
 				// Calibrate the calls per run on A.
 				calls := 1
-				for a.run(t, buf, calls, decrypt, sectors, size, 0) < *flagRunNs && calls < 1<<22 {
+				for a.run(t, bufs, calls, decrypt, sectors, size, 0) < *flagRunNs && calls < 1<<22 {
 					calls *= 2
 				}
 				roofIters := 1
@@ -207,11 +224,11 @@ func TestAB(t *testing.T) {
 					roof := float64(roofIters*roofBytes) * 1e3 / float64(testutil.ThreadCPUNanos(t)-s)
 					var na, nb int64
 					if r%2 == 0 {
-						na = a.run(t, buf, calls, decrypt, sectors, size, seq)
-						nb = b.run(t, buf, calls, decrypt, sectors, size, seq+uint64(calls))
+						na = a.run(t, bufs, calls, decrypt, sectors, size, seq)
+						nb = b.run(t, bufs, calls, decrypt, sectors, size, seq+uint64(calls))
 					} else {
-						nb = b.run(t, buf, calls, decrypt, sectors, size, seq)
-						na = a.run(t, buf, calls, decrypt, sectors, size, seq+uint64(calls))
+						nb = b.run(t, bufs, calls, decrypt, sectors, size, seq)
+						na = a.run(t, bufs, calls, decrypt, sectors, size, seq+uint64(calls))
 					}
 					seq += 2 * uint64(calls)
 					mba := float64(calls*bytes) * 1e3 / float64(na)
