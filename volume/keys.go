@@ -81,6 +81,7 @@ type aeadCipher interface {
 // sealDigest stores the plaintext digest, encrypted (a digest of the
 // plaintext in the clear would tell whether the volume holds a known image).
 func (h *Header) sealDigest(master []byte, digest *[blake2b.Size]byte) error {
+	reserveStack()
 	defer burnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()
@@ -98,6 +99,7 @@ func (h *Header) openDigest(master []byte) (digest [blake2b.Size]byte, ok bool, 
 	if h.Flags&FlagDigest == 0 {
 		return digest, false, nil
 	}
+	reserveStack()
 	defer burnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()

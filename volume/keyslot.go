@@ -287,6 +287,7 @@ var argon2IDKey = argon2.IDKey
 var abandonedKDFTestHook func()
 
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
+	reserveStack()
 	defer burnStack()
 	return argon2IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
 }
@@ -355,6 +356,7 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	if _, err := rand.Read(s.Nonce[:]); err != nil {
 		return KeySlot{}, err
 	}
+	reserveStack()
 	defer burnStack()
 	wk := wrappingKey(passphrase, s.Salt[:], p)
 	aead, err := chacha20poly1305.NewX(wk)
@@ -374,6 +376,7 @@ var errWrongPassphrase = errors.New("wrong passphrase")
 // wrong passphrase (the slot checksum has already told damage apart). It
 // returns ctx's cause if ctx is cancelled before the KDF has run.
 func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
+	reserveStack()
 	defer burnStack()
 	wk, err := wrappingKeyCtx(ctx, passphrase, s.Salt[:], s.KDF)
 	if err != nil {

@@ -34,15 +34,27 @@ func wipeAEAD(a any) {
 }
 
 // burnDepth is how much stack burnStack clears: several times the deepest
-// frames Argon2id's final hash and XChaCha20-Poly1305 leave keys in, small
-// enough not to make the runtime grow (and so copy) the stack.
+// frames Argon2id's final hash and XChaCha20-Poly1305 leave keys in.
 const burnDepth = 8 << 10
+
+// reserveStack makes the goroutine stack hold burnDepth bytes (and a
+// margin) below its caller's frame. A function that handles a key calls it
+// before the key exists, then defers burnStack: a stack that has to grow
+// is copied to a new one, and the old one is freed as it is, with whatever
+// keys its dead frames held; growing here, keyless, means the burn and the
+// frames it clears do not make the stack grow later. (A garbage collection
+// may still shrink a stack that uses less than a quarter of it, which is
+// also a copy; SECURITY.md, "Keys in memory".)
+//
+//go:noinline
+func reserveStack() {
+	var b [burnDepth + 1<<10]byte
+	clearStack(b[:])
+}
 
 // burnStack zeroes burnDepth bytes of the goroutine stack below its
 // caller's frame, where the functions the caller has returned from left
-// their locals: call it (or defer it) after x/crypto has handled a key.
-// Best effort: the runtime may have moved the stack meanwhile, leaving the
-// old one behind.
+// their locals: defer it, after reserveStack, where x/crypto handles a key.
 //
 //go:noinline
 func burnStack() {
