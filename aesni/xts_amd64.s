@@ -1678,8 +1678,9 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -1702,22 +1703,22 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x02
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x02
 	JAE         wide31
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_32
+	JE          aes128_33
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_32:
+aes128_33:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -1732,26 +1733,26 @@ aes128_32:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail33
+	JZ    shortNoTail34
 	DECQ  DX
 
-shortNoTail33:
+shortNoTail34:
 	VMOVDQA X10, X4
 
-shortLoop34:
+shortLoop35:
 	TESTQ   DX, DX
-	JZ      shortSteal35
+	JZ      shortSteal36
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_37
+	JE      aes128_38
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_37:
+aes128_38:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1772,11 +1773,11 @@ aes128_37:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop34
+	JMP         shortLoop35
 
-shortSteal35:
+shortSteal36:
 	TESTQ   R11, R11
-	JZ      shortDone36
+	JZ      shortDone37
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -1790,13 +1791,13 @@ shortSteal35:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_38
+	JE      aes128_39
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_38:
+aes128_39:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1823,13 +1824,13 @@ aes128_38:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_39
+	JE          aes128_40
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_39:
+aes128_40:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1843,7 +1844,7 @@ aes128_39:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone36:
+shortDone37:
 	RET
 
 wide31:
@@ -1852,13 +1853,13 @@ wide31:
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_40
+	JE          aes128_41
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_40:
+aes128_41:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -1871,22 +1872,22 @@ aes128_40:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk41
+	JZ             bulk42
 	CMPQ           DX, $0x08
-	JB             stealFirst42
+	JB             stealFirst43
 	VMOVDQA        X10, X11
 	MOVQ           DX, R13
 
-x64_44:
+x64_45:
 	CMPQ       R13, $0x40
-	JB         xrest45
+	JB         xrest46
 	VPCLMULQDQ $0x01, X9, X11, X2
 	VPSLLDQ    $0x08, X11, X11
 	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
-	JMP        x64_44
+	JMP        x64_45
 
-xrest45:
+xrest46:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1898,7 +1899,7 @@ xrest45:
 	VPXOR      X13, X11, X11
 	VPXOR      X14, X11, X11
 
-bulk41:
+bulk42:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -1931,9 +1932,9 @@ bulk41:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main46:
+main47:
 	CMPQ           DX, $0x08
-	JB             vec47
+	JB             vec48
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1948,7 +1949,7 @@ main46:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_50
+	JE             aes128_51
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1970,7 +1971,7 @@ main46:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_50:
+aes128_51:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2048,18 +2049,18 @@ aes128_50:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main46
+	JMP            main47
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec47:
+vec48:
 	CMPQ           DX, $0x02
-	JB             partial48
+	JB             partial49
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_51
+	JE             aes128_52
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2069,7 +2070,7 @@ vec47:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_51:
+aes128_52:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2098,24 +2099,24 @@ aes128_51:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec47
+	JMP            vec48
 
-partial48:
+partial49:
 	TESTQ DX, DX
-	JZ    bulkDone49
+	JZ    bulkDone50
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_53
+	JE      aes128_54
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_53:
+aes128_54:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2131,13 +2132,13 @@ aes128_53:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone49:
+bulkDone50:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ     R11, R11
-	JZ        stolen54
+	JZ        stolen55
 	VMOVDQU   -16(DI), X0
 	VMOVDQU   -16(SI)(R11*1), X1
 	LEAQ      ctsShuffle<>+0(SB), R8
@@ -2152,13 +2153,13 @@ bulkDone49:
 	VPXOR     (AX), X11, X8
 	VPXOR     X8, X0, X0
 	CMPQ      R12, $0x0a
-	JE        aes128_55
+	JE        aes128_56
 	VAESENC   16(AX), X0, X0
 	VAESENC   32(AX), X0, X0
 	VAESENC   48(AX), X0, X0
 	VAESENC   64(AX), X0, X0
 
-aes128_55:
+aes128_56:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2172,10 +2173,10 @@ aes128_55:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen54:
-	JMP end43
+stolen55:
+	JMP end44
 
-stealFirst42:
+stealFirst43:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
@@ -2190,16 +2191,16 @@ stealFirst42:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_56:
+x64_57:
 	CMPQ       R13, $0x40
-	JB         xrest57
+	JB         xrest58
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_56
+	JMP        x64_57
 
-xrest57:
+xrest58:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2222,13 +2223,13 @@ xrest57:
 	VPXOR      (AX), X1, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_58
+	JE         aes128_59
 	VAESENC    16(AX), X0, X0
 	VAESENC    32(AX), X0, X0
 	VAESENC    48(AX), X0, X0
 	VAESENC    64(AX), X0, X0
 
-aes128_58:
+aes128_59:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2255,13 +2256,13 @@ aes128_58:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_59
+	JE          aes128_60
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_59:
+aes128_60:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2307,9 +2308,9 @@ aes128_59:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main60:
+main61:
 	CMPQ           DX, $0x08
-	JB             vec61
+	JB             vec62
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -2324,7 +2325,7 @@ main60:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_64
+	JE             aes128_65
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2346,7 +2347,7 @@ main60:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_64:
+aes128_65:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2424,18 +2425,18 @@ aes128_64:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main60
+	JMP            main61
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec61:
+vec62:
 	CMPQ           DX, $0x02
-	JB             partial62
+	JB             partial63
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_65
+	JE             aes128_66
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2445,7 +2446,7 @@ vec61:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_65:
+aes128_66:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2474,24 +2475,24 @@ aes128_65:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec61
+	JMP            vec62
 
-partial62:
+partial63:
 	TESTQ DX, DX
-	JZ    bulkDone63
+	JZ    bulkDone64
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_67
+	JE      aes128_68
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_67:
+aes128_68:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2507,8 +2508,8 @@ aes128_67:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone63:
-end43:
+bulkDone64:
+end44:
 	VZEROUPPER
 	RET
 
@@ -2523,8 +2524,9 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
 	// Z12-Z14 scratch, Z16 key0^key14, Z31 C = key14*x^16 ^ key14, K1 and K2
 	// dword masks.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -2547,22 +2549,22 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x04
-	JAE         wide68
+	JAE         wide69
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_69
+	JE          aes128_71
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_69:
+aes128_71:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2577,26 +2579,26 @@ aes128_69:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail70
+	JZ    shortNoTail72
 	DECQ  DX
 
-shortNoTail70:
+shortNoTail72:
 	VMOVDQA X12, X4
 
-shortLoop71:
+shortLoop73:
 	TESTQ   DX, DX
-	JZ      shortSteal72
+	JZ      shortSteal74
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_74
+	JE      aes128_76
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_74:
+aes128_76:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2617,11 +2619,11 @@ aes128_74:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop71
+	JMP         shortLoop73
 
-shortSteal72:
+shortSteal74:
 	TESTQ   R11, R11
-	JZ      shortDone73
+	JZ      shortDone75
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -2635,13 +2637,13 @@ shortSteal72:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_75
+	JE      aes128_77
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_75:
+aes128_77:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2668,13 +2670,13 @@ aes128_75:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_76
+	JE          aes128_78
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_76:
+aes128_78:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2688,19 +2690,19 @@ aes128_76:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone73:
+shortDone75:
 	RET
 
-wide68:
+wide69:
 	CMPQ            DX, $0x10
-	JB              narrowTweak77
+	JB              narrowTweak79
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_79
+	JE              aes128_81
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -2710,7 +2712,7 @@ wide68:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_79:
+aes128_81:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -2731,21 +2733,21 @@ aes128_79:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked78
+	JMP             tweaked80
 
-narrowTweak77:
+narrowTweak79:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_80
+	JE          aes128_82
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_80:
+aes128_82:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2758,7 +2760,7 @@ aes128_80:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked78:
+tweaked80:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -2776,23 +2778,23 @@ tweaked78:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk81
+	JZ              bulk83
 	CMPQ            DX, $0x11
-	JB              stealLate84
+	JB              stealLate86
 	DECQ            DX
 	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_85:
+x64_87:
 	CMPQ       R13, $0x40
-	JB         xrest86
+	JB         xrest88
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_85
+	JMP        x64_87
 
-xrest86:
+xrest88:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2851,13 +2853,13 @@ xrest86:
 	VPTERNLOGD   $0x96, Z16, Z8, Z0
 	VPXORD       Z30, Z8, Z9
 	CMPQ         R12, $0x0a
-	JE           aes128_91
+	JE           aes128_93
 	VAESENC      Z17, Z0, Z0
 	VAESENC      Z18, Z0, Z0
 	VAESENC      Z19, Z0, Z0
 	VAESENC      Z20, Z0, Z0
 
-aes128_91:
+aes128_93:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2918,9 +2920,9 @@ aes128_91:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair92:
+pair94:
 	CMPQ       DX, $0x20
-	JB         single93
+	JB         single95
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2930,7 +2932,7 @@ pair92:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_96
+	JE         aes128_98
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2948,7 +2950,7 @@ pair92:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_96:
+aes128_98:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3023,7 +3025,7 @@ aes128_96:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_97
+	JE          aes128_99
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -3041,7 +3043,7 @@ aes128_96:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_97:
+aes128_99:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3108,18 +3110,18 @@ aes128_97:
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
 	TESTQ       R11, R11
-	JZ          stolen98
+	JZ          stolen100
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_99
+	JE          aes128_101
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_99:
+aes128_101:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3133,15 +3135,15 @@ aes128_99:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen98:
+stolen100:
 	ADDQ $0x00000200, SI
 	ADDQ $0x00000200, DI
 	SUBQ $0x20, DX
-	JMP  pair92
+	JMP  pair94
 
-single93:
+single95:
 	CMPQ       DX, $0x10
-	JB         exitA94
+	JB         exitA96
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3151,7 +3153,7 @@ single93:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_100
+	JE         aes128_102
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3169,7 +3171,7 @@ single93:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_100:
+aes128_102:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3239,18 +3241,18 @@ aes128_100:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	TESTQ       R11, R11
-	JZ          stolen101
+	JZ          stolen103
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_102
+	JE          aes128_104
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_102:
+aes128_104:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3264,11 +3266,11 @@ aes128_102:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen101:
+stolen103:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert103
+	JB         convert105
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3276,7 +3278,7 @@ stolen101:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_104
+	JE         aes128_106
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3290,7 +3292,7 @@ stolen101:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_104:
+aes128_106:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3328,29 +3330,29 @@ aes128_104:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone95
+	JMP         pairsDone97
 
-convert103:
+convert105:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone95
+	JMP    pairsDone97
 
-exitA94:
+exitA96:
 	TESTQ      R11, R11
-	JZ         stolen105
+	JZ         stolen107
 	VMOVDQU    (R14), X0
 	VPXORD     X30, X15, X12
 	VPTERNLOGD $0x96, X16, X12, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_106
+	JE         aes128_108
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_106:
+aes128_108:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3364,11 +3366,11 @@ aes128_106:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen105:
+stolen107:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert107
+	JB         convert109
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3376,7 +3378,7 @@ stolen105:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_108
+	JE         aes128_110
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3390,7 +3392,7 @@ stolen105:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_108:
+aes128_110:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3428,32 +3430,32 @@ aes128_108:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone95
+	JMP         pairsDone97
 
-convert107:
+convert109:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone95:
+pairsDone97:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec88:
+vec90:
 	CMPQ       DX, $0x04
-	JB         partial89
+	JB         partial91
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_109
+	JE         aes128_111
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_109:
+aes128_111:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3472,28 +3474,28 @@ aes128_109:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec88
+	JMP         vec90
 
-partial89:
+partial91:
 	TESTQ DX, DX
-	JZ    bulkDone90
+	JZ    bulkDone92
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one110
+	JB         one112
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_111
+	JE         aes128_113
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_111:
+aes128_113:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3510,19 +3512,19 @@ aes128_111:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone90
+	JZ            bulkDone92
 
-one110:
+one112:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_112
+	JE         aes128_114
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_112:
+aes128_114:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3538,25 +3540,25 @@ aes128_112:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone90:
-	JMP end83
+bulkDone92:
+	JMP end85
 
-stealLate84:
+stealLate86:
 	CMPQ    DX, $0x10
-	JB      stealFirst82
+	JB      stealFirst84
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_113:
+x64_115:
 	CMPQ       R13, $0x40
-	JB         xrest114
+	JB         xrest116
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_113
+	JMP        x64_115
 
-xrest114:
+xrest116:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -3567,16 +3569,16 @@ xrest114:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk81:
+bulk83:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks119
+	JB         fewBlocks121
 	CMPQ       DX, $0x30
-	JB         noPeel120
+	JB         noPeel122
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -3610,13 +3612,13 @@ bulk81:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_122
+	JE         aes128_124
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_122:
+aes128_124:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3631,9 +3633,9 @@ aes128_122:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop121
+	JMP         loop123
 
-noPeel120:
+noPeel122:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -3659,7 +3661,7 @@ noPeel120:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop121:
+loop123:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -3684,203 +3686,9 @@ loop121:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair123:
+pair125:
 	CMPQ       DX, $0x20
-	JB         single124
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_127
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_127:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VAESENCLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	VMOVDQU64   256(SI), Z0
-	VMOVDQU64   320(SI), Z1
-	VMOVDQU64   384(SI), Z2
-	VMOVDQU64   448(SI), Z3
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	VPTERNLOGD  $0x96, Z16, Z11, Z3
-	CMPQ        R12, $0x0a
-	JE          aes128_128
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z17, Z3, Z3
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z18, Z3, Z3
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z19, Z3, Z3
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
-	VAESENC     Z20, Z3, Z3
-
-aes128_128:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z9, Z8, Z12
-	VPUNPCKHQDQ Z11, Z10, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z8, Z4
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z4
-	VPSLLDQ     $0x02, Z9, Z5
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z5
-	VPSLLDQ     $0x02, Z10, Z6
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z6
-	VPSLLDQ     $0x02, Z11, Z7
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z7
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VAESENCLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, 256(DI)
-	VMOVDQU64   Z1, 320(DI)
-	VMOVDQU64   Z2, 384(DI)
-	VMOVDQU64   Z3, 448(DI)
-	ADDQ        $0x00000200, SI
-	ADDQ        $0x00000200, DI
-	SUBQ        $0x20, DX
-	JMP         pair123
-
-single124:
-	CMPQ       DX, $0x10
-	JB         exitA125
+	JB         single126
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3974,630 +3782,6 @@ aes128_129:
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert130
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPTERNLOGD $0x96, Z16, Z9, Z1
-	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_131
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_131:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone126
-
-convert130:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone126
-
-exitA125:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert132
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_133
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_133:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone126
-
-convert132:
-	VPXORD Z30, Z4, Z4
-	VPXORD Z30, Z5, Z5
-	VPXORD Z30, Z6, Z6
-	VPXORD Z30, Z7, Z7
-
-pairsDone126:
-	// Back to key0 in Z16 for the blocks left.
-	VPXORD Z30, Z16, Z16
-	JMP    vec116
-
-fewBlocks119:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec116:
-	CMPQ       DX, $0x04
-	JB         partial117
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	CMPQ       R12, $0x0a
-	JE         aes128_134
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
-
-aes128_134:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec116
-
-partial117:
-	TESTQ DX, DX
-	JZ    bulkDone118
-
-	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
-	// xmm. Plain loads and stores of exactly the data, not masked ones: on
-	// AMD a masked store cannot forward to a later load of the same bytes,
-	// which costs the next in-place call on the buffer dearly.
-	CMPQ       DX, $0x02
-	JB         one135
-	VMOVDQU    (SI), Y0
-	VPTERNLOGD $0x96, Y16, Y4, Y0
-	CMPQ       R12, $0x0a
-	JE         aes128_136
-	VAESENC    Y17, Y0, Y0
-	VAESENC    Y18, Y0, Y0
-	VAESENC    Y19, Y0, Y0
-	VAESENC    Y20, Y0, Y0
-
-aes128_136:
-	VAESENC       Y21, Y0, Y0
-	VAESENC       Y22, Y0, Y0
-	VAESENC       Y23, Y0, Y0
-	VAESENC       Y24, Y0, Y0
-	VAESENC       Y25, Y0, Y0
-	VAESENC       Y26, Y0, Y0
-	VAESENC       Y27, Y0, Y0
-	VAESENC       Y28, Y0, Y0
-	VAESENC       Y29, Y0, Y0
-	VPXORD        Y30, Y4, Y8
-	VAESENCLAST   Y8, Y0, Y0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z4, X4
-	ADDQ          $0x20, SI
-	ADDQ          $0x20, DI
-	SUBQ          $0x02, DX
-	JZ            bulkDone118
-
-one135:
-	VMOVDQU    (SI), X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_137
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_137:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-
-bulkDone118:
-	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
-	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
-	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
-	// with T_m+1 into block m.
-	TESTQ      R11, R11
-	JZ         stolen138
-	VMOVDQU    -16(DI), X0
-	VMOVDQU    -16(SI)(R11*1), X1
-	LEAQ       ctsShuffle<>+0(SB), R8
-	MOVQ       $0x00000020, R10
-	SUBQ       R11, R10
-	VMOVDQU    (R8)(R10*1), X2
-	VPSHUFB    X2, X1, X1
-	VMOVDQU    (R8)(R11*1), X3
-	VPSHUFB    X3, X0, X5
-	VMOVDQU    X5, -16(DI)(R11*1)
-	VPBLENDVB  X2, X0, X1, X0
-	VPTERNLOGD $0x96, X16, X15, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_139
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_139:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X15, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, -16(DI)
-
-stolen138:
-	JMP end83
-
-stealFirst82:
-	DECQ DX
-
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
-	VMOVDQA X12, X1
-	MOVQ    DX, R13
-
-x64_140:
-	CMPQ       R13, $0x40
-	JB         xrest141
-	VPCLMULQDQ $0x01, X31, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
-	SUBQ       $0x40, R13
-	JMP        x64_140
-
-xrest141:
-	VMOVQ      R13, X2
-	MOVQ       $0x00000040, R14
-	SUBQ       R13, R14
-	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X13
-	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X1
-	VPSRLQ     $0x3f, X1, X13
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPTERNLOGD $0x96, X16, X1, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_142
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_142:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPTERNLOGD  $0x96, X16, X3, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_143
-	VAESENC     X17, X0, X0
-	VAESENC     X18, X0, X0
-	VAESENC     X19, X0, X0
-	VAESENC     X20, X0, X0
-
-aes128_143:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
-	// so that the first AES round waits for one multiplication only.
-	// From 48 blocks: the first four alone (peel), then the main loop from
-	// block 4, so that a unit of a multiple of 256 bytes ends in three
-	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
-	CMPQ       DX, $0x10
-	JB         fewBlocks148
-	CMPQ       DX, $0x30
-	JB         noPeel149
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z8
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_151
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
-
-aes128_151:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VAESENCLAST Z9, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         loop150
-
-noPeel149:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-loop150:
-	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
-	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
-	// dword 0 of each lane.
-	MOVL       $0x0000aaaa, R13
-	KMOVW      R13, K1
-	MOVL       $0x00001111, R13
-	KMOVW      R13, K2
-	VMOVDQA64  Z30, Z31
-	VPSRLDQ    $0x0e, Z31, Z12
-	VPSLLDQ    $0x02, Z31, Z31
-	VPADDQ     Z12, Z12, Z13
-	VPTERNLOGD $0x96, Z13, Z12, Z31
-	VPADDQ     Z13, Z13, Z13
-	VPSLLQ     $0x07, Z12, Z12
-	VPTERNLOGD $0x96, Z12, Z13, Z31
-	VPXORD     Z30, Z31, Z31
-	VPXORD     Z30, Z16, Z16
-
-	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
-	// other four registers (byte shifts; the top 16 bits of every lane of
-	// all four gathered into the dwords of one vector, times x^128 by dword
-	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
-	// the last round with key U.
-pair152:
-	CMPQ       DX, $0x20
-	JB         single153
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_156
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_156:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VAESENCLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
 	VMOVDQU64   256(SI), Z0
 	VMOVDQU64   320(SI), Z1
 	VMOVDQU64   384(SI), Z2
@@ -4607,7 +3791,7 @@ aes128_156:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_157
+	JE          aes128_130
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -4625,7 +3809,7 @@ aes128_156:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_157:
+aes128_130:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -4694,11 +3878,635 @@ aes128_157:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair152
+	JMP         pair125
 
-single153:
+single126:
 	CMPQ       DX, $0x10
-	JB         exitA154
+	JB         exitA127
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_131
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_131:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert132
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_133
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_133:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone128
+
+convert132:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone128
+
+exitA127:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert134
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_135
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_135:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone128
+
+convert134:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone128:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec118
+
+fewBlocks121:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec118:
+	CMPQ       DX, $0x04
+	JB         partial119
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_136
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_136:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec118
+
+partial119:
+	TESTQ DX, DX
+	JZ    bulkDone120
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one137
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_138
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_138:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone120
+
+one137:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_139
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_139:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone120:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen140
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_141
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_141:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X15, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen140:
+	JMP end85
+
+stealFirst84:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_142:
+	CMPQ       R13, $0x40
+	JB         xrest143
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_142
+
+xrest143:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X1, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_144
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_144:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPTERNLOGD  $0x96, X16, X3, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_145
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_145:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks150
+	CMPQ       DX, $0x30
+	JB         noPeel151
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_153
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_153:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop152
+
+noPeel151:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop152:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
+pair154:
+	CMPQ       DX, $0x20
+	JB         single155
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4792,6 +4600,200 @@ aes128_158:
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_159
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_159:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair154
+
+single155:
+	CMPQ       DX, $0x10
+	JB         exitA156
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_160
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_160:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -4799,86 +4801,13 @@ aes128_158:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert159
+	JB         convert161
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_160
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_160:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone155
-
-convert159:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone155
-
-exitA154:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert161
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
 	JE         aes128_162
 	VAESENC    Z17, Z0, Z0
@@ -4922,6 +4851,79 @@ aes128_162:
 	VAESENC     Z29, Z0, Z0
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone157
+
+convert161:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone157
+
+exitA156:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert163
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_164
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_164:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
 	VAESENCLAST Z4, Z0, Z0
 	VAESENCLAST Z5, Z1, Z1
 	VAESENCLAST Z6, Z2, Z2
@@ -4932,20 +4934,20 @@ aes128_162:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone155
+	JMP         pairsDone157
 
-convert161:
+convert163:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone155:
+pairsDone157:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec145
+	JMP    vec147
 
-fewBlocks148:
+fewBlocks150:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -4968,19 +4970,19 @@ fewBlocks148:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec145:
+vec147:
 	CMPQ       DX, $0x04
-	JB         partial146
+	JB         partial148
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_163
+	JE         aes128_165
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_163:
+aes128_165:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -4999,28 +5001,28 @@ aes128_163:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec145
+	JMP         vec147
 
-partial146:
+partial148:
 	TESTQ DX, DX
-	JZ    bulkDone147
+	JZ    bulkDone149
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one164
+	JB         one166
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_165
+	JE         aes128_167
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_165:
+aes128_167:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -5037,19 +5039,19 @@ aes128_165:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone147
+	JZ            bulkDone149
 
-one164:
+one166:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_166
+	JE         aes128_168
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_166:
+aes128_168:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5065,8 +5067,8 @@ aes128_166:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone147:
-end83:
+bulkDone149:
+end85:
 	VZEROUPPER
 	RET
 
@@ -5081,8 +5083,9 @@ TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
 	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
 	// Z12-Z13 scratch, Z14 the 0x87 constant, Z16 key0^key14, Z31 C =
 	// key14*x^16 ^ key14.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -5105,22 +5108,28 @@ TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x04
 
-	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x04
-	JAE         wide167
+	// Fewer whole blocks than one vector, or four and a tail: the short
+	// path, no wide set-up.
+	JB    short170
+	JNE   wide169
+	TESTQ R11, R11
+	JZ    wide169
+
+short170:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_168
+	JE          aes128_171
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_168:
+aes128_171:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5135,13 +5144,13 @@ aes128_168:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail169
+	JZ    shortNoTail172
 	DECQ  DX
 
-shortNoTail169:
+shortNoTail172:
 	VMOVDQA X12, X4
 	CMPQ    DX, $0x02
-	JB      shortLoop170
+	JB      shortLoop173
 
 	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
 	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
@@ -5160,15 +5169,16 @@ shortNoTail169:
 	VPXOR       X8, X6, X6
 	VINSERTI128 $0x01, X5, Y4, Y9
 	VMOVDQU     (SI), Y0
-	JE          shortTwo173
+	JE          shortTwo176
 
-	// Three whole blocks (a tail would have made them four: no stealing).
+	// Three whole blocks; with a tail, the stealing over block 3 (X1 = T3,
+	// X3 = T4).
 	VMOVDQU        32(SI), X2
 	VBROADCASTI128 (AX), Y3
 	VPTERNLOGD     $0x96, Y3, Y9, Y0
 	VPTERNLOGD     $0x96, X3, X6, X2
 	CMPQ           R12, $0x0a
-	JE             aes128_175
+	JE             aes128_178
 	VBROADCASTI128 16(AX), Y3
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
@@ -5182,7 +5192,7 @@ shortNoTail169:
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
 
-aes128_175:
+aes128_178:
 	VBROADCASTI128 -144(R9), Y3
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
@@ -5217,175 +5227,33 @@ aes128_175:
 	VAESENCLAST    X11, X2, X2
 	VMOVDQU        Y0, (DI)
 	VMOVDQU        X2, 32(DI)
-	JMP            shortPairDone174
-
-shortTwo173:
-	VBROADCASTI128 (AX), Y3
-	VPTERNLOGD     $0x96, Y3, Y9, Y0
-	CMPQ           R12, $0x0a
-	JE             aes128_176
-	VBROADCASTI128 16(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 32(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 48(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 64(AX), Y3
-	VAESENC        Y3, Y0, Y0
-
-aes128_176:
-	VBROADCASTI128 -144(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -128(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -112(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -96(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -80(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -64(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -48(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -32(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -16(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 (R9), Y3
-	VPXOR          Y3, Y9, Y10
-	VAESENCLAST    Y10, Y0, Y0
-	VMOVDQU        Y0, (DI)
 	TESTQ          R11, R11
-	JZ             shortPairDone174
-	VMOVDQA        X6, X7
-	VPSHUFD        $0x5f, X7, X8
+	JZ             shortPairDone177
+	VMOVDQA        X6, X1
+	VPSHUFD        $0x5f, X1, X8
 	VPSRAD         $0x1f, X8, X8
 	VPAND          gfMulX<>+0(SB), X8, X8
-	VPADDQ         X7, X7, X7
-	VPXOR          X8, X7, X7
+	VPADDQ         X1, X1, X1
+	VPXOR          X8, X1, X1
+	VMOVDQA        X1, X3
+	VPSHUFD        $0x5f, X3, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X3, X3, X3
+	VPXOR          X8, X3, X3
 	MOVQ           DX, R13
 	SHLQ           $0x04, R13
 	VMOVDQU        (SI)(R13*1), X0
-	VPXOR          (AX), X6, X8
+	VPXOR          (AX), X1, X8
 	VPXOR          X8, X0, X0
 	CMPQ           R12, $0x0a
-	JE             aes128_177
+	JE             aes128_179
 	VAESENC        16(AX), X0, X0
 	VAESENC        32(AX), X0, X0
 	VAESENC        48(AX), X0, X0
 	VAESENC        64(AX), X0, X0
 
-aes128_177:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X6, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X7, X8
-	VPXOR       X8, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_178
-	VAESENC     16(AX), X0, X0
-	VAESENC     32(AX), X0, X0
-	VAESENC     48(AX), X0, X0
-	VAESENC     64(AX), X0, X0
-
-aes128_178:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X7, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-shortPairDone174:
-	VZEROUPPER
-	RET
-
-shortLoop170:
-	TESTQ   DX, DX
-	JZ      shortSteal171
-	VMOVDQU (SI), X0
-	VPXOR   (AX), X4, X5
-	VPXOR   X5, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_179
-	VAESENC 16(AX), X0, X0
-	VAESENC 32(AX), X0, X0
-	VAESENC 48(AX), X0, X0
-	VAESENC 64(AX), X0, X0
-
 aes128_179:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X4, X5
-	VAESENCLAST X5, X0, X0
-	VMOVDQU     X0, (DI)
-	VPSHUFD     $0x5f, X4, X5
-	VPSRAD      $0x1f, X5, X5
-	VPAND       gfMulX<>+0(SB), X5, X5
-	VPADDQ      X4, X4, X4
-	VPXOR       X5, X4, X4
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-	DECQ        DX
-	JMP         shortLoop170
-
-shortSteal171:
-	TESTQ   R11, R11
-	JZ      shortDone172
-	VMOVDQA X4, X1
-	VMOVDQA X4, X3
-	VPSHUFD $0x5f, X3, X5
-	VPSRAD  $0x1f, X5, X5
-	VPAND   gfMulX<>+0(SB), X5, X5
-	VPADDQ  X3, X3, X3
-	VPXOR   X5, X3, X3
-	MOVQ    DX, R13
-	SHLQ    $0x04, R13
-	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X1, X8
-	VPXOR   X8, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_180
-	VAESENC 16(AX), X0, X0
-	VAESENC 32(AX), X0, X0
-	VAESENC 48(AX), X0, X0
-	VAESENC 64(AX), X0, X0
-
-aes128_180:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5412,13 +5280,227 @@ aes128_180:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_181
+	JE          aes128_180
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
+aes128_180:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+	JMP         shortPairDone177
+
+shortTwo176:
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_181
+	VBROADCASTI128 16(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 32(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 48(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 64(AX), Y3
+	VAESENC        Y3, Y0, Y0
+
 aes128_181:
+	VBROADCASTI128 -144(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -128(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -112(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -96(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -80(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -64(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -48(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -32(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -16(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VAESENCLAST    Y10, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	TESTQ          R11, R11
+	JZ             shortPairDone177
+	VMOVDQA        X6, X7
+	VPSHUFD        $0x5f, X7, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X7, X7, X7
+	VPXOR          X8, X7, X7
+	MOVQ           DX, R13
+	SHLQ           $0x04, R13
+	VMOVDQU        (SI)(R13*1), X0
+	VPXOR          (AX), X6, X8
+	VPXOR          X8, X0, X0
+	CMPQ           R12, $0x0a
+	JE             aes128_182
+	VAESENC        16(AX), X0, X0
+	VAESENC        32(AX), X0, X0
+	VAESENC        48(AX), X0, X0
+	VAESENC        64(AX), X0, X0
+
+aes128_182:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X6, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X7, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_183
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_183:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X7, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortPairDone177:
+	VZEROUPPER
+	RET
+
+shortLoop173:
+	TESTQ   DX, DX
+	JZ      shortSteal174
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_184
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_184:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESENCLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop173
+
+shortSteal174:
+	TESTQ   R11, R11
+	JZ      shortDone175
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_185
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_185:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_186
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_186:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -5432,19 +5514,19 @@ aes128_181:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone172:
+shortDone175:
 	RET
 
-wide167:
+wide169:
 	CMPQ            DX, $0x10
-	JB              narrowTweak182
+	JB              narrowTweak187
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_184
+	JE              aes128_189
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -5454,7 +5536,7 @@ wide167:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_184:
+aes128_189:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -5475,21 +5557,21 @@ aes128_184:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked183
+	JMP             tweaked188
 
-narrowTweak182:
+narrowTweak187:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_185
+	JE          aes128_190
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_185:
+aes128_190:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5502,7 +5584,7 @@ aes128_185:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked183:
+tweaked188:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -5520,23 +5602,23 @@ tweaked183:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk186
+	JZ              bulk191
 	CMPQ            DX, $0x11
-	JB              stealLate189
+	JB              stealLate194
 	DECQ            DX
 	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_190:
+x64_195:
 	CMPQ       R13, $0x40
-	JB         xrest191
+	JB         xrest196
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_190
+	JMP        x64_195
 
-xrest191:
+xrest196:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5595,13 +5677,13 @@ xrest191:
 	VPTERNLOGD   $0x96, Z16, Z8, Z0
 	VPXORD       Z30, Z8, Z9
 	CMPQ         R12, $0x0a
-	JE           aes128_196
+	JE           aes128_201
 	VAESENC      Z17, Z0, Z0
 	VAESENC      Z18, Z0, Z0
 	VAESENC      Z19, Z0, Z0
 	VAESENC      Z20, Z0, Z0
 
-aes128_196:
+aes128_201:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -5654,9 +5736,9 @@ aes128_196:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair197:
+pair202:
 	CMPQ       DX, $0x20
-	JB         single198
+	JB         single203
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5666,7 +5748,7 @@ pair197:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_201
+	JE         aes128_206
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5684,7 +5766,7 @@ pair197:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_201:
+aes128_206:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5754,7 +5836,7 @@ aes128_201:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_202
+	JE          aes128_207
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -5772,7 +5854,7 @@ aes128_201:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_202:
+aes128_207:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5834,18 +5916,18 @@ aes128_202:
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
 	TESTQ       R11, R11
-	JZ          stolen203
+	JZ          stolen208
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_204
+	JE          aes128_209
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_204:
+aes128_209:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5859,15 +5941,15 @@ aes128_204:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen203:
+stolen208:
 	ADDQ $0x00000200, SI
 	ADDQ $0x00000200, DI
 	SUBQ $0x20, DX
-	JMP  pair197
+	JMP  pair202
 
-single198:
+single203:
 	CMPQ       DX, $0x10
-	JB         exitA199
+	JB         exitA204
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5877,7 +5959,7 @@ single198:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_205
+	JE         aes128_210
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5895,7 +5977,7 @@ single198:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_205:
+aes128_210:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5960,18 +6042,18 @@ aes128_205:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	TESTQ       R11, R11
-	JZ          stolen206
+	JZ          stolen211
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_207
+	JE          aes128_212
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_207:
+aes128_212:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5985,11 +6067,11 @@ aes128_207:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen206:
+stolen211:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert208
+	JB         convert213
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5997,7 +6079,7 @@ stolen206:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_209
+	JE         aes128_214
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6011,7 +6093,7 @@ stolen206:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_209:
+aes128_214:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6049,29 +6131,29 @@ aes128_209:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone200
+	JMP         pairsDone205
 
-convert208:
+convert213:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone200
+	JMP    pairsDone205
 
-exitA199:
+exitA204:
 	TESTQ      R11, R11
-	JZ         stolen210
+	JZ         stolen215
 	VMOVDQU    (R14), X0
 	VPXORD     X30, X15, X12
 	VPTERNLOGD $0x96, X16, X12, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_211
+	JE         aes128_216
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_211:
+aes128_216:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6085,11 +6167,11 @@ aes128_211:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen210:
+stolen215:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert212
+	JB         convert217
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6097,7 +6179,7 @@ stolen210:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_213
+	JE         aes128_218
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6111,7 +6193,7 @@ stolen210:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_213:
+aes128_218:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6149,32 +6231,32 @@ aes128_213:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone200
+	JMP         pairsDone205
 
-convert212:
+convert217:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone200:
+pairsDone205:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec193:
+vec198:
 	CMPQ       DX, $0x04
-	JB         partial194
+	JB         partial199
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_214
+	JE         aes128_219
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_214:
+aes128_219:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6193,28 +6275,28 @@ aes128_214:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec193
+	JMP         vec198
 
-partial194:
+partial199:
 	TESTQ DX, DX
-	JZ    bulkDone195
+	JZ    bulkDone200
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one215
+	JB         one220
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_216
+	JE         aes128_221
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_216:
+aes128_221:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -6231,19 +6313,19 @@ aes128_216:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone195
+	JZ            bulkDone200
 
-one215:
+one220:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_217
+	JE         aes128_222
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_217:
+aes128_222:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6259,25 +6341,25 @@ aes128_217:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone195:
-	JMP end188
+bulkDone200:
+	JMP end193
 
-stealLate189:
+stealLate194:
 	CMPQ    DX, $0x10
-	JB      stealFirst187
+	JB      stealFirst192
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_218:
+x64_223:
 	CMPQ       R13, $0x40
-	JB         xrest219
+	JB         xrest224
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_218
+	JMP        x64_223
 
-xrest219:
+xrest224:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6288,16 +6370,16 @@ xrest219:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk186:
+bulk191:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks224
+	JB         fewBlocks229
 	CMPQ       DX, $0x30
-	JB         noPeel225
+	JB         noPeel230
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6331,13 +6413,13 @@ bulk186:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_227
+	JE         aes128_232
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_227:
+aes128_232:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6352,9 +6434,9 @@ aes128_227:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop226
+	JMP         loop231
 
-noPeel225:
+noPeel230:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -6380,7 +6462,7 @@ noPeel225:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop226:
+loop231:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -6397,9 +6479,9 @@ loop226:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair228:
+pair233:
 	CMPQ       DX, $0x20
-	JB         single229
+	JB         single234
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6409,7 +6491,7 @@ pair228:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_232
+	JE         aes128_237
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6427,7 +6509,7 @@ pair228:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_232:
+aes128_237:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6497,7 +6579,7 @@ aes128_232:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_233
+	JE          aes128_238
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -6515,7 +6597,7 @@ aes128_232:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_233:
+aes128_238:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6579,11 +6661,11 @@ aes128_233:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair228
+	JMP         pair233
 
-single229:
+single234:
 	CMPQ       DX, $0x10
-	JB         exitA230
+	JB         exitA235
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6593,7 +6675,7 @@ single229:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_234
+	JE         aes128_239
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6611,7 +6693,7 @@ single229:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_234:
+aes128_239:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6679,7 +6761,7 @@ aes128_234:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert235
+	JB         convert240
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6687,7 +6769,7 @@ aes128_234:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_236
+	JE         aes128_241
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6701,7 +6783,7 @@ aes128_234:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_236:
+aes128_241:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6739,20 +6821,20 @@ aes128_236:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone231
+	JMP         pairsDone236
 
-convert235:
+convert240:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone231
+	JMP    pairsDone236
 
-exitA230:
+exitA235:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert237
+	JB         convert242
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6760,7 +6842,7 @@ exitA230:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_238
+	JE         aes128_243
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6774,7 +6856,7 @@ exitA230:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_238:
+aes128_243:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6812,20 +6894,20 @@ aes128_238:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone231
+	JMP         pairsDone236
 
-convert237:
+convert242:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone231:
+pairsDone236:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec221
+	JMP    vec226
 
-fewBlocks224:
+fewBlocks229:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6848,19 +6930,19 @@ fewBlocks224:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec221:
+vec226:
 	CMPQ       DX, $0x04
-	JB         partial222
+	JB         partial227
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_239
+	JE         aes128_244
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_239:
+aes128_244:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6879,28 +6961,28 @@ aes128_239:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec221
+	JMP         vec226
 
-partial222:
+partial227:
 	TESTQ DX, DX
-	JZ    bulkDone223
+	JZ    bulkDone228
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one240
+	JB         one245
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_241
+	JE         aes128_246
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_241:
+aes128_246:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -6917,19 +6999,19 @@ aes128_241:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone223
+	JZ            bulkDone228
 
-one240:
+one245:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_242
+	JE         aes128_247
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_242:
+aes128_247:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6945,13 +7027,13 @@ aes128_242:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone223:
+bulkDone228:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen243
+	JZ         stolen248
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -6965,13 +7047,13 @@ bulkDone223:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_244
+	JE         aes128_249
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_244:
+aes128_249:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6985,10 +7067,10 @@ aes128_244:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen243:
-	JMP end188
+stolen248:
+	JMP end193
 
-stealFirst187:
+stealFirst192:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
@@ -7003,16 +7085,16 @@ stealFirst187:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_245:
+x64_250:
 	CMPQ       R13, $0x40
-	JB         xrest246
+	JB         xrest251
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_245
+	JMP        x64_250
 
-xrest246:
+xrest251:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -7032,13 +7114,13 @@ xrest246:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_247
+	JE         aes128_252
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_247:
+aes128_252:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7064,13 +7146,13 @@ aes128_247:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_248
+	JE          aes128_253
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_248:
+aes128_253:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7090,9 +7172,9 @@ aes128_248:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks253
+	JB         fewBlocks258
 	CMPQ       DX, $0x30
-	JB         noPeel254
+	JB         noPeel259
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7126,13 +7208,13 @@ aes128_248:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_256
+	JE         aes128_261
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_256:
+aes128_261:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -7147,9 +7229,9 @@ aes128_256:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop255
+	JMP         loop260
 
-noPeel254:
+noPeel259:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -7175,7 +7257,7 @@ noPeel254:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop255:
+loop260:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -7192,9 +7274,9 @@ loop255:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair257:
+pair262:
 	CMPQ       DX, $0x20
-	JB         single258
+	JB         single263
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7204,7 +7286,7 @@ pair257:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_261
+	JE         aes128_266
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7222,7 +7304,7 @@ pair257:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_261:
+aes128_266:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7292,7 +7374,7 @@ aes128_261:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_262
+	JE          aes128_267
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -7310,7 +7392,7 @@ aes128_261:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_262:
+aes128_267:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7374,11 +7456,11 @@ aes128_262:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair257
+	JMP         pair262
 
-single258:
+single263:
 	CMPQ       DX, $0x10
-	JB         exitA259
+	JB         exitA264
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7388,7 +7470,7 @@ single258:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_263
+	JE         aes128_268
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7406,7 +7488,7 @@ single258:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_263:
+aes128_268:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7474,7 +7556,7 @@ aes128_263:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert264
+	JB         convert269
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7482,7 +7564,7 @@ aes128_263:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_265
+	JE         aes128_270
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7496,7 +7578,7 @@ aes128_263:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_265:
+aes128_270:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7534,20 +7616,20 @@ aes128_265:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone260
+	JMP         pairsDone265
 
-convert264:
+convert269:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone260
+	JMP    pairsDone265
 
-exitA259:
+exitA264:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert266
+	JB         convert271
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7555,7 +7637,7 @@ exitA259:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_267
+	JE         aes128_272
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7569,7 +7651,7 @@ exitA259:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_267:
+aes128_272:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7607,20 +7689,20 @@ aes128_267:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone260
+	JMP         pairsDone265
 
-convert266:
+convert271:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone260:
+pairsDone265:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec250
+	JMP    vec255
 
-fewBlocks253:
+fewBlocks258:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7643,19 +7725,19 @@ fewBlocks253:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec250:
+vec255:
 	CMPQ       DX, $0x04
-	JB         partial251
+	JB         partial256
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_268
+	JE         aes128_273
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_268:
+aes128_273:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -7674,28 +7756,28 @@ aes128_268:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec250
+	JMP         vec255
 
-partial251:
+partial256:
 	TESTQ DX, DX
-	JZ    bulkDone252
+	JZ    bulkDone257
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one269
+	JB         one274
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_270
+	JE         aes128_275
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_270:
+aes128_275:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -7712,19 +7794,19 @@ aes128_270:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone252
+	JZ            bulkDone257
 
-one269:
+one274:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_271
+	JE         aes128_276
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_271:
+aes128_276:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7740,8 +7822,8 @@ aes128_271:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone252:
-end188:
+bulkDone257:
+end193:
 	VZEROUPPER
 	RET
 
@@ -7808,7 +7890,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_272
+	JE              aes128_277
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7818,7 +7900,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_272:
+aes128_277:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7842,7 +7924,7 @@ aes128_272:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general276
+	JNZ       general281
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7860,7 +7942,7 @@ aes128_272:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_277
+	JE              aes128_282
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7870,7 +7952,7 @@ aes128_272:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_277:
+aes128_282:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7923,7 +8005,7 @@ aes128_277:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe278:
+pipe283:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7937,7 +8019,7 @@ pipe278:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_279
+	JE         aes128_284
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7955,7 +8037,7 @@ pipe278:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_279:
+aes128_284:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -7969,7 +8051,7 @@ aes128_279:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd280
+	JE         unitEnd285
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -7998,12 +8080,12 @@ aes128_279:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont283
+	JMP        cont288
 
-unitEnd280:
+unitEnd285:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit282
+	JNZ       nextUnit287
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8021,7 +8103,7 @@ unitEnd280:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_284
+	JE              aes128_289
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8031,7 +8113,7 @@ unitEnd280:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_284:
+aes128_289:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8054,7 +8136,7 @@ aes128_284:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit282:
+nextUnit287:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8079,7 +8161,7 @@ nextUnit282:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont283:
+cont288:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -8116,11 +8198,11 @@ cont283:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe278
-	JMP         done275
+	JNZ         pipe283
+	JMP         done280
 
-general276:
-group273:
+general281:
+group278:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8138,7 +8220,7 @@ group273:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_285
+	JE              aes128_290
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8148,7 +8230,7 @@ group273:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_285:
+aes128_290:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8171,7 +8253,7 @@ aes128_285:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit274:
+unit279:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8202,9 +8284,9 @@ unit274:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main286:
+main291:
 	CMPQ       DX, $0x10
-	JB         vec287
+	JB         vec292
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8218,7 +8300,7 @@ main286:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_290
+	JE         aes128_295
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8236,7 +8318,7 @@ main286:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_290:
+aes128_295:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -8312,22 +8394,22 @@ aes128_290:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main286
+	JMP         main291
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec287:
+vec292:
 	CMPQ       DX, $0x04
-	JB         partial288
+	JB         partial293
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_291
+	JE         aes128_296
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_291:
+aes128_296:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -8346,28 +8428,28 @@ aes128_291:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec287
+	JMP         vec292
 
-partial288:
+partial293:
 	TESTQ DX, DX
-	JZ    bulkDone289
+	JZ    bulkDone294
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one292
+	JB         one297
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_293
+	JE         aes128_298
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_293:
+aes128_298:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -8384,19 +8466,19 @@ aes128_293:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone289
+	JZ            bulkDone294
 
-one292:
+one297:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_294
+	JE         aes128_299
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_294:
+aes128_299:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -8412,15 +8494,15 @@ aes128_294:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone289:
+bulkDone294:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done275
+	JZ      done280
 	DECQ    R11
-	JNZ     unit274
-	JMP     group273
+	JNZ     unit279
+	JMP     group278
 
-done275:
+done280:
 	VZEROUPPER
 	RET
 
@@ -8487,7 +8569,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_295
+	JE              aes128_300
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8497,7 +8579,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_295:
+aes128_300:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8521,7 +8603,7 @@ aes128_295:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general299
+	JNZ       general304
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8539,7 +8621,7 @@ aes128_295:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_300
+	JE              aes128_305
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8549,7 +8631,7 @@ aes128_295:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_300:
+aes128_305:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8602,7 +8684,7 @@ aes128_300:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe301:
+pipe306:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8616,7 +8698,7 @@ pipe301:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_302
+	JE         aes128_307
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8634,7 +8716,7 @@ pipe301:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_302:
+aes128_307:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -8648,7 +8730,7 @@ aes128_302:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd303
+	JE         unitEnd308
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -8665,12 +8747,12 @@ aes128_302:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont306
+	JMP        cont311
 
-unitEnd303:
+unitEnd308:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit305
+	JNZ       nextUnit310
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8688,7 +8770,7 @@ unitEnd303:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_307
+	JE              aes128_312
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8698,7 +8780,7 @@ unitEnd303:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_307:
+aes128_312:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8721,7 +8803,7 @@ aes128_307:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit305:
+nextUnit310:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8746,7 +8828,7 @@ nextUnit305:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont306:
+cont311:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -8783,11 +8865,11 @@ cont306:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe301
-	JMP         done298
+	JNZ         pipe306
+	JMP         done303
 
-general299:
-group296:
+general304:
+group301:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8805,7 +8887,7 @@ group296:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_308
+	JE              aes128_313
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8815,7 +8897,7 @@ group296:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_308:
+aes128_313:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8838,7 +8920,7 @@ aes128_308:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit297:
+unit302:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8869,9 +8951,9 @@ unit297:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main309:
+main314:
 	CMPQ       DX, $0x10
-	JB         vec310
+	JB         vec315
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8885,7 +8967,7 @@ main309:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_313
+	JE         aes128_318
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8903,7 +8985,7 @@ main309:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_313:
+aes128_318:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -8967,22 +9049,22 @@ aes128_313:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main309
+	JMP         main314
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec310:
+vec315:
 	CMPQ       DX, $0x04
-	JB         partial311
+	JB         partial316
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_314
+	JE         aes128_319
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_314:
+aes128_319:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -9001,28 +9083,28 @@ aes128_314:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec310
+	JMP         vec315
 
-partial311:
+partial316:
 	TESTQ DX, DX
-	JZ    bulkDone312
+	JZ    bulkDone317
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one315
+	JB         one320
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_316
+	JE         aes128_321
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_316:
+aes128_321:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -9039,19 +9121,19 @@ aes128_316:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone312
+	JZ            bulkDone317
 
-one315:
+one320:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_317
+	JE         aes128_322
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_317:
+aes128_322:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -9067,15 +9149,15 @@ aes128_317:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone312:
+bulkDone317:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done298
+	JZ      done303
 	DECQ    R11
-	JNZ     unit297
-	JMP     group296
+	JNZ     unit302
+	JMP     group301
 
-done298:
+done303:
 	VZEROUPPER
 	RET
 
@@ -9120,7 +9202,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_318
+	JE             aes128_323
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9130,7 +9212,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_318:
+aes128_323:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9152,7 +9234,7 @@ aes128_318:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group319:
+group324:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9164,7 +9246,7 @@ group319:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_322
+	JE             aes128_327
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9174,7 +9256,7 @@ group319:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_322:
+aes128_327:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9197,7 +9279,7 @@ aes128_322:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit320:
+unit325:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -9232,9 +9314,9 @@ unit320:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main323:
+main328:
 	CMPQ           DX, $0x08
-	JB             vec324
+	JB             vec329
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -9249,7 +9331,7 @@ main323:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_327
+	JE             aes128_332
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9271,7 +9353,7 @@ main323:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_327:
+aes128_332:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9349,18 +9431,18 @@ aes128_327:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main323
+	JMP            main328
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec324:
+vec329:
 	CMPQ           DX, $0x02
-	JB             partial325
+	JB             partial330
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_328
+	JE             aes128_333
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -9370,7 +9452,7 @@ vec324:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_328:
+aes128_333:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -9399,24 +9481,24 @@ aes128_328:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec324
+	JMP            vec329
 
-partial325:
+partial330:
 	TESTQ DX, DX
-	JZ    bulkDone326
+	JZ    bulkDone331
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_330
+	JE      aes128_335
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_330:
+aes128_335:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -9432,15 +9514,15 @@ aes128_330:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone326:
+bulkDone331:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done321
+	JZ     done326
 	DECQ   R11
-	JNZ    unit320
-	JMP    group319
+	JNZ    unit325
+	JMP    group324
 
-done321:
+done326:
 	VZEROUPPER
 	RET
 
@@ -9477,7 +9559,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_331
+	JE         aes128_336
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9487,7 +9569,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_331:
+aes128_336:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9515,21 +9597,21 @@ aes128_331:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal332
+	JZ    noSteal337
 	DECQ  DX
 
-noSteal332:
+noSteal337:
 	// One block at a time
-loop1_333:
+loop1_338:
 	TESTQ  DX, DX
-	JZ     steal334
+	JZ     steal339
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_335
+	JE     aes128_340
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9539,7 +9621,7 @@ loop1_333:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_335:
+aes128_340:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9570,11 +9652,11 @@ aes128_335:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_333
+	JMP        loop1_338
 
-steal334:
+steal339:
 	TESTQ R11, R11
-	JZ    done336
+	JZ    done341
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -9595,7 +9677,7 @@ steal334:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_337
+	JE     aes128_342
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9605,7 +9687,7 @@ steal334:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_337:
+aes128_342:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9646,7 +9728,7 @@ aes128_337:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_338
+	JE         aes128_343
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -9656,7 +9738,7 @@ aes128_337:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_338:
+aes128_343:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9680,7 +9762,7 @@ aes128_338:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done336:
+done341:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -9717,7 +9799,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_339
+	JE         aes128_344
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9727,7 +9809,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_339:
+aes128_344:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9755,13 +9837,13 @@ aes128_339:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal340
+	JZ    noSteal345
 	DECQ  DX
 
-noSteal340:
-loop4_342:
+noSteal345:
+loop4_347:
 	CMPQ   DX, $0x04
-	JB     loop1_341
+	JB     loop1_346
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -9800,7 +9882,7 @@ loop4_342:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_343
+	JE     aes128_348
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -9822,7 +9904,7 @@ loop4_342:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_343:
+aes128_348:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -9884,19 +9966,19 @@ aes128_343:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_342
+	JMP        loop4_347
 
 	// One block at a time
-loop1_341:
+loop1_346:
 	TESTQ  DX, DX
-	JZ     steal344
+	JZ     steal349
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_345
+	JE     aes128_350
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9906,7 +9988,7 @@ loop1_341:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_345:
+aes128_350:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9937,11 +10019,11 @@ aes128_345:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_341
+	JMP        loop1_346
 
-steal344:
+steal349:
 	TESTQ R11, R11
-	JZ    done346
+	JZ    done351
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -9962,7 +10044,7 @@ steal344:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_347
+	JE     aes128_352
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9972,7 +10054,7 @@ steal344:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_347:
+aes128_352:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10013,7 +10095,7 @@ aes128_347:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_348
+	JE         aes128_353
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -10023,7 +10105,7 @@ aes128_347:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_348:
+aes128_353:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10047,7 +10129,7 @@ aes128_348:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done346:
+done351:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -10086,7 +10168,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_349
+	JE         aes128_354
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -10096,7 +10178,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_349:
+aes128_354:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -10124,13 +10206,13 @@ aes128_349:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal350
+	JZ    noSteal355
 	DECQ  DX
 
-noSteal350:
-loop8_352:
+noSteal355:
+loop8_357:
 	CMPQ   DX, $0x08
-	JB     loop4_353
+	JB     loop4_358
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10205,7 +10287,7 @@ loop8_352:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_354
+	JE     aes128_359
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10243,7 +10325,7 @@ loop8_352:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_354:
+aes128_359:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10361,11 +10443,11 @@ aes128_354:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_352
+	JMP        loop8_357
 
-loop4_353:
+loop4_358:
 	CMPQ   DX, $0x04
-	JB     loop1_351
+	JB     loop1_356
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10404,7 +10486,7 @@ loop4_353:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_355
+	JE     aes128_360
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10426,7 +10508,7 @@ loop4_353:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_355:
+aes128_360:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10490,16 +10572,16 @@ aes128_355:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_351:
+loop1_356:
 	TESTQ  DX, DX
-	JZ     steal356
+	JZ     steal361
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_357
+	JE     aes128_362
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10509,7 +10591,7 @@ loop1_351:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_357:
+aes128_362:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10540,11 +10622,11 @@ aes128_357:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_351
+	JMP        loop1_356
 
-steal356:
+steal361:
 	TESTQ R11, R11
-	JZ    done358
+	JZ    done363
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -10565,7 +10647,7 @@ steal356:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_359
+	JE     aes128_364
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10575,7 +10657,7 @@ steal356:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_359:
+aes128_364:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10616,7 +10698,7 @@ aes128_359:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_360
+	JE         aes128_365
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -10626,7 +10708,7 @@ aes128_359:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_360:
+aes128_365:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10650,7 +10732,7 @@ aes128_360:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done358:
+done363:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -10661,8 +10743,9 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.
 	// Y0-Y3 data, Y4-Y7 tweak vectors, Y8 the broadcast round key, Y9 the
 	// 0x87 constant, Y10 T, Y13-Y15 scratch.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -10685,22 +10768,22 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x02
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x02
-	JAE         wide361
+	JAE         wide366
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_362
+	JE          aes128_368
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_362:
+aes128_368:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -10715,26 +10798,26 @@ aes128_362:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail363
+	JZ    shortNoTail369
 	DECQ  DX
 
-shortNoTail363:
+shortNoTail369:
 	VMOVDQA X10, X4
 
-shortLoop364:
+shortLoop370:
 	TESTQ   DX, DX
-	JZ      shortSteal365
+	JZ      shortSteal371
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_367
+	JE      aes128_373
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_367:
+aes128_373:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10755,11 +10838,11 @@ aes128_367:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop364
+	JMP         shortLoop370
 
-shortSteal365:
+shortSteal371:
 	TESTQ   R11, R11
-	JZ      shortDone366
+	JZ      shortDone372
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -10773,13 +10856,13 @@ shortSteal365:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_368
+	JE      aes128_374
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_368:
+aes128_374:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10806,13 +10889,13 @@ aes128_368:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_369
+	JE          aes128_375
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_369:
+aes128_375:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10826,22 +10909,22 @@ aes128_369:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone366:
+shortDone372:
 	RET
 
-wide361:
+wide366:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_370
+	JE          aes128_376
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_370:
+aes128_376:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -10854,7 +10937,7 @@ aes128_370:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk371
+	JZ             bulk377
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -10865,16 +10948,16 @@ aes128_370:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_372:
+x64_378:
 	CMPQ       R13, $0x40
-	JB         xrest373
+	JB         xrest379
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_372
+	JMP        x64_378
 
-xrest373:
+xrest379:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -10897,13 +10980,13 @@ xrest373:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_374
+	JE         aes128_380
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_374:
+aes128_380:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10960,9 +11043,9 @@ aes128_374:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main375:
+main381:
 	CMPQ           DX, $0x08
-	JB             vec376
+	JB             vec382
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -10977,7 +11060,7 @@ main375:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_379
+	JE             aes128_385
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -10999,7 +11082,7 @@ main375:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_379:
+aes128_385:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11077,18 +11160,18 @@ aes128_379:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main375
+	JMP            main381
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec376:
+vec382:
 	CMPQ           DX, $0x02
-	JB             partial377
+	JB             partial383
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_380
+	JE             aes128_386
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11098,7 +11181,7 @@ vec376:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_380:
+aes128_386:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11127,20 +11210,20 @@ aes128_380:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec376
+	JMP            vec382
 
-partial377:
+partial383:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_382
+	JZ             group0_388
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_383
+	JE             aes128_389
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11150,7 +11233,7 @@ partial377:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_383:
+aes128_389:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11173,20 +11256,20 @@ aes128_383:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone381
+	JMP            groupDone387
 
-group0_382:
+group0_388:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_384
+	JE      aes128_390
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_384:
+aes128_390:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11200,10 +11283,10 @@ aes128_384:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone381:
-	JMP end385
+groupDone387:
+	JMP end391
 
-bulk371:
+bulk377:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -11236,9 +11319,9 @@ bulk371:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main386:
+main392:
 	CMPQ           DX, $0x08
-	JB             vec387
+	JB             vec393
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -11253,7 +11336,7 @@ main386:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_390
+	JE             aes128_396
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11275,7 +11358,7 @@ main386:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_390:
+aes128_396:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11353,18 +11436,18 @@ aes128_390:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main386
+	JMP            main392
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec387:
+vec393:
 	CMPQ           DX, $0x02
-	JB             partial388
+	JB             partial394
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_391
+	JE             aes128_397
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11374,7 +11457,7 @@ vec387:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_391:
+aes128_397:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11403,24 +11486,24 @@ aes128_391:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec387
+	JMP            vec393
 
-partial388:
+partial394:
 	TESTQ DX, DX
-	JZ    bulkDone389
+	JZ    bulkDone395
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_393
+	JE      aes128_399
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_393:
+aes128_399:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11436,8 +11519,8 @@ aes128_393:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone389:
-end385:
+bulkDone395:
+end391:
 	VZEROUPPER
 	RET
 
@@ -11452,8 +11535,9 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
 	// Z12-Z14 scratch, Z16 key0^key14, Z31 C = key14*x^16 ^ key14, K1 and K2
 	// dword masks.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -11476,22 +11560,22 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x04
-	JAE         wide394
+	JAE         wide400
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_395
+	JE          aes128_402
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_395:
+aes128_402:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11506,26 +11590,26 @@ aes128_395:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail396
+	JZ    shortNoTail403
 	DECQ  DX
 
-shortNoTail396:
+shortNoTail403:
 	VMOVDQA X12, X4
 
-shortLoop397:
+shortLoop404:
 	TESTQ   DX, DX
-	JZ      shortSteal398
+	JZ      shortSteal405
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_400
+	JE      aes128_407
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_400:
+aes128_407:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11546,11 +11630,11 @@ aes128_400:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop397
+	JMP         shortLoop404
 
-shortSteal398:
+shortSteal405:
 	TESTQ   R11, R11
-	JZ      shortDone399
+	JZ      shortDone406
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -11564,13 +11648,13 @@ shortSteal398:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_401
+	JE      aes128_408
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_401:
+aes128_408:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11597,13 +11681,13 @@ aes128_401:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_402
+	JE          aes128_409
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_402:
+aes128_409:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11617,19 +11701,19 @@ aes128_402:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone399:
+shortDone406:
 	RET
 
-wide394:
+wide400:
 	CMPQ            DX, $0x10
-	JB              narrowTweak403
+	JB              narrowTweak410
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_405
+	JE              aes128_412
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -11639,7 +11723,7 @@ wide394:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_405:
+aes128_412:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -11660,21 +11744,21 @@ aes128_405:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked404
+	JMP             tweaked411
 
-narrowTweak403:
+narrowTweak410:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_406
+	JE          aes128_413
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_406:
+aes128_413:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11687,7 +11771,7 @@ aes128_406:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked404:
+tweaked411:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -11705,7 +11789,7 @@ tweaked404:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk407
+	JZ              bulk414
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -11716,16 +11800,16 @@ tweaked404:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_408:
+x64_415:
 	CMPQ       R13, $0x40
-	JB         xrest409
+	JB         xrest416
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_408
+	JMP        x64_415
 
-xrest409:
+xrest416:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -11745,13 +11829,13 @@ xrest409:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_410
+	JE         aes128_417
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_410:
+aes128_417:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -11782,9 +11866,9 @@ aes128_410:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks415
+	JB         fewBlocks422
 	CMPQ       DX, $0x30
-	JB         noPeel416
+	JB         noPeel423
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -11818,13 +11902,13 @@ aes128_410:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_418
+	JE         aes128_425
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_418:
+aes128_425:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -11839,9 +11923,9 @@ aes128_418:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop417
+	JMP         loop424
 
-noPeel416:
+noPeel423:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -11867,7 +11951,7 @@ noPeel416:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop417:
+loop424:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -11892,9 +11976,9 @@ loop417:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair419:
+pair426:
 	CMPQ       DX, $0x20
-	JB         single420
+	JB         single427
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -11904,7 +11988,7 @@ pair419:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_423
+	JE         aes128_430
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -11922,7 +12006,7 @@ pair419:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_423:
+aes128_430:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -11997,7 +12081,7 @@ aes128_423:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_424
+	JE          aes128_431
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -12015,7 +12099,7 @@ aes128_423:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_424:
+aes128_431:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12084,11 +12168,11 @@ aes128_424:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair419
+	JMP         pair426
 
-single420:
+single427:
 	CMPQ       DX, $0x10
-	JB         exitA421
+	JB         exitA428
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12098,7 +12182,7 @@ single420:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_425
+	JE         aes128_432
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12116,7 +12200,7 @@ single420:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_425:
+aes128_432:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12189,7 +12273,7 @@ aes128_425:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert426
+	JB         convert433
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12197,7 +12281,7 @@ aes128_425:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_427
+	JE         aes128_434
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12211,7 +12295,7 @@ aes128_425:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_427:
+aes128_434:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12249,20 +12333,20 @@ aes128_427:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone422
+	JMP         pairsDone429
 
-convert426:
+convert433:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone422
+	JMP    pairsDone429
 
-exitA421:
+exitA428:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert428
+	JB         convert435
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12270,7 +12354,7 @@ exitA421:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_429
+	JE         aes128_436
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12284,7 +12368,7 @@ exitA421:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_429:
+aes128_436:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12322,20 +12406,20 @@ aes128_429:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone422
+	JMP         pairsDone429
 
-convert428:
+convert435:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone422:
+pairsDone429:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec412
+	JMP    vec419
 
-fewBlocks415:
+fewBlocks422:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12358,19 +12442,19 @@ fewBlocks415:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec412:
+vec419:
 	CMPQ       DX, $0x04
-	JB         partial413
+	JB         partial420
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_430
+	JE         aes128_437
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_430:
+aes128_437:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12389,27 +12473,27 @@ aes128_430:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec412
+	JMP         vec419
 
-partial413:
+partial420:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_432
+	JB           group1_439
 	VMOVDQU      (SI), Y0
-	JE           groupZ434
+	JE           groupZ441
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_436
+	JE           aes128_443
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_436:
+aes128_443:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12421,19 +12505,19 @@ aes128_436:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_435
+	JMP         group3_442
 
-groupZ434:
+groupZ441:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_437
+	JE           aes128_444
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_437:
+aes128_444:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -12448,26 +12532,26 @@ aes128_437:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone431
+	JMP           groupDone438
 
-group3_435:
+group3_442:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone431
+	JMP       groupDone438
 
-group1_432:
+group1_439:
 	TESTQ       DX, DX
-	JZ          group0_433
+	JZ          group0_440
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_438
+	JE          aes128_445
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_438:
+aes128_445:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -12480,19 +12564,19 @@ aes128_438:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone431
+	JMP         groupDone438
 
-group0_433:
+group0_440:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_439
+	JE         aes128_446
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_439:
+aes128_446:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -12506,19 +12590,19 @@ aes128_439:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone431:
-	JMP end440
+groupDone438:
+	JMP end447
 
-bulk407:
+bulk414:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks445
+	JB         fewBlocks452
 	CMPQ       DX, $0x30
-	JB         noPeel446
+	JB         noPeel453
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12552,13 +12636,13 @@ bulk407:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_448
+	JE         aes128_455
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_448:
+aes128_455:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12573,9 +12657,9 @@ aes128_448:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop447
+	JMP         loop454
 
-noPeel446:
+noPeel453:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -12601,7 +12685,7 @@ noPeel446:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop447:
+loop454:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -12626,9 +12710,9 @@ loop447:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair449:
+pair456:
 	CMPQ       DX, $0x20
-	JB         single450
+	JB         single457
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12638,7 +12722,7 @@ pair449:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_453
+	JE         aes128_460
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12656,7 +12740,7 @@ pair449:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_453:
+aes128_460:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12731,7 +12815,7 @@ aes128_453:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_454
+	JE          aes128_461
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -12749,7 +12833,7 @@ aes128_453:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_454:
+aes128_461:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12818,11 +12902,11 @@ aes128_454:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair449
+	JMP         pair456
 
-single450:
+single457:
 	CMPQ       DX, $0x10
-	JB         exitA451
+	JB         exitA458
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12832,7 +12916,7 @@ single450:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_455
+	JE         aes128_462
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12850,7 +12934,7 @@ single450:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_455:
+aes128_462:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12923,7 +13007,7 @@ aes128_455:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert456
+	JB         convert463
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12931,7 +13015,7 @@ aes128_455:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_457
+	JE         aes128_464
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12945,7 +13029,7 @@ aes128_455:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_457:
+aes128_464:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12983,20 +13067,20 @@ aes128_457:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone452
+	JMP         pairsDone459
 
-convert456:
+convert463:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone452
+	JMP    pairsDone459
 
-exitA451:
+exitA458:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert458
+	JB         convert465
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -13004,7 +13088,7 @@ exitA451:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_459
+	JE         aes128_466
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -13018,7 +13102,7 @@ exitA451:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_459:
+aes128_466:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -13056,20 +13140,20 @@ aes128_459:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone452
+	JMP         pairsDone459
 
-convert458:
+convert465:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone452:
+pairsDone459:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec442
+	JMP    vec449
 
-fewBlocks445:
+fewBlocks452:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -13092,19 +13176,19 @@ fewBlocks445:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec442:
+vec449:
 	CMPQ       DX, $0x04
-	JB         partial443
+	JB         partial450
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_460
+	JE         aes128_467
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_460:
+aes128_467:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -13123,28 +13207,28 @@ aes128_460:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec442
+	JMP         vec449
 
-partial443:
+partial450:
 	TESTQ DX, DX
-	JZ    bulkDone444
+	JZ    bulkDone451
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one461
+	JB         one468
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_462
+	JE         aes128_469
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_462:
+aes128_469:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -13161,19 +13245,19 @@ aes128_462:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone444
+	JZ            bulkDone451
 
-one461:
+one468:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_463
+	JE         aes128_470
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_463:
+aes128_470:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13189,8 +13273,8 @@ aes128_463:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone444:
-end440:
+bulkDone451:
+end447:
 	VZEROUPPER
 	RET
 
@@ -13205,8 +13289,9 @@ TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
 	// the main loop (mainPaired): Z4-Z7 and Z8-Z11 in turn U = tweak ^ key14,
 	// Z12-Z13 scratch, Z14 the 0x87 constant, Z16 key0^key14, Z31 C =
 	// key14*x^16 ^ key14.
-	// Order: T = E_K2(tweak). Units shorter than one vector of blocks take
-	// the short xmm path (round keys as memory operands, no tweak vectors).
+	// Order: T = E_K2(tweak). Units shorter than one vector of blocks (in
+	// vaes512c's encryption also four blocks and a tail) take the short path
+	// (round keys as memory operands, no tweak vectors).
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
@@ -13229,22 +13314,22 @@ TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
 	MOVQ DX, R11
 	ANDQ $0x0f, R11
 	SHRQ $0x04, DX
+	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	CMPQ        DX, $0x04
-	JAE         wide464
+	JAE         wide471
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_465
+	JE          aes128_473
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_465:
+aes128_473:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13259,13 +13344,13 @@ aes128_465:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail466
+	JZ    shortNoTail474
 	DECQ  DX
 
-shortNoTail466:
+shortNoTail474:
 	VMOVDQA X12, X4
 	CMPQ    DX, $0x02
-	JB      shortLoop467
+	JB      shortLoop475
 
 	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
 	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
@@ -13284,15 +13369,16 @@ shortNoTail466:
 	VPXOR       X8, X6, X6
 	VINSERTI128 $0x01, X5, Y4, Y9
 	VMOVDQU     (SI), Y0
-	JE          shortTwo470
+	JE          shortTwo478
 
-	// Three whole blocks (a tail would have made them four: no stealing).
+	// Three whole blocks; with a tail, the stealing over block 3 (X1 = T3,
+	// X3 = T4).
 	VMOVDQU        32(SI), X2
 	VBROADCASTI128 (AX), Y3
 	VPTERNLOGD     $0x96, Y3, Y9, Y0
 	VPTERNLOGD     $0x96, X3, X6, X2
 	CMPQ           R12, $0x0a
-	JE             aes128_472
+	JE             aes128_480
 	VBROADCASTI128 16(AX), Y3
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
@@ -13306,7 +13392,7 @@ shortNoTail466:
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
 
-aes128_472:
+aes128_480:
 	VBROADCASTI128 -144(R9), Y3
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
@@ -13341,175 +13427,33 @@ aes128_472:
 	VAESDECLAST    X11, X2, X2
 	VMOVDQU        Y0, (DI)
 	VMOVDQU        X2, 32(DI)
-	JMP            shortPairDone471
-
-shortTwo470:
-	VBROADCASTI128 (AX), Y3
-	VPTERNLOGD     $0x96, Y3, Y9, Y0
-	CMPQ           R12, $0x0a
-	JE             aes128_473
-	VBROADCASTI128 16(AX), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 32(AX), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 48(AX), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 64(AX), Y3
-	VAESDEC        Y3, Y0, Y0
-
-aes128_473:
-	VBROADCASTI128 -144(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -128(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -112(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -96(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -80(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -64(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -48(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -32(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 -16(R9), Y3
-	VAESDEC        Y3, Y0, Y0
-	VBROADCASTI128 (R9), Y3
-	VPXOR          Y3, Y9, Y10
-	VAESDECLAST    Y10, Y0, Y0
-	VMOVDQU        Y0, (DI)
 	TESTQ          R11, R11
-	JZ             shortPairDone471
-	VMOVDQA        X6, X7
-	VPSHUFD        $0x5f, X7, X8
+	JZ             shortPairDone479
+	VMOVDQA        X6, X1
+	VPSHUFD        $0x5f, X1, X8
 	VPSRAD         $0x1f, X8, X8
 	VPAND          gfMulX<>+0(SB), X8, X8
-	VPADDQ         X7, X7, X7
-	VPXOR          X8, X7, X7
+	VPADDQ         X1, X1, X1
+	VPXOR          X8, X1, X1
+	VMOVDQA        X1, X3
+	VPSHUFD        $0x5f, X3, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X3, X3, X3
+	VPXOR          X8, X3, X3
 	MOVQ           DX, R13
 	SHLQ           $0x04, R13
 	VMOVDQU        (SI)(R13*1), X0
-	VPXOR          (AX), X7, X8
+	VPXOR          (AX), X3, X8
 	VPXOR          X8, X0, X0
 	CMPQ           R12, $0x0a
-	JE             aes128_474
+	JE             aes128_481
 	VAESDEC        16(AX), X0, X0
 	VAESDEC        32(AX), X0, X0
 	VAESDEC        48(AX), X0, X0
 	VAESDEC        64(AX), X0, X0
 
-aes128_474:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X7, X8
-	VAESDECLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X6, X8
-	VPXOR       X8, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_475
-	VAESDEC     16(AX), X0, X0
-	VAESDEC     32(AX), X0, X0
-	VAESDEC     48(AX), X0, X0
-	VAESDEC     64(AX), X0, X0
-
-aes128_475:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X6, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-shortPairDone471:
-	VZEROUPPER
-	RET
-
-shortLoop467:
-	TESTQ   DX, DX
-	JZ      shortSteal468
-	VMOVDQU (SI), X0
-	VPXOR   (AX), X4, X5
-	VPXOR   X5, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_476
-	VAESDEC 16(AX), X0, X0
-	VAESDEC 32(AX), X0, X0
-	VAESDEC 48(AX), X0, X0
-	VAESDEC 64(AX), X0, X0
-
-aes128_476:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X4, X5
-	VAESDECLAST X5, X0, X0
-	VMOVDQU     X0, (DI)
-	VPSHUFD     $0x5f, X4, X5
-	VPSRAD      $0x1f, X5, X5
-	VPAND       gfMulX<>+0(SB), X5, X5
-	VPADDQ      X4, X4, X4
-	VPXOR       X5, X4, X4
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-	DECQ        DX
-	JMP         shortLoop467
-
-shortSteal468:
-	TESTQ   R11, R11
-	JZ      shortDone469
-	VMOVDQA X4, X1
-	VMOVDQA X4, X3
-	VPSHUFD $0x5f, X3, X5
-	VPSRAD  $0x1f, X5, X5
-	VPAND   gfMulX<>+0(SB), X5, X5
-	VPADDQ  X3, X3, X3
-	VPXOR   X5, X3, X3
-	MOVQ    DX, R13
-	SHLQ    $0x04, R13
-	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X3, X8
-	VPXOR   X8, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_477
-	VAESDEC 16(AX), X0, X0
-	VAESDEC 32(AX), X0, X0
-	VAESDEC 48(AX), X0, X0
-	VAESDEC 64(AX), X0, X0
-
-aes128_477:
+aes128_481:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13536,13 +13480,227 @@ aes128_477:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_478
+	JE          aes128_482
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_478:
+aes128_482:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+	JMP         shortPairDone479
+
+shortTwo478:
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_483
+	VBROADCASTI128 16(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 32(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 48(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 64(AX), Y3
+	VAESDEC        Y3, Y0, Y0
+
+aes128_483:
+	VBROADCASTI128 -144(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -128(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -112(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -96(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -80(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -64(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -48(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -32(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 -16(R9), Y3
+	VAESDEC        Y3, Y0, Y0
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VAESDECLAST    Y10, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	TESTQ          R11, R11
+	JZ             shortPairDone479
+	VMOVDQA        X6, X7
+	VPSHUFD        $0x5f, X7, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X7, X7, X7
+	VPXOR          X8, X7, X7
+	MOVQ           DX, R13
+	SHLQ           $0x04, R13
+	VMOVDQU        (SI)(R13*1), X0
+	VPXOR          (AX), X7, X8
+	VPXOR          X8, X0, X0
+	CMPQ           R12, $0x0a
+	JE             aes128_484
+	VAESDEC        16(AX), X0, X0
+	VAESDEC        32(AX), X0, X0
+	VAESDEC        48(AX), X0, X0
+	VAESDEC        64(AX), X0, X0
+
+aes128_484:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X7, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X6, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_485
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_485:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X6, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortPairDone479:
+	VZEROUPPER
+	RET
+
+shortLoop475:
+	TESTQ   DX, DX
+	JZ      shortSteal476
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_486
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_486:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESDECLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop475
+
+shortSteal476:
+	TESTQ   R11, R11
+	JZ      shortDone477
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_487
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_487:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_488
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_488:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13556,19 +13714,19 @@ aes128_478:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone469:
+shortDone477:
 	RET
 
-wide464:
+wide471:
 	CMPQ            DX, $0x10
-	JB              narrowTweak479
+	JB              narrowTweak489
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_481
+	JE              aes128_491
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -13578,7 +13736,7 @@ wide464:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_481:
+aes128_491:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -13599,21 +13757,21 @@ aes128_481:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked480
+	JMP             tweaked490
 
-narrowTweak479:
+narrowTweak489:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_482
+	JE          aes128_492
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_482:
+aes128_492:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13626,7 +13784,7 @@ aes128_482:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked480:
+tweaked490:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -13644,7 +13802,7 @@ tweaked480:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk483
+	JZ              bulk493
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -13655,16 +13813,16 @@ tweaked480:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_484:
+x64_494:
 	CMPQ       R13, $0x40
-	JB         xrest485
+	JB         xrest495
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_484
+	JMP        x64_494
 
-xrest485:
+xrest495:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -13684,13 +13842,13 @@ xrest485:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_486
+	JE         aes128_496
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_486:
+aes128_496:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13721,9 +13879,9 @@ aes128_486:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks491
+	JB         fewBlocks501
 	CMPQ       DX, $0x30
-	JB         noPeel492
+	JB         noPeel502
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -13757,13 +13915,13 @@ aes128_486:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_494
+	JE         aes128_504
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_494:
+aes128_504:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -13778,9 +13936,9 @@ aes128_494:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop493
+	JMP         loop503
 
-noPeel492:
+noPeel502:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -13806,7 +13964,7 @@ noPeel492:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop493:
+loop503:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -13823,9 +13981,9 @@ loop493:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair495:
+pair505:
 	CMPQ       DX, $0x20
-	JB         single496
+	JB         single506
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -13835,7 +13993,7 @@ pair495:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_499
+	JE         aes128_509
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -13853,7 +14011,7 @@ pair495:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_499:
+aes128_509:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -13923,7 +14081,7 @@ aes128_499:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_500
+	JE          aes128_510
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -13941,7 +14099,7 @@ aes128_499:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_500:
+aes128_510:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14005,11 +14163,11 @@ aes128_500:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair495
+	JMP         pair505
 
-single496:
+single506:
 	CMPQ       DX, $0x10
-	JB         exitA497
+	JB         exitA507
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14019,7 +14177,7 @@ single496:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_501
+	JE         aes128_511
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14037,7 +14195,7 @@ single496:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_501:
+aes128_511:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14105,7 +14263,7 @@ aes128_501:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert502
+	JB         convert512
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14113,7 +14271,7 @@ aes128_501:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_503
+	JE         aes128_513
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14127,7 +14285,7 @@ aes128_501:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_503:
+aes128_513:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14165,20 +14323,20 @@ aes128_503:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone498
+	JMP         pairsDone508
 
-convert502:
+convert512:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone498
+	JMP    pairsDone508
 
-exitA497:
+exitA507:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert504
+	JB         convert514
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14186,7 +14344,7 @@ exitA497:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_505
+	JE         aes128_515
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14200,7 +14358,7 @@ exitA497:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_505:
+aes128_515:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14238,20 +14396,20 @@ aes128_505:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone498
+	JMP         pairsDone508
 
-convert504:
+convert514:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone498:
+pairsDone508:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec488
+	JMP    vec498
 
-fewBlocks491:
+fewBlocks501:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14274,19 +14432,19 @@ fewBlocks491:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec488:
+vec498:
 	CMPQ       DX, $0x04
-	JB         partial489
+	JB         partial499
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_506
+	JE         aes128_516
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_506:
+aes128_516:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14305,27 +14463,27 @@ aes128_506:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec488
+	JMP         vec498
 
-partial489:
+partial499:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_508
+	JB           group1_518
 	VMOVDQU      (SI), Y0
-	JE           groupZ510
+	JE           groupZ520
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_512
+	JE           aes128_522
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_512:
+aes128_522:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14337,19 +14495,19 @@ aes128_512:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_511
+	JMP         group3_521
 
-groupZ510:
+groupZ520:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_513
+	JE           aes128_523
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_513:
+aes128_523:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -14364,26 +14522,26 @@ aes128_513:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone507
+	JMP           groupDone517
 
-group3_511:
+group3_521:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone507
+	JMP       groupDone517
 
-group1_508:
+group1_518:
 	TESTQ       DX, DX
-	JZ          group0_509
+	JZ          group0_519
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_514
+	JE          aes128_524
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_514:
+aes128_524:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -14396,19 +14554,19 @@ aes128_514:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone507
+	JMP         groupDone517
 
-group0_509:
+group0_519:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_515
+	JE         aes128_525
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_515:
+aes128_525:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -14422,19 +14580,19 @@ aes128_515:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone507:
-	JMP end516
+groupDone517:
+	JMP end526
 
-bulk483:
+bulk493:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks521
+	JB         fewBlocks531
 	CMPQ       DX, $0x30
-	JB         noPeel522
+	JB         noPeel532
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14468,13 +14626,13 @@ bulk483:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_524
+	JE         aes128_534
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_524:
+aes128_534:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14489,9 +14647,9 @@ aes128_524:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop523
+	JMP         loop533
 
-noPeel522:
+noPeel532:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -14517,7 +14675,7 @@ noPeel522:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop523:
+loop533:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -14534,9 +14692,9 @@ loop523:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair525:
+pair535:
 	CMPQ       DX, $0x20
-	JB         single526
+	JB         single536
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14546,7 +14704,7 @@ pair525:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_529
+	JE         aes128_539
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14564,7 +14722,7 @@ pair525:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_529:
+aes128_539:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14634,7 +14792,7 @@ aes128_529:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_530
+	JE          aes128_540
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -14652,7 +14810,7 @@ aes128_529:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_530:
+aes128_540:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14716,11 +14874,11 @@ aes128_530:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair525
+	JMP         pair535
 
-single526:
+single536:
 	CMPQ       DX, $0x10
-	JB         exitA527
+	JB         exitA537
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14730,7 +14888,7 @@ single526:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_531
+	JE         aes128_541
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14748,7 +14906,7 @@ single526:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_531:
+aes128_541:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14816,7 +14974,7 @@ aes128_531:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert532
+	JB         convert542
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14824,7 +14982,7 @@ aes128_531:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_533
+	JE         aes128_543
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14838,7 +14996,7 @@ aes128_531:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_533:
+aes128_543:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14876,20 +15034,20 @@ aes128_533:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone528
+	JMP         pairsDone538
 
-convert532:
+convert542:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone528
+	JMP    pairsDone538
 
-exitA527:
+exitA537:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert534
+	JB         convert544
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14897,7 +15055,7 @@ exitA527:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_535
+	JE         aes128_545
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14911,7 +15069,7 @@ exitA527:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_535:
+aes128_545:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14949,20 +15107,20 @@ aes128_535:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone528
+	JMP         pairsDone538
 
-convert534:
+convert544:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone528:
+pairsDone538:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec518
+	JMP    vec528
 
-fewBlocks521:
+fewBlocks531:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14985,19 +15143,19 @@ fewBlocks521:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec518:
+vec528:
 	CMPQ       DX, $0x04
-	JB         partial519
+	JB         partial529
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_536
+	JE         aes128_546
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_536:
+aes128_546:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15016,28 +15174,28 @@ aes128_536:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec518
+	JMP         vec528
 
-partial519:
+partial529:
 	TESTQ DX, DX
-	JZ    bulkDone520
+	JZ    bulkDone530
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one537
+	JB         one547
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_538
+	JE         aes128_548
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_538:
+aes128_548:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -15054,19 +15212,19 @@ aes128_538:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone520
+	JZ            bulkDone530
 
-one537:
+one547:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_539
+	JE         aes128_549
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_539:
+aes128_549:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -15082,8 +15240,8 @@ aes128_539:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone520:
-end516:
+bulkDone530:
+end526:
 	VZEROUPPER
 	RET
 
@@ -15150,7 +15308,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_540
+	JE              aes128_550
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15160,7 +15318,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_540:
+aes128_550:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15184,7 +15342,7 @@ aes128_540:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general544
+	JNZ       general554
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15202,7 +15360,7 @@ aes128_540:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_545
+	JE              aes128_555
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15212,7 +15370,7 @@ aes128_540:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_545:
+aes128_555:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15265,7 +15423,7 @@ aes128_545:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe546:
+pipe556:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15279,7 +15437,7 @@ pipe546:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_547
+	JE         aes128_557
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15297,7 +15455,7 @@ pipe546:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_547:
+aes128_557:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -15311,7 +15469,7 @@ aes128_547:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd548
+	JE         unitEnd558
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -15340,12 +15498,12 @@ aes128_547:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont551
+	JMP        cont561
 
-unitEnd548:
+unitEnd558:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit550
+	JNZ       nextUnit560
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15363,7 +15521,7 @@ unitEnd548:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_552
+	JE              aes128_562
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15373,7 +15531,7 @@ unitEnd548:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_552:
+aes128_562:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15396,7 +15554,7 @@ aes128_552:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit550:
+nextUnit560:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -15421,7 +15579,7 @@ nextUnit550:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont551:
+cont561:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -15458,11 +15616,11 @@ cont551:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe546
-	JMP         done543
+	JNZ         pipe556
+	JMP         done553
 
-general544:
-group541:
+general554:
+group551:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15480,7 +15638,7 @@ group541:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_553
+	JE              aes128_563
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15490,7 +15648,7 @@ group541:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_553:
+aes128_563:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15513,7 +15671,7 @@ aes128_553:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit542:
+unit552:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -15544,9 +15702,9 @@ unit542:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main554:
+main564:
 	CMPQ       DX, $0x10
-	JB         vec555
+	JB         vec565
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15560,7 +15718,7 @@ main554:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_558
+	JE         aes128_568
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15578,7 +15736,7 @@ main554:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_558:
+aes128_568:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15654,22 +15812,22 @@ aes128_558:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main554
+	JMP         main564
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec555:
+vec565:
 	CMPQ       DX, $0x04
-	JB         partial556
+	JB         partial566
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_559
+	JE         aes128_569
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_559:
+aes128_569:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15688,28 +15846,28 @@ aes128_559:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec555
+	JMP         vec565
 
-partial556:
+partial566:
 	TESTQ DX, DX
-	JZ    bulkDone557
+	JZ    bulkDone567
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one560
+	JB         one570
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_561
+	JE         aes128_571
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_561:
+aes128_571:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -15726,19 +15884,19 @@ aes128_561:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone557
+	JZ            bulkDone567
 
-one560:
+one570:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_562
+	JE         aes128_572
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_562:
+aes128_572:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -15754,15 +15912,15 @@ aes128_562:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone557:
+bulkDone567:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done543
+	JZ      done553
 	DECQ    R11
-	JNZ     unit542
-	JMP     group541
+	JNZ     unit552
+	JMP     group551
 
-done543:
+done553:
 	VZEROUPPER
 	RET
 
@@ -15829,7 +15987,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_563
+	JE              aes128_573
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15839,7 +15997,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_563:
+aes128_573:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15863,7 +16021,7 @@ aes128_563:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general567
+	JNZ       general577
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15881,7 +16039,7 @@ aes128_563:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_568
+	JE              aes128_578
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15891,7 +16049,7 @@ aes128_563:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_568:
+aes128_578:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15944,7 +16102,7 @@ aes128_568:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe569:
+pipe579:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15958,7 +16116,7 @@ pipe569:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_570
+	JE         aes128_580
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15976,7 +16134,7 @@ pipe569:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_570:
+aes128_580:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -15990,7 +16148,7 @@ aes128_570:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd571
+	JE         unitEnd581
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -16007,12 +16165,12 @@ aes128_570:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont574
+	JMP        cont584
 
-unitEnd571:
+unitEnd581:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit573
+	JNZ       nextUnit583
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16030,7 +16188,7 @@ unitEnd571:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_575
+	JE              aes128_585
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16040,7 +16198,7 @@ unitEnd571:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_575:
+aes128_585:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16063,7 +16221,7 @@ aes128_575:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit573:
+nextUnit583:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -16088,7 +16246,7 @@ nextUnit573:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont574:
+cont584:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -16125,11 +16283,11 @@ cont574:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe569
-	JMP         done566
+	JNZ         pipe579
+	JMP         done576
 
-general567:
-group564:
+general577:
+group574:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16147,7 +16305,7 @@ group564:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_576
+	JE              aes128_586
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16157,7 +16315,7 @@ group564:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_576:
+aes128_586:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16180,7 +16338,7 @@ aes128_576:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit565:
+unit575:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -16211,9 +16369,9 @@ unit565:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main577:
+main587:
 	CMPQ       DX, $0x10
-	JB         vec578
+	JB         vec588
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -16227,7 +16385,7 @@ main577:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_581
+	JE         aes128_591
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -16245,7 +16403,7 @@ main577:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_581:
+aes128_591:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -16309,22 +16467,22 @@ aes128_581:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main577
+	JMP         main587
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec578:
+vec588:
 	CMPQ       DX, $0x04
-	JB         partial579
+	JB         partial589
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_582
+	JE         aes128_592
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_582:
+aes128_592:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -16343,28 +16501,28 @@ aes128_582:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec578
+	JMP         vec588
 
-partial579:
+partial589:
 	TESTQ DX, DX
-	JZ    bulkDone580
+	JZ    bulkDone590
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one583
+	JB         one593
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_584
+	JE         aes128_594
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_584:
+aes128_594:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -16381,19 +16539,19 @@ aes128_584:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone580
+	JZ            bulkDone590
 
-one583:
+one593:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_585
+	JE         aes128_595
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_585:
+aes128_595:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -16409,15 +16567,15 @@ aes128_585:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone580:
+bulkDone590:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done566
+	JZ      done576
 	DECQ    R11
-	JNZ     unit565
-	JMP     group564
+	JNZ     unit575
+	JMP     group574
 
-done566:
+done576:
 	VZEROUPPER
 	RET
 
@@ -16462,7 +16620,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_586
+	JE             aes128_596
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16472,7 +16630,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_586:
+aes128_596:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16494,7 +16652,7 @@ aes128_586:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group587:
+group597:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16506,7 +16664,7 @@ group587:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_590
+	JE             aes128_600
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16516,7 +16674,7 @@ group587:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_590:
+aes128_600:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16539,7 +16697,7 @@ aes128_590:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit588:
+unit598:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -16574,9 +16732,9 @@ unit588:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main591:
+main601:
 	CMPQ           DX, $0x08
-	JB             vec592
+	JB             vec602
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -16591,7 +16749,7 @@ main591:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_595
+	JE             aes128_605
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16613,7 +16771,7 @@ main591:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_595:
+aes128_605:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16691,18 +16849,18 @@ aes128_595:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main591
+	JMP            main601
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec592:
+vec602:
 	CMPQ           DX, $0x02
-	JB             partial593
+	JB             partial603
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_596
+	JE             aes128_606
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -16712,7 +16870,7 @@ vec592:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_596:
+aes128_606:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -16741,24 +16899,24 @@ aes128_596:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec592
+	JMP            vec602
 
-partial593:
+partial603:
 	TESTQ DX, DX
-	JZ    bulkDone594
+	JZ    bulkDone604
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_598
+	JE      aes128_608
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_598:
+aes128_608:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -16774,14 +16932,14 @@ aes128_598:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone594:
+bulkDone604:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done589
+	JZ     done599
 	DECQ   R11
-	JNZ    unit588
-	JMP    group587
+	JNZ    unit598
+	JMP    group597
 
-done589:
+done599:
 	VZEROUPPER
 	RET

@@ -595,8 +595,9 @@ func vaesKernel(f flavor, dec bool) {
 		"GPRs: AX key1 schedule, BX key2 schedule, R12 rounds, R9/R10 the address",
 		"of their last round keys, DI dst, SI src, DX whole blocks left, R11 n%16.")
 	Comment(regs...)
-	Comment("Order: T = E_K2(tweak). Units shorter than one vector of blocks take",
-		"the short xmm path (round keys as memory operands, no tweak vectors).",
+	Comment("Order: T = E_K2(tweak). Units shorter than one vector of blocks (in",
+		"vaes512c's encryption also four blocks and a tail) take the short path",
+		"(round keys as memory operands, no tweak vectors).",
 		"Otherwise: round keys and tweak vectors, then the bulk (zmm from 48",
 		"blocks: four blocks alone, the main loop, a last group of three",
 		"vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;",
@@ -623,10 +624,27 @@ func vaesKernel(f flavor, dec bool) {
 	// The short-unit threshold, one vector of blocks, was measured (see
 	// the comment above autoPick in dispatch_amd64.go): below it the xmm
 	// path is faster in throughput and latency, from it the wide path.
-	wide := newLabel("wide")
-	Comment("Fewer whole blocks than one vector: the short path, no wide set-up.")
+	wide, shortUnit := newLabel("wide"), newLabel("short")
 	CMPQ(c.blocks, Imm(uint64(c.f.lanes)))
-	JAE(LabelRef(wide))
+	if f.clmul && !dec {
+		// vaes512c encryption: four whole blocks and a tail also go
+		// the short way (three blocks, then the stealing over the
+		// fourth), without the wide set-up. Measured on Intel (family 6
+		// model 167), interleaved, 65-79 bytes: encryption 1.13-1.21x
+		// with each call on the previous one's output, 1.33-1.36x with
+		// calls that do not wait for one another; decryption there
+		// 1.02-1.08x and 0.91-0.92x, so it keeps the wide path.
+		Comment("Fewer whole blocks than one vector, or four and a tail: the short",
+			"path, no wide set-up.")
+		JB(LabelRef(shortUnit))
+		JNE(LabelRef(wide))
+		TESTQ(c.tail, c.tail)
+		JZ(LabelRef(wide))
+	} else {
+		Comment("Fewer whole blocks than one vector: the short path, no wide set-up.")
+		JAE(LabelRef(wide))
+	}
+	Label(shortUnit)
 	c.encryptTweak(asX(c.tw), R8)
 	c.short()
 
@@ -980,7 +998,8 @@ func (c *vk) short() {
 }
 
 // shortPair is vaes512c's short path for two or three whole blocks (DX,
-// flags from comparing it with 2; X4 = T0): they go through AES together,
+// flags from comparing it with 2; X4 = T0), each with or without the
+// stealing after them: they go through AES together,
 // blocks 0 and 1 as one ymm vector and block 2 in xmm, each round key
 // broadcast once from memory for both (a load, no ALU port). short's loop
 // spends an AES instruction per block and round; with calls in flight the
@@ -999,11 +1018,19 @@ func (c *vk) shortPair() {
 	VINSERTI128(Imm(1), X5, Y4, Y9)
 	VMOVDQU(Mem{Base: c.src}, Y0)
 	JE(LabelRef(two))
-	Comment("Three whole blocks (a tail would have made them four: no stealing).")
+	Comment("Three whole blocks; with a tail, the stealing over block 3 (X1 = T3,",
+		"X3 = T4).")
 	VMOVDQU(Mem{Base: c.src, Disp: 32}, X2)
 	c.xexPair(true)
 	VMOVDQU(Y0, Mem{Base: c.dst})
 	VMOVDQU(X2, Mem{Base: c.dst, Disp: 32})
+	TESTQ(c.tail, c.tail)
+	JZ(LabelRef(done))
+	VMOVDQA(X6, X1)
+	vexMulX(X1, X8)
+	VMOVDQA(X1, X3)
+	vexMulX(X3, X8)
+	c.stealAt(X1, X3, true)
 	JMP(LabelRef(done))
 	Label(two)
 	c.xexPair(false)
