@@ -1,0 +1,345 @@
+package keymem
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Env, set in the helper process, holds the multipliers and the test's
+// arguments for it.
+const Env = "XTSCTL_KEYMEM_HELPER"
+
+// Window is the most bytes of a secret one fingerprint covers. A secret
+// shorter than Window (but at least MinWindow bytes) is covered whole.
+const (
+	Window    = 16
+	MinWindow = 8
+)
+
+// A Secret is a key, or another secret, to look for.
+type Secret struct {
+	Name string
+	Key  []byte
+	// Step is the distance between the windows fingerprinted (0: 8, so
+	// that every copy of 24 bytes or more of the key holds one).
+	Step int
+}
+
+// hash hashes a window (lo, hi little-endian; hi masked to the window's
+// length) with the per-run random odd multipliers k1, k2.
+func hash(lo, hi, k1, k2 uint64) uint64 {
+	x := lo*k1 ^ bits.RotateLeft64(hi*k2, 29)
+	x ^= x >> 31
+	return x * k1
+}
+
+// mask keeps the bytes of hi that a window of n bytes covers.
+func mask(n int) uint64 {
+	if n >= Window {
+		return ^uint64(0)
+	}
+	return 1<<(8*(n-8)) - 1
+}
+
+// Skip skips a memory test under -short and -race (the race detector
+// slows the scan a hundredfold): call it first.
+func Skip(t *testing.T) {
+	t.Helper()
+	if testing.Short() || raceEnabled {
+		t.Skip("scans the process's memory (too slow under -short and -race)")
+	}
+}
+
+// A HelperRun is the helper process's side.
+type HelperRun struct {
+	t      *testing.T
+	k1, k2 uint64
+	// Args are the arguments the test gave Fingerprints.
+	Args []string
+}
+
+// Helper returns the helper's side in the helper process, and skips the
+// test otherwise: call it first in the test that Fingerprints names.
+func Helper(t *testing.T) *HelperRun {
+	v := os.Getenv(Env)
+	if v == "" {
+		t.Skip("the helper process of a memory test")
+	}
+	f := strings.Split(v, "\n")
+	h := &HelperRun{t: t, Args: f[2:]}
+	h.k1, _ = strconv.ParseUint(f[0], 16, 64)
+	h.k2, _ = strconv.ParseUint(f[1], 16, 64)
+	return h
+}
+
+// Print prints the fingerprints of the secrets for the test to read.
+func (h *HelperRun) Print(secrets ...Secret) {
+	for _, s := range secrets {
+		n := min(len(s.Key), Window)
+		if n < MinWindow {
+			h.t.Fatalf("%s: %d bytes, fewer than the %d a fingerprint takes", s.Name, len(s.Key), MinWindow)
+		}
+		step := s.Step
+		if step <= 0 {
+			step = 8
+		}
+		for off := 0; off+n <= len(s.Key); off += step {
+			var w [Window]byte
+			copy(w[:], s.Key[off:off+n])
+			lo := binary.LittleEndian.Uint64(w[:])
+			hi := binary.LittleEndian.Uint64(w[8:]) & mask(n)
+			fmt.Printf("fp\t%s\t%d\t%d\t%x\n", s.Name, off, n, hash(lo, hi, h.k1, h.k2))
+		}
+	}
+}
+
+// A Piece is a window of a secret, and where it was found.
+type Piece struct {
+	Secret string
+	Offset int // of the window in the secret
+	Len    int // of the window
+	Addr   uintptr
+	Region string // the mapping's name in /proc/self/maps, "" if anonymous
+	// SignalFrame: inside the CPU registers the kernel saved on a
+	// thread's signal stack when a signal interrupted it (see
+	// inSignalFrame).
+	SignalFrame bool
+}
+
+// A Set holds the fingerprints of one run's secrets.
+type Set struct {
+	k1, k2 uint64
+	byHash map[uint64]Piece
+	lens   []int // the window lengths, longest first
+	filter [1 << 16 / 64]uint64
+}
+
+// Fingerprints runs the test binary again as the helper process (the test
+// named helper, which calls Helper), with args and with stdin on a pipe
+// (not through a Go buffer), and returns the fingerprints it printed.
+func Fingerprints(t *testing.T, helper string, stdin []byte, args ...string) *Set {
+	t.Helper()
+	var k [16]byte
+	rand.Read(k[:])
+	f := &Set{
+		k1:     binary.LittleEndian.Uint64(k[:]) | 1,
+		k2:     binary.LittleEndian.Uint64(k[8:]) | 1,
+		byHash: map[uint64]Piece{},
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	env := append([]string{strconv.FormatUint(f.k1, 16), strconv.FormatUint(f.k2, 16)}, args...)
+	cmd.Env = append(os.Environ(), Env+"="+strings.Join(env, "\n"))
+	cmd.Stdin = r
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	_, werr := w.Write(stdin)
+	w.Close()
+	if err := cmd.Wait(); err != nil || werr != nil {
+		t.Fatalf("fingerprint helper: %v, %v\n%s", err, werr, out.String())
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		l := strings.Split(sc.Text(), "\t")
+		if len(l) != 5 || l[0] != "fp" {
+			continue
+		}
+		off, _ := strconv.Atoi(l[2])
+		n, _ := strconv.Atoi(l[3])
+		h, _ := strconv.ParseUint(l[4], 16, 64)
+		f.byHash[h] = Piece{Secret: l[1], Offset: off, Len: n}
+		f.filter[h>>48/64] |= 1 << (h >> 48 % 64)
+		if !slices.Contains(f.lens, n) {
+			f.lens = append(f.lens, n)
+		}
+	}
+	if len(f.byHash) == 0 {
+		t.Fatalf("fingerprint helper printed nothing:\n%s", out.String())
+	}
+	slices.Sort(f.lens)
+	slices.Reverse(f.lens)
+	return f
+}
+
+// Linux x86-64 signal frames: the FPU/vector state (xsave layout) carries
+// FP_XSTATE_MAGIC1 in its software bytes at offset 464, followed 16 bytes
+// later by xstate_size, and FP_XSTATE_MAGIC2 right after the xsave area
+// (arch/x86/include/uapi/asm/sigcontext.h).
+const (
+	fpXstateMagic1 = 0x46505853
+	fpXstateMagic2 = 0x46505845
+	fpSwBytes      = 464
+)
+
+// inSignalFrame reports whether addr lies in the saved vector registers of
+// a signal frame; around holds the memory from addr-len(around)/2.
+func inSignalFrame(around []byte, addr uintptr) bool {
+	base := addr - uintptr(len(around)/2)
+	for fp := addr &^ 63; fp > base && fp+fpSwBytes+20 <= base+uintptr(len(around)); fp -= 64 {
+		i := int(fp - base)
+		if binary.LittleEndian.Uint32(around[i+fpSwBytes:]) != fpXstateMagic1 {
+			continue
+		}
+		size := uintptr(binary.LittleEndian.Uint32(around[i+fpSwBytes+16:]))
+		end := int(fp + size - base)
+		if addr < fp+size && end+4 <= len(around) && binary.LittleEndian.Uint32(around[end:]) == fpXstateMagic2 {
+			return true
+		}
+	}
+	return false
+}
+
+// Scan searches this process's readable anonymous memory (Go's heap and
+// goroutine stacks, the thread stacks, cgo/libc heap) for the
+// fingerprinted windows at every byte offset. It reads through
+// /proc/self/mem into a buffer mapped outside Go's heap, which it skips.
+func (f *Set) Scan(t *testing.T) (found []Piece, scanned int64) {
+	t.Helper()
+	const chunk, probeSize = 1 << 20, 16 << 10
+	buf, err := unix.Mmap(-1, 0, chunk+Window+probeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	probe := buf[chunk+Window:]
+	own := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	masks := make([]uint64, len(f.lens))
+	for i, n := range f.lens {
+		masks[i] = mask(n)
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(maps)), "\n") {
+		l := strings.Fields(line)
+		var path string
+		if len(l) >= 6 {
+			path = l[5]
+		}
+		if l[1][0] != 'r' || path != "" && path != "[heap]" && path != "[stack]" && !strings.HasPrefix(path, "[anon") {
+			continue
+		}
+		lohi := strings.SplitN(l[0], "-", 2)
+		start, _ := strconv.ParseUint(lohi[0], 16, 64)
+		end, _ := strconv.ParseUint(lohi[1], 16, 64)
+		if uintptr(start) <= own && own < uintptr(end) {
+			continue // the scan buffer
+		}
+		if end-start > 1<<32 {
+			continue // a sanitizer's shadow reservation, not data
+		}
+		for off := start; off < end; off += chunk {
+			n := min(uint64(chunk+Window-1), end-off)
+			got, err := mem.ReadAt(buf[:n], int64(off))
+			if err != nil && got == 0 {
+				break // unreadable after all (a guard page)
+			}
+			scanned += int64(min(uint64(got), chunk))
+			b := buf[:got]
+			for i := 0; i+Window <= len(b) && i < chunk; i++ {
+				lo := binary.LittleEndian.Uint64(b[i:])
+				hi := binary.LittleEndian.Uint64(b[i+8:])
+				for _, m := range masks {
+					h := hash(lo, hi&m, f.k1, f.k2)
+					if f.filter[h>>48/64]&(1<<(h>>48%64)) == 0 {
+						continue
+					}
+					p, ok := f.byHash[h]
+					if !ok {
+						continue
+					}
+					p.Addr, p.Region = uintptr(off)+uintptr(i), path
+					// The memory around p, within the region (zeros beyond).
+					clear(probe)
+					from := max(uint64(p.Addr)-probeSize/2, start)
+					to := min(uint64(p.Addr)+probeSize/2, end)
+					mem.ReadAt(probe[from-(uint64(p.Addr)-probeSize/2):][:to-from], int64(from))
+					p.SignalFrame = inSignalFrame(probe, p.Addr)
+					clear(probe)
+					found = append(found, p)
+				}
+			}
+		}
+	}
+	return found, scanned
+}
+
+// CheckClose scans while the keys are in use, where it must find each
+// secret that seen names (else it does not see where they are), calls
+// close, and fails the test for every piece of a secret found after it:
+// after a garbage collection, and again after debug.FreeOSMemory (freed
+// memory is not cleared by Go until reused: it looks before the runtime
+// returns free pages to the system, and after).
+func (f *Set) CheckClose(t *testing.T, seen []string, close func()) {
+	t.Helper()
+	found, scanned := f.Scan(t)
+	t.Logf("scanned %d MiB for %d fingerprints", scanned>>20, len(f.byHash))
+	for _, s := range seen {
+		if !slices.ContainsFunc(found, func(p Piece) bool { return p.Secret == s }) {
+			t.Fatalf("the scan found %d key pieces while the keys are in use, none of the %s: it does not see where they are", len(found), s)
+		}
+	}
+	close()
+	runtime.GC()
+	found, _ = f.Scan(t)
+	Report(t, "after Close and a GC", found)
+	debug.FreeOSMemory()
+	found, _ = f.Scan(t)
+	Report(t, "after debug.FreeOSMemory", found)
+}
+
+// Report fails the test for every piece found, except those in the
+// registers a signal frame saved: while a kernel runs, its keys are in
+// vector registers, and when a signal interrupts the thread (Go preempts
+// goroutines with signals) the kernel writes them to the thread's signal
+// stack, where they stay until the next signal there. No program clears
+// that memory (SECURITY.md); those are logged.
+func Report(t *testing.T, when string, found []Piece) {
+	t.Helper()
+	for _, p := range found {
+		if p.SignalFrame {
+			t.Logf("%s: bytes %d..%d of the %s at %#x in the registers a signal frame saved (outside the program's reach)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr)
+			continue
+		}
+		t.Errorf("%s: bytes %d..%d of the %s at %#x (%s)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr, p.Region)
+	}
+}
+
+// ReadStdin reads what the test gave the helper on its standard input.
+func (h *HelperRun) ReadStdin() []byte {
+	b, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}

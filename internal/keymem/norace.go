@@ -1,0 +1,5 @@
+//go:build !race
+
+package keymem
+
+const raceEnabled = false
