@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/xtsctl/xtsctl/blake2b"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -70,7 +71,7 @@ func digestAEAD(master []byte) (aeadCipher, func()) {
 	if err != nil {
 		panic("volume: " + err.Error())
 	}
-	return a, func() { wipeAEAD(a) }
+	return a, func() { secret.WipeObject(a) }
 }
 
 type aeadCipher interface {
@@ -81,8 +82,8 @@ type aeadCipher interface {
 // sealDigest stores the plaintext digest, encrypted (a digest of the
 // plaintext in the clear would tell whether the volume holds a known image).
 func (h *Header) sealDigest(master []byte, digest *[blake2b.Size]byte) error {
-	reserveStack()
-	defer burnStack()
+	secret.ReserveStack()
+	defer secret.BurnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	nonce := h.SealedDigest[:chacha20poly1305.NonceSizeX]
@@ -99,8 +100,8 @@ func (h *Header) openDigest(master []byte) (digest [blake2b.Size]byte, ok bool, 
 	if h.Flags&FlagDigest == 0 {
 		return digest, false, nil
 	}
-	reserveStack()
-	defer burnStack()
+	secret.ReserveStack()
+	defer secret.BurnStack()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	n := chacha20poly1305.NonceSizeX

@@ -13,6 +13,7 @@ import (
 	"github.com/xtsctl/xtsctl/blake2b"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
 	"github.com/xtsctl/xtsctl/internal/kdfcal"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/internal/sysmem"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -287,8 +288,8 @@ var argon2IDKey = argon2.IDKey
 var abandonedKDFTestHook func()
 
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
-	reserveStack()
-	defer burnStack()
+	secret.ReserveStack()
+	defer secret.BurnStack()
 	return argon2IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
 }
 
@@ -356,15 +357,15 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	if _, err := rand.Read(s.Nonce[:]); err != nil {
 		return KeySlot{}, err
 	}
-	reserveStack()
-	defer burnStack()
+	secret.ReserveStack()
+	defer secret.BurnStack()
 	wk := wrappingKey(passphrase, s.Salt[:], p)
 	aead, err := chacha20poly1305.NewX(wk)
 	clear(wk)
 	if err != nil {
 		return KeySlot{}, err
 	}
-	defer wipeAEAD(aead)
+	defer secret.WipeObject(aead)
 	aead.Seal(s.Wrapped[:0], s.Nonce[:], key, s.associatedData(uuid, index, len(key)))
 	return s, nil
 }
@@ -376,8 +377,8 @@ var errWrongPassphrase = errors.New("wrong passphrase")
 // wrong passphrase (the slot checksum has already told damage apart). It
 // returns ctx's cause if ctx is cancelled before the KDF has run.
 func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
-	reserveStack()
-	defer burnStack()
+	secret.ReserveStack()
+	defer secret.BurnStack()
 	wk, err := wrappingKeyCtx(ctx, passphrase, s.Salt[:], s.KDF)
 	if err != nil {
 		return nil, err
@@ -387,7 +388,7 @@ func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, 
 	if err != nil {
 		return nil, err
 	}
-	defer wipeAEAD(aead)
+	defer secret.WipeObject(aead)
 	key, err := aead.Open(nil, s.Nonce[:], s.Wrapped[:keySize+wrapOverhead], s.associatedData(uuid, index, keySize))
 	if err != nil {
 		return nil, errWrongPassphrase
