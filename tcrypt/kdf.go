@@ -2,11 +2,9 @@ package tcrypt
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
-	"encoding/binary"
 	"fmt"
 	"hash"
 	"strings"
@@ -208,65 +206,6 @@ func (k kdf) cost() int64 {
 		hashSHA512: 56, hashSHA256: 19, hashBLAKE2s: 71, hashWhirlpool: 235,
 		hashRIPEMD160: 486, hashStreebog: 730, hashSHA1: 20,
 	}[k.row.hash]
-}
-
-// pbkdf2Stream derives a key with PBKDF2-HMAC (RFC 8018) block by block, so
-// that the first bytes can be tried before the rest are derived, and it
-// stops when ctx is done. crypto/pbkdf2 cannot be stopped; the tests
-// compare this with it.
-type pbkdf2Stream struct {
-	prf  hash.Hash
-	salt []byte
-	iter int
-	out  []byte // the blocks derived so far
-}
-
-func newPBKDF2(h func() hash.Hash, password, salt []byte, iter int) *pbkdf2Stream {
-	return &pbkdf2Stream{prf: hmac.New(h, password), salt: salt, iter: iter}
-}
-
-// derive extends the output to at least n bytes and returns its first n.
-func (p *pbkdf2Stream) derive(ctx context.Context, n int) ([]byte, error) {
-	hLen := p.prf.Size()
-	done := ctx.Done()
-	u := make([]byte, 0, hLen)
-	t := make([]byte, hLen)
-	var ibuf [4]byte
-	for len(p.out) < n {
-		block := uint32(len(p.out)/hLen + 1)
-		p.prf.Reset()
-		p.prf.Write(p.salt)
-		binary.BigEndian.PutUint32(ibuf[:], block)
-		p.prf.Write(ibuf[:])
-		u = p.prf.Sum(u[:0])
-		copy(t, u)
-		for i := 1; i < p.iter; i++ {
-			if i&1023 == 0 {
-				select {
-				case <-done:
-					clear(u)
-					clear(t)
-					return nil, ctx.Err()
-				default:
-				}
-			}
-			p.prf.Reset()
-			p.prf.Write(u)
-			u = p.prf.Sum(u[:0])
-			for j := range t {
-				t[j] ^= u[j]
-			}
-		}
-		p.out = append(p.out, t...)
-	}
-	clear(u)
-	clear(t)
-	return p.out[:n], nil
-}
-
-func (p *pbkdf2Stream) wipe() {
-	clear(p.out)
-	p.prf.Reset()
 }
 
 // argon2Key runs Argon2id as VeraCrypt does (one lane, no secret or

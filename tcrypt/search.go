@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/xtsctl/xtsctl/internal/pbkdf2"
 )
 
 // A location is one place a header may be: its kind and offset, and the
@@ -57,13 +59,13 @@ type match struct {
 type trial struct {
 	cand candidate
 	pass []byte
-	p    *pbkdf2Stream // nil for Argon2id, and after its last stage
-	dk   []byte        // Argon2id: the whole key
+	p    *pbkdf2.Stream // nil for Argon2id, and after its last stage
+	dk   []byte         // Argon2id: the whole key
 }
 
 func (t *trial) wipe() {
 	if t.p != nil {
-		t.p.wipe()
+		t.p.Wipe()
 	}
 	clear(t.dk)
 }
@@ -80,18 +82,18 @@ func (t *trial) stage1(ctx context.Context) (*match, error) {
 		t.dk = dk
 		return t.try(dk, true), nil
 	}
-	t.p = newPBKDF2(newHash(k.row.hash), t.pass, t.cand.loc.sector[:saltSize], k.iter)
+	t.p = pbkdf2.New(newHash(k.row.hash), t.pass, t.cand.loc.sector[:saltSize], k.iter)
 	n := 64
 	if k.row.product == trueCrypt {
 		n = dkLen
 	}
-	dk, err := t.p.derive(ctx, n)
+	dk, err := t.p.Derive(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	m := t.try(dk, n == dkLen)
 	if n == dkLen {
-		t.p.wipe()
+		t.p.Wipe()
 		t.p = nil
 	}
 	return m, nil
@@ -103,7 +105,7 @@ func (t *trial) stage2(ctx context.Context) (*match, error) {
 	if t.p == nil {
 		return nil, nil
 	}
-	dk, err := t.p.derive(ctx, dkLen)
+	dk, err := t.p.Derive(ctx, dkLen)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/xtsctl/xtsctl/internal/pbkdf2"
 	"github.com/xtsctl/xtsctl/xts"
 )
 
@@ -64,8 +65,8 @@ func (s synth) sector(t testing.TB, pass []byte, seed uint64) [headerSize]byte {
 		binary.BigEndian.PutUint32(h[188:], crc32.ChecksumIEEE(h[:188]))
 	}
 	copy(h[keyAreaOff:], s.keys[:])
-	p := newPBKDF2(newHash(s.hash), pass, out[:saltSize], s.iter)
-	dk, err := p.derive(context.Background(), dkLen)
+	p := pbkdf2.New(newHash(s.hash), pass, out[:saltSize], s.iter)
+	dk, err := p.Derive(context.Background(), dkLen)
 	if err != nil {
 		t.Fatal(err)
 	}
