@@ -2,7 +2,6 @@ package luks
 
 import (
 	"crypto/md5"
-	"crypto/pbkdf2"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha3"
@@ -10,6 +9,7 @@ import (
 	"hash"
 	"strings"
 
+	"github.com/xtsctl/xtsctl/internal/pbkdf2"
 	"golang.org/x/crypto/blake2b"
 	"golang.org/x/crypto/blake2s"
 
@@ -56,7 +56,10 @@ func hashByName(name string) func() hash.Hash {
 
 const supportedHashes = "sha1, sha224, sha256, sha384, sha512, sha512-224/256, ripemd160, sha3-224/256/384/512, blake2b-512, blake2s-256, md5"
 
-// pbkdf2Key runs PBKDF2-HMAC. The caller has bounded iterations and keyLen.
+// pbkdf2Key runs PBKDF2-HMAC, keyed with a passphrase or, for digests,
+// the volume key: internal/pbkdf2 wipes its copies of them, where
+// crypto/pbkdf2 would leave them in memory. The caller has bounded
+// iterations and keyLen, and wipes the output.
 func pbkdf2Key(h func() hash.Hash, password, salt []byte, iterations, keyLen int) ([]byte, error) {
-	return pbkdf2.Key(h, string(password), salt, iterations, keyLen)
+	return pbkdf2.Key(h, password, salt, iterations, keyLen), nil
 }

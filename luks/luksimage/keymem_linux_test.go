@@ -1,0 +1,219 @@
+package luksimage
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/pbkdf2"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"hash"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/xts"
+
+	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/keymem"
+	"github.com/xtsctl/xtsctl/luks"
+)
+
+// The memory test's images are cryptsetup's, and so are the keys its
+// helper process looks for: the volume key from luksDump, the keyslot key
+// derived with crypto/pbkdf2 or x/crypto's Argon2 from the header's
+// parameters, the keyslot's split key decrypted with x/crypto's XTS. The
+// test process reads the passphrase only as the command line does, from
+// the key file, and never holds a key it does not wipe.
+
+// TestKeyFingerprintHelper is the helper process (it does nothing in a
+// normal run). Arguments: the image, the passphrase file.
+func TestKeyFingerprintHelper(t *testing.T) {
+	h := keymem.Helper(t)
+	img, passFile := h.Args[0], h.Args[1]
+	pass, err := os.ReadFile(passFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkFile := filepath.Join(t.TempDir(), "vk")
+	if out, err := exec.Command("cryptsetup", "luksDump", "--batch-mode", "--dump-volume-key", "--key-file", passFile, "--volume-key-file", vkFile, img).CombinedOutput(); err != nil {
+		t.Fatalf("cryptsetup luksDump: %v\n%s", err, out)
+	}
+	vk, err := os.ReadFile(vkFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := luks.ReadHeader(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := hdr.Keyslots[0]
+	var dk []byte
+	switch k.KDF.Type {
+	case "pbkdf2":
+		dk, err = pbkdf2.Key(hashOf(t, k.KDF.Hash), string(pass), k.KDF.Salt, int(k.KDF.Iterations), k.Area.KeySize)
+	case "argon2id":
+		dk = argon2.IDKey(pass, k.KDF.Salt, k.KDF.Time, k.KDF.MemoryKiB, uint8(k.KDF.Threads), uint32(k.Area.KeySize))
+	default:
+		t.Fatalf("keyslot KDF %s", k.KDF.Type)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := make([]byte, (k.KeySize*4000+511)&^511)
+	if _, err := f.ReadAt(split, int64(k.Area.Offset&^511)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := xts.NewCipher(aes.NewCipher, dk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(split); i += 512 {
+		c.Decrypt(split[i:i+512], split[i:i+512], uint64(i/512))
+	}
+	h.Print(
+		keymem.Secret{Name: "passphrase", Key: pass},
+		keymem.Secret{Name: "passphrase as HMAC's inner pad", Key: xorBytes(pass, 0x36)},
+		keymem.Secret{Name: "passphrase as HMAC's outer pad", Key: xorBytes(pass, 0x5c)},
+		keymem.Secret{Name: "keyslot key", Key: dk},
+		keymem.Secret{Name: "split key", Key: split[:k.KeySize*4000], Step: k.KeySize},
+		keymem.Secret{Name: "master key", Key: vk},
+		// The digest is PBKDF2 keyed with the master key.
+		keymem.Secret{Name: "master key as HMAC's inner pad", Key: xorBytes(vk, 0x36)},
+		keymem.Secret{Name: "master key as HMAC's outer pad", Key: xorBytes(vk, 0x5c)},
+	)
+}
+
+func hashOf(t *testing.T, name string) func() hash.Hash {
+	switch name {
+	case "sha1":
+		return sha1.New
+	case "sha256":
+		return sha256.New
+	case "sha512":
+		return sha512.New
+	}
+	t.Fatalf("hash %s", name)
+	return nil
+}
+
+func xorBytes(b []byte, x byte) []byte {
+	out := make([]byte, len(b))
+	for i := range b {
+		out[i] = b[i] ^ x
+	}
+	return out
+}
+
+// TestNoKeysInMemoryAfterClose unlocks a LUKS1 and a LUKS2 image that
+// cryptsetup made, through the format layer as the command line does
+// (the passphrase from a key file), reads through the device, closes it,
+// and then searches the process's memory for the passphrase, the keyslot
+// key, the keyslot's split key and the master key (SECURITY.md, "Keys in
+// memory", says what Go does not let a program guarantee).
+func TestNoKeysInMemoryAfterClose(t *testing.T) {
+	keymem.Skip(t)
+	if _, err := exec.LookPath("cryptsetup"); err != nil {
+		t.Skip("cryptsetup is not installed (scripts/install-deps.sh)")
+	}
+	for _, c := range []struct{ name, hash string }{
+		{"luks1", "sha256"}, // PBKDF2 keyslots
+		{"luks2", ""},       // Argon2id keyslots
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			img, passFile := filepath.Join(dir, "img"), filepath.Join(dir, "pass")
+			// The passphrase is made by another program, so that this one
+			// holds it only where the unlock reads it.
+			if out, err := exec.Command("sh", "-c", "head -c 32 /dev/urandom >"+passFile).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			f, err := os.Create(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Truncate(17 << 20)
+			f.Close()
+			args := []string{"luksFormat", "--batch-mode", "--type", c.name, "--key-file", passFile}
+			if c.name == "luks1" {
+				args = append(args, "--hash", c.hash, "--pbkdf-force-iterations", "1000")
+			} else {
+				args = append(args, "--pbkdf", "argon2id", "--pbkdf-memory", "32768", "--pbkdf-force-iterations", "4", "--pbkdf-parallel", "1")
+			}
+			if out, err := exec.Command("cryptsetup", append(args, img)...).CombinedOutput(); err != nil {
+				t.Fatalf("cryptsetup luksFormat: %v\n%s", err, out)
+			}
+			fps := keymem.Fingerprints(t, "TestKeyFingerprintHelper", nil, img, passFile)
+
+			// A collection shrinks the test goroutine's shallow stack,
+			// so that the key handling below starts on a small one, as
+			// on a busy machine (a stack that then grows while holding a
+			// key leaves a copy behind).
+			runtime.GC()
+			runtime.GC()
+			dev, closeImage := unlockAndAttach(t, img, passFile)
+			buf := make([]byte, 64<<10)
+			if _, err := disk.NewReaderAt(dev).ReadAt(buf, 4096); err != nil {
+				t.Fatal(err)
+			}
+			fps.CheckClose(t, []string{"master key"}, func() {
+				if err := dev.Close(); err != nil {
+					t.Fatal(err)
+				}
+				closeImage()
+			})
+		})
+	}
+}
+
+// unlockAndAttach opens the image as the command line does: the format
+// layer's open, check and unlock, with the passphrase read from its file
+// and wiped after the unlock, and the device attached read-only; the
+// unlocked key is wiped once the device holds its own.
+func unlockAndAttach(t *testing.T, path, passFile string) (disk.Device, func()) {
+	t.Helper()
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Format.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &disk.Request{Slot: -1, ReadOnly: true}
+	if _, err := h.Check(req); err != nil {
+		t.Fatal(err)
+	}
+	pass, err := os.ReadFile(passFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &disk.Secret{KeyFiles: [][]byte{pass}}
+	u, err := h.Unlock(context.Background(), req, sec)
+	sec.Wipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := disk.Attach(f, u, disk.AttachOptions{ReadOnly: true})
+	u.Wipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, func() { img.Close() }
+}
