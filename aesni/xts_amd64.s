@@ -1684,7 +1684,8 @@ TEXT ·xtsEncVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
@@ -2530,7 +2531,8 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
@@ -5089,7 +5091,8 @@ TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
@@ -6345,7 +6348,7 @@ bulkDone200:
 	JMP end193
 
 stealLate194:
-	CMPQ    DX, $0x10
+	CMPQ    DX, $0x08
 	JB      stealFirst192
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
@@ -10749,7 +10752,8 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
@@ -11541,7 +11545,8 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
@@ -13295,7 +13300,8 @@ TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
 	// Otherwise: round keys and tweak vectors, then the bulk (zmm from 48
 	// blocks: four blocks alone, the main loop, a last group of three
 	// vectors; see peel). Ciphertext stealing (n%16 != 0): decryption first;
-	// encryption below one main-loop iteration first, else after the bulk,
+	// encryption below one main-loop iteration (vaes512c: 8 blocks) first,
+	// else after the bulk,
 	// except zmm from 17 whole blocks: block m in the first vector, the
 	// stealing block (address in R14, pending while R11 != 0, T_m+1 in X15)
 	// XEXed inside the main loop (see peelSteal).
