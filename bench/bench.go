@@ -64,6 +64,7 @@ type Config struct {
 	Baseline   bool          // also measure golang.org/x/crypto/xts
 	Peers      bool          // also run openssl speed
 	Roofline   bool          // also measure raw AES rounds
+	InPlace    bool          // one buffer per single-core figure, each call on the last one's output (see unitBuffers)
 	Version    string        // xtsctl's version, recorded in the report
 
 	// Progress, if set, is called before each measurement.
@@ -118,6 +119,7 @@ type Settings struct {
 	Baseline  bool   `json:"baseline"`
 	Peers     bool   `json:"peers"`
 	Roofline  bool   `json:"roofline"`
+	InPlace   bool   `json:"in_place"`
 }
 
 // Dispatch is the kernel variant the dispatcher picks for one length.
@@ -290,7 +292,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		CPU:       DetectCPU(),
 		Timing:    Timing{TimePerPoint: c.Time.Seconds(), Runs: c.Runs, UnitSlice: unitSlice.Seconds(), PinnedCPU: -1},
 		Config: Settings{Sizes: sizes, KeyBits: keys, Variant: c.Variant, Threads: c.Threads,
-			Integrity: c.Integrity, Baseline: c.Baseline, Peers: c.Peers, Roofline: c.Roofline},
+			Integrity: c.Integrity, Baseline: c.Baseline, Peers: c.Peers, Roofline: c.Roofline, InPlace: c.InPlace},
 		Results: []Result{},
 	}
 	if c.Integrity {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	xcxts "golang.org/x/crypto/xts"
 
 	"github.com/xtsctl/xtsctl/aesni"
 	"github.com/xtsctl/xtsctl/internal/impl"
@@ -459,7 +462,7 @@ func TestTimedLoopsDoNotAllocate(t *testing.T) {
 	for _, integrity := range []bool{false, true} {
 		p := &plan{cfg: Config{Integrity: integrity}, tagKey: make([]byte, TagKeySize)}
 		for _, decrypt := range []bool{false, true} {
-			op, check := p.unitOp(c, 127, decrypt)
+			op, check := p.unitOp(c, unitRing(127, false), decrypt)
 			if a := testing.AllocsPerRun(10, func() { op(3) }); a != 0 {
 				t.Errorf("unit loop (integrity %v, decrypt %v): %v allocations", integrity, decrypt, a)
 			}
@@ -473,6 +476,81 @@ func TestTimedLoopsDoNotAllocate(t *testing.T) {
 			stop()
 			if err := check(); err != nil {
 				t.Error(err)
+			}
+		}
+	}
+}
+
+// TestUnitRing checks how many buffers the single-core loops take turns on.
+func TestUnitRing(t *testing.T) {
+	for _, tc := range []struct {
+		size    int
+		inPlace bool
+		want    int
+	}{
+		{16, false, 16}, {127, false, 16}, {1024, false, 16}, {1420, false, 11}, {4096, false, 4},
+		{8192, false, 2}, {8193, false, 2}, {16384, false, 2}, {16385, false, 1}, {1 << 20, false, 1},
+		{16, true, 1}, {4096, true, 1},
+	} {
+		bufs := unitRing(tc.size, tc.inPlace)
+		if len(bufs) != tc.want {
+			t.Errorf("%d bytes, in place %v: %d buffers, want %d", tc.size, tc.inPlace, len(bufs), tc.want)
+		}
+		for i, b := range bufs {
+			if len(b) != tc.size {
+				t.Fatalf("buffer %d: %d bytes", i, len(b))
+			}
+			if i > 0 && &b[0] == &bufs[0][0] {
+				t.Fatalf("buffer %d is buffer 0", i)
+			}
+		}
+	}
+}
+
+// TestUnitLoopsTakeTurns checks that the single-core loops convert each
+// buffer of the ring in turn, call i on buffer i mod len with sector number
+// i (0 when decrypting with tags), and that every buffer holds what the
+// reference gives.
+func TestUnitLoopsTakeTurns(t *testing.T) {
+	key := randomBytes(64)
+	c, err := xts.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := xcxts.NewCipher(aes.NewCipher, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size, calls = 128, 5 // three buffers: the first two are converted twice
+	for _, integrity := range []bool{false, true} {
+		for _, decrypt := range []bool{false, true} {
+			p := &plan{cfg: Config{Integrity: integrity}, tagKey: randomBytes(TagKeySize)}
+			bufs := [][]byte{randomBytes(size), randomBytes(size), randomBytes(size)}
+			want := make([][]byte, len(bufs))
+			for j := range bufs {
+				want[j] = bytes.Clone(bufs[j])
+			}
+			src := bytes.Clone(bufs[0]) // the ciphertext of a tagged decryption
+			for i := range calls {
+				w := want[i%len(bufs)]
+				switch {
+				case integrity && decrypt:
+					ref.Decrypt(w, src, 0)
+				case decrypt:
+					ref.Decrypt(w, w, uint64(i))
+				default:
+					ref.Encrypt(w, w, uint64(i))
+				}
+			}
+			op, check := p.unitOp(c, bufs, decrypt)
+			op(calls)
+			if err := check(); err != nil {
+				t.Error(err)
+			}
+			for j := range bufs {
+				if !bytes.Equal(bufs[j], want[j]) {
+					t.Errorf("integrity %v, decrypt %v: buffer %d differs from the reference", integrity, decrypt, j)
+				}
 			}
 		}
 	}

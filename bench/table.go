@@ -59,6 +59,11 @@ func writeHeader(b *strings.Builder, r *Report) {
 	}
 	fmt.Fprintf(b, "timing    %d runs of %s after a warm-up per figure; one core: locked OS thread %s, timed by %s, runs in slices of %s taking turns%s\n",
 		r.Timing.Runs, fmtSeconds(r.Timing.TimePerPoint/float64(r.Timing.Runs)), pinned, clockName(r.Timing.Clock), fmtSeconds(r.Timing.UnitSlice), locked)
+	if r.Config.InPlace {
+		fmt.Fprintf(b, "units     one buffer per figure, converted in place call after call (each call waits for the previous one's output, as in openssl speed)\n")
+	} else {
+		fmt.Fprintf(b, "units     each call on the next of up to 16 buffers (16 KiB at most), so no call waits for the previous one's output; openssl speed converts one buffer in place\n")
+	}
 	fmt.Fprintf(b, "kernels   %s (dispatch: %s", strings.Join(AvailableVariants(), " "), ruleText(r.Rule))
 	if r.PreferYMM {
 		fmt.Fprintf(b, "; this CPU prefers ymm")

@@ -29,6 +29,7 @@ func newBenchCmd(a *app) *cobra.Command {
 		perPoint                 time.Duration
 		integrity, baseline      bool
 		peers, roofline, asJSON  bool
+		inPlace                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,8 +42,9 @@ Without flags it takes a few seconds and prints encrypt and decrypt MB/s
 CPU and its features, and the kernel variant dispatch picks for each size.
 
 Each figure is the median of --runs timed runs after a warm-up, with ± half
-their range. Single-core figures run one call per message on an OS thread
-bound to one CPU, timed by that thread's CPU time (as openssl speed does);
+their range. Single-core figures run one call per message, each on the next
+of a ring of buffers (--in-place: one buffer, as openssl speed), on an OS
+thread bound to one CPU, timed by that thread's CPU time (as openssl speed);
 --threads figures go through the sector layer and are timed by the wall
 clock. docs/BENCH.md describes the method and the --json schema.`,
 		Example: `  xtsctl bench
@@ -56,6 +58,7 @@ clock. docs/BENCH.md describes the method and the --json schema.`,
 			cfg := bench.Config{
 				Variant: variant, Threads: threads, Time: perPoint, Runs: runs,
 				Integrity: integrity, Baseline: baseline, Peers: peers, Roofline: roofline,
+				InPlace: inPlace,
 				Version: strings.SplitN(versionString(), " ", 2)[0],
 			}
 			var err error
@@ -135,6 +138,7 @@ clock. docs/BENCH.md describes the method and the --json schema.`,
 	f.BoolVar(&baseline, "baseline", false, "also measure golang.org/x/crypto/xts in this process")
 	f.BoolVar(&peers, "peers", false, "also run openssl speed -evp aes-*-xts for the same lengths")
 	f.BoolVar(&roofline, "roofline", false, "also measure raw AES rounds (the machine's limit)")
+	f.BoolVar(&inPlace, "in-place", false, "convert one buffer per figure call after call, as openssl speed does (each call waits for the last)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (schema: docs/BENCH.md)")
 	f.StringVar(&plotPath, "plot", "", "also draw throughput against length into `FILE` (.svg or .png)")
 	return cmd
