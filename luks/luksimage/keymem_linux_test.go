@@ -1,7 +1,6 @@
 package luksimage
 
 import (
-	"context"
 	"crypto/aes"
 	"crypto/pbkdf2"
 	"crypto/sha1"
@@ -11,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/xts"
 
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/disk/disktest"
 	"github.com/xtsctl/xtsctl/internal/keymem"
 	"github.com/xtsctl/xtsctl/luks"
 )
@@ -156,64 +155,13 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 				t.Fatalf("cryptsetup luksFormat: %v\n%s", err, out)
 			}
 			fps := keymem.Fingerprints(t, "TestKeyFingerprintHelper", nil, img, passFile)
-
-			// A collection shrinks the test goroutine's shallow stack,
-			// so that the key handling below starts on a small one, as
-			// on a busy machine (a stack that then grows while holding a
-			// key leaves a copy behind).
-			runtime.GC()
-			runtime.GC()
-			dev, closeImage := unlockAndAttach(t, img, passFile)
-			buf := make([]byte, 64<<10)
-			if _, err := disk.NewReaderAt(dev).ReadAt(buf, 4096); err != nil {
+			pass, err := os.ReadFile(passFile)
+			if err != nil {
 				t.Fatal(err)
 			}
-			fps.CheckClose(t, []string{"master key"}, func() {
-				if err := dev.Close(); err != nil {
-					t.Fatal(err)
-				}
-				closeImage()
-			})
+			dev, close := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}})
+			disktest.Read(t, dev)
+			fps.CheckClose(t, []string{"master key"}, close)
 		})
 	}
-}
-
-// unlockAndAttach opens the image as the command line does: the format
-// layer's open, check and unlock, with the passphrase read from its file
-// and wiped after the unlock, and the device attached read-only; the
-// unlocked key is wiped once the device holds its own.
-func unlockAndAttach(t *testing.T, path, passFile string) (disk.Device, func()) {
-	t.Helper()
-	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Read})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := Format.Open(img, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &disk.Request{Slot: -1, ReadOnly: true}
-	if _, err := h.Check(req); err != nil {
-		t.Fatal(err)
-	}
-	pass, err := os.ReadFile(passFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := &disk.Secret{KeyFiles: [][]byte{pass}}
-	u, err := h.Unlock(context.Background(), req, sec)
-	sec.Wipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := disk.Attach(f, u, disk.AttachOptions{ReadOnly: true})
-	u.Wipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dev, func() { img.Close() }
 }
