@@ -36,10 +36,31 @@ func TestScan(t *testing.T) {
 	}
 	clear(key)
 	if found, _ := fps.Scan(t); len(found) > 0 {
-		Report(t, "after clear", found)
+		fps.Report(t, "after clear", found)
 	}
 }
 
 var heapKey []byte
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// TestPreemptSave: a key in the shape of the runtime's saved registers is
+// recognised, and not once the shape is broken.
+func TestPreemptSave(t *testing.T) {
+	around := make([]byte, 16<<10)
+	mid := len(around) / 2
+	block := around[mid-3*xregSlot:][:xregSize] // the key in X3
+	for i := range xregSaved {
+		for k := range xregWidth {
+			block[i*xregSlot+k] = byte(i + k + 1)
+		}
+	}
+	addr := uintptr(0x10000)
+	if !inPreemptSave(around, addr, 16) || !inPreemptSave(around, addr+4, 8) {
+		t.Fatal("a register of the block is not recognised")
+	}
+	block[5*xregSlot+20] = 1
+	if inPreemptSave(around, addr, 16) {
+		t.Fatal("a block with data past a register's 16 bytes is recognised")
+	}
+}
