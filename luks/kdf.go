@@ -108,11 +108,12 @@ func (k KDF) name() string {
 
 // derive runs the keyslot's KDF on the passphrase. The caller has checked
 // the costs with Limits.checkKDF, and wipes the key. x/crypto's Argon2
-// leaves copies of the key in its stack frames: the stack is made big
-// enough first and overwritten after it (SECURITY.md, "Keys in memory").
+// leaves copies of the key in its stack frames: the stack is kept from
+// moving under it and overwritten after it (SECURITY.md, "Keys in memory").
 func (k KDF) derive(passphrase []byte, keyLen int) ([]byte, error) {
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	switch k.Type {
 	case "pbkdf2":
 		h := hashByName(k.Hash)

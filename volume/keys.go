@@ -82,8 +82,9 @@ type aeadCipher interface {
 // sealDigest stores the plaintext digest, encrypted (a digest of the
 // plaintext in the clear would tell whether the volume holds a known image).
 func (h *Header) sealDigest(master []byte, digest *[blake2b.Size]byte) error {
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	nonce := h.SealedDigest[:chacha20poly1305.NonceSizeX]
@@ -100,8 +101,9 @@ func (h *Header) openDigest(master []byte) (digest [blake2b.Size]byte, ok bool, 
 	if h.Flags&FlagDigest == 0 {
 		return digest, false, nil
 	}
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	a, wipe := digestAEAD(master)
 	defer wipe()
 	n := chacha20poly1305.NonceSizeX

@@ -288,8 +288,9 @@ var argon2IDKey = argon2.IDKey
 var abandonedKDFTestHook func()
 
 func wrappingKey(passphrase []byte, salt []byte, p KDFParams) []byte {
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	return argon2IDKey(passphrase, salt, p.Time, p.MemoryKiB, p.Threads, chacha20poly1305.KeySize)
 }
 
@@ -357,8 +358,9 @@ func newSlot(passphrase, key []byte, uuid [16]byte, index int, p KDFParams) (Key
 	if _, err := rand.Read(s.Nonce[:]); err != nil {
 		return KeySlot{}, err
 	}
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	wk := wrappingKey(passphrase, s.Salt[:], p)
 	aead, err := chacha20poly1305.NewX(wk)
 	clear(wk)
@@ -377,8 +379,9 @@ var errWrongPassphrase = errors.New("wrong passphrase")
 // wrong passphrase (the slot checksum has already told damage apart). It
 // returns ctx's cause if ctx is cancelled before the KDF has run.
 func (s *KeySlot) unwrap(ctx context.Context, passphrase []byte, uuid [16]byte, index, keySize int) ([]byte, error) {
-	secret.ReserveStack()
-	defer secret.BurnStack()
+	var stack secret.Stack
+	stack.Reserve()
+	defer stack.Burn()
 	wk, err := wrappingKeyCtx(ctx, passphrase, s.Salt[:], s.KDF)
 	if err != nil {
 		return nil, err

@@ -48,33 +48,60 @@ func plainData(t reflect.Type) bool {
 	return false
 }
 
-// burnDepth is how much stack BurnStack clears: several times the deepest
-// frames that Argon2id's final hash, XChaCha20-Poly1305, the SHA-2 blocks
-// of PBKDF2 and AES key expansion leave keys in.
-const burnDepth = 8 << 10
+// A Stack, a local variable of a function that hands keys to code that
+// leaves copies of them in its stack frames (x/crypto's Argon2 and
+// XChaCha20-Poly1305, hashes, ciphers), keeps the goroutine stack from
+// moving while the function runs, and clears what those frames left:
+//
+//	var stack secret.Stack
+//	stack.Reserve() // before any key exists
+//	defer stack.Burn()
+//
+// A stack that moves is copied to a new one, and the old one is freed as
+// it is, with whatever keys its frames held. It moves when it grows, so
+// Reserve grows it, keyless, to hold what the calls below and Burn need;
+// and when a garbage collection finds it using less than a quarter of its
+// size, it is shrunk (copied to one half as big): the Stack, in the
+// function's frame, keeps more than a quarter in use. A KDF that
+// allocates much, as Argon2 does, runs many collections. (A goroutine
+// whose stack was already more than four times what it uses, with the
+// Stack, can still be shrunk once; SECURITY.md, "Keys in memory".)
+type Stack struct {
+	keep [keepDepth]byte
+}
 
-// ReserveStack makes the goroutine stack hold burnDepth bytes (and a
-// margin) below its caller's frame. A function that handles a key calls it
-// before the key exists, then defers BurnStack: a stack that has to grow
-// is copied to a new one, and the old one is freed as it is, with whatever
-// keys its dead frames held; growing here, keyless, means the burn and the
-// frames it clears do not make the stack grow later. (A garbage collection
-// may still shrink a stack that uses less than a quarter of it, which is
-// also a copy; SECURITY.md, "Keys in memory".)
+// keepDepth is the size of a Stack: a stack that Reserve grew uses less
+// than twice that.
+const keepDepth = 16 << 10
+
+// Reserve makes the goroutine stack big enough below the caller's frame
+// for the calls that handle keys and for Burn.
 //
 //go:noinline
-func ReserveStack() {
+func (s *Stack) Reserve() {
+	clearStack(s.keep[:]) // in the caller's frame, whatever the compiler sees
+	reserveStack()
+}
+
+// Burn zeroes the stack below the caller's frame, where the functions the
+// caller has returned from left their locals.
+//
+//go:noinline
+func (s *Stack) Burn() { burnStack() }
+
+// burnDepth is how much stack Burn clears: several times the deepest
+// frames that Argon2's final hash, XChaCha20-Poly1305, the hashes of
+// PBKDF2 and key expansions leave keys in.
+const burnDepth = 8 << 10
+
+//go:noinline
+func reserveStack() {
 	var b [burnDepth + 1<<10]byte
 	clearStack(b[:])
 }
 
-// BurnStack zeroes burnDepth bytes of the goroutine stack below its
-// caller's frame, where the functions the caller has returned from left
-// their locals: defer it, after ReserveStack, where a key is handed to
-// code that leaves copies in its frames.
-//
 //go:noinline
-func BurnStack() {
+func burnStack() {
 	var b [burnDepth]byte
 	clearStack(b[:])
 }
