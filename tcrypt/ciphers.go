@@ -3,12 +3,14 @@ package tcrypt
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/subtle"
 	"encoding/binary"
 	"strings"
 
 	"golang.org/x/crypto/twofish" //lint:ignore SA1019 only to recognise and name Twofish volumes, which are refused
 	xxts "golang.org/x/crypto/xts"
 
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/camellia"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/kuznyechik"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/serpent"
@@ -74,11 +76,25 @@ func xtsChain(chain ...blockCipher) headerCipher {
 		name: strings.Join(names, "-"), mode: "xts", need: 64 * n,
 		decrypt: func(dst, src, dk []byte) bool {
 			copy(dst, src)
+			// The ciphers' key schedules, wiped after use: x/crypto's
+			// XTS has no call for it.
+			var blocks []cipher.Block
+			defer func() {
+				for _, b := range blocks {
+					secret.WipeObject(b)
+				}
+			}()
 			for i := n - 1; i >= 0; i-- {
 				key := make([]byte, 64)
 				copy(key, dk[32*i:32*i+32])
 				copy(key[32:], dk[32*n+32*i:32*n+32*i+32])
-				c, err := xxts.NewCipher(chain[i].new, key)
+				c, err := xxts.NewCipher(func(k []byte) (cipher.Block, error) {
+					b, err := chain[i].new(k)
+					if err == nil {
+						blocks = append(blocks, b)
+					}
+					return b, err
+				}, key)
 				clear(key)
 				if err != nil {
 					return false
@@ -123,6 +139,7 @@ func decryptAESLRW(dst, src, dk []byte) bool {
 	if err != nil {
 		return false
 	}
+	defer secret.WipeObject(b)
 	k2hi, k2lo := binary.BigEndian.Uint64(dk[0:]), binary.BigEndian.Uint64(dk[8:])
 	var t, x [16]byte
 	for j := 0; j*16 < len(src); j++ {
@@ -172,10 +189,19 @@ func decryptAESCBC(dst, src, dk []byte) bool {
 	if err != nil {
 		return false
 	}
+	defer secret.WipeObject(b)
 	buf := make([]byte, len(src))
+	defer clear(buf) // with src, it gives the whitening away
 	for i := range buf {
 		buf[i] = src[i] ^ dk[8+i%8]
 	}
-	cipher.NewCBCDecrypter(b, dk[0:16]).CryptBlocks(dst, buf)
+	// CBC by hand: crypto/cipher's CBC keeps a copy of the AES key
+	// schedule that cannot be wiped.
+	iv := dk[0:16]
+	for i := 0; i < len(buf); i += 16 {
+		b.Decrypt(dst[i:i+16], buf[i:i+16])
+		subtle.XORBytes(dst[i:i+16], dst[i:i+16], iv)
+		iv = buf[i : i+16]
+	}
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/ripemd160" //lint:ignore SA1019 TrueCrypt and VeraCrypt headers are derived with RIPEMD-160; it is only read, never offered for new headers
 
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/streebog"
 	"github.com/xtsctl/xtsctl/tcrypt/internal/whirlpool"
 )
@@ -215,6 +216,10 @@ func argon2Key(ctx context.Context, password, salt []byte, t, mKiB uint32) ([]by
 	pw := append([]byte(nil), password...)
 	res := make(chan []byte, 1)
 	go func() {
+		// x/crypto's Argon2 leaves pieces of the key in its frames.
+		var stack secret.Stack
+		stack.Reserve()
+		defer stack.Burn()
 		k := argon2.IDKey(pw, salt, t, mKiB, 1, dkLen)
 		clear(pw)
 		res <- k
