@@ -6350,6 +6350,9 @@ bulkDone200:
 stealLate194:
 	CMPQ    DX, $0x08
 	JB      stealFirst192
+	MOVL    $0x00002a00, R13
+	BTQ     DX, R13
+	JCS     stealFirst192
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
