@@ -31,8 +31,8 @@ func TestScan(t *testing.T) {
 			got[p.Secret]++
 		}
 	}
-	if got["key"] != 4 || got["short"] != 1 {
-		t.Errorf("found %v at the key's address, want 4 windows of the key and the short secret", got)
+	if got["key"] != 40-Window+1 || got["short"] != 1 {
+		t.Errorf("found %v at the key's address, want every window of the key and the short secret", got)
 	}
 	clear(key)
 	if found, _ := fps.Scan(t); len(found) > 0 {
