@@ -11,26 +11,35 @@ import (
 	"github.com/xtsctl/xtsctl/disk"
 )
 
+// A Device is an image attached as the command line attaches it.
+type Device struct {
+	disk.Device
+	writable bool
+	img      *disk.Image
+}
+
 // Attach opens the image at path with format f as the command line does
 // (the format layer's open, check and unlock, the secret wiped after the
-// unlock), attaches it read-only and wipes the unlocked key, which the
-// device no longer needs. close closes the device and the image.
+// unlock), attaches it, for writing too unless the format serves it
+// read-only, and wipes the unlocked key, which the device no longer
+// needs.
 //
 // Before the unlock a garbage collection shrinks the test goroutine's
 // shallow stack, so that the key handling starts on a small one, as on a
 // busy machine: a stack that then grows while holding a key leaves a copy
 // behind, which the memory tests must see.
-func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *disk.Secret) (dev disk.Device, close func()) {
+func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *disk.Secret) *Device {
 	t.Helper()
-	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Read})
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Write})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { img.Close() })
 	h, err := f.Open(img, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &disk.Request{Slot: -1, ReadOnly: true, Options: opts, KeyFiles: len(sec.KeyFiles)}
+	req := &disk.Request{Slot: -1, Options: opts, KeyFiles: len(sec.KeyFiles)}
 	if _, err := h.Check(req); err != nil {
 		t.Fatal(err)
 	}
@@ -41,28 +50,42 @@ func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *di
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := os.Open(path)
+	d := &Device{writable: u.Layout.ReadOnly == "", img: img}
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err = disk.Attach(file, u, disk.AttachOptions{ReadOnly: true})
+	d.Device, err = disk.Attach(file, u, disk.AttachOptions{ReadOnly: !d.writable})
 	u.Wipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dev, func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-		img.Close()
+	return d
+}
+
+// ReadWrite reads up to 64 KiB of plaintext from the start of d and,
+// unless it is read-only, writes it back: both of the cipher's directions
+// run, and the image holds what it held.
+func (d *Device) ReadWrite(t *testing.T) {
+	t.Helper()
+	n := min(64<<10, d.Sectors()*uint64(d.SectorSize()))
+	buf := make([]byte, n-n%uint64(d.SectorSize()))
+	if err := d.ReadSectors(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !d.writable {
+		return
+	}
+	if err := d.WriteSectors(buf, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// Read reads up to 64 KiB of plaintext from the start of dev.
-func Read(t *testing.T, dev disk.Device) {
+// Close closes the device and the image.
+func (d *Device) Close(t *testing.T) {
 	t.Helper()
-	buf := make([]byte, min(64<<10, dev.Sectors()*uint64(dev.SectorSize())))
-	if _, err := disk.NewReaderAt(dev).ReadAt(buf, 0); err != nil {
-		t.Fatal(err)
+	if err := d.Device.Close(); err != nil {
+		t.Error(err)
 	}
+	d.img.Close()
 }

@@ -138,22 +138,21 @@ type Piece struct {
 	Len    int // of the window
 	Addr   uintptr
 	Region string // the mapping's name in /proc/self/maps, "" if anonymous
-	// Saved names where the piece lies in a copy of the CPU's registers
-	// that nothing but the next save there overwrites, "" if it does
-	// not: "a signal frame", saved by the kernel on a thread's signal
-	// stack when a signal interrupted it (see inSignalFrame), or "Go's
-	// asynchronous preemption", saved by the runtime (see
-	// inPreemptSave).
-	Saved string
+	// OutOfReach says why the piece is where no program can clear it,
+	// "" if it is not: in a copy of the CPU's registers that only the
+	// next save there overwrites (saved by the kernel in a signal frame
+	// on a thread's signal stack, see inSignalFrame, or by Go's
+	// asynchronous preemption, see inPreemptSave), or in a hash state of
+	// x/crypto's Argon2 (see inArgon2Hash).
+	OutOfReach string
 }
 
 // A Set holds the fingerprints of one run's secrets.
 type Set struct {
-	k1, k2     uint64
-	outOfReach map[string]string // secret: why what is left of it is not the program's to clear
-	byHash     map[uint64]Piece
-	lens       []int // the window lengths, longest first
-	filter     [1 << 16 / 64]uint64
+	k1, k2 uint64
+	byHash map[uint64]Piece
+	lens   []int // the window lengths, longest first
+	filter [1 << 16 / 64]uint64
 }
 
 // Fingerprints runs the test binary again as the helper process (the test
@@ -282,6 +281,47 @@ func xregShape(b []byte) bool {
 	return true
 }
 
+// x/crypto's Argon2 (golang.org/x/crypto/argon2) hashes with BLAKE2b-512
+// objects that it allocates on the heap and does not clear. The one of
+// H0 keeps its input in its 128-byte buffer when that fits there, as it
+// does with a short passphrase: the parameters, the passphrase, the salt.
+// The one of H', for a key longer than 64 bytes, is reset after each
+// 64-byte piece and then given the piece before the last, whose first 32
+// bytes are key (bytes 96..127 of a 192-byte key). Both still hold the
+// initial state then: nothing was compressed since New or Reset.
+// (golang.org/x/crypto/blake2b's digest: h [8]uint64, c [2]uint64, size
+// int, then block [128]byte.)
+var blake2bInit = [8]uint64{
+	0x6a09e667f3bcc908 ^ 0x01010040, // IV0 ^ digest length 64, fanout 1, depth 1, no key
+	0xbb67ae8584caa73b, 0x3c6ef372fe94f82b, 0xa54ff53a5f1d36f1,
+	0x510e527fade682d1, 0x9b05688c2b3e6c1f, 0x1f83d9abfb41bd6b, 0x5be0cd19137e2179,
+}
+
+const blake2bBlockOff = 8*8 + 2*8 + 8
+
+// inArgon2Hash reports whether the n bytes at addr lie in the buffer of
+// such a BLAKE2b state; around holds the memory from addr-len(around)/2.
+func inArgon2Hash(around []byte, addr uintptr, n int) bool {
+	base := addr - uintptr(len(around)/2)
+	for block := addr &^ 7; block+128 >= addr+uintptr(n); block -= 8 {
+		h := block - blake2bBlockOff
+		if h < base || block+128 > base+uintptr(len(around)) {
+			break
+		}
+		ok := true
+		for i, v := range blake2bInit {
+			if binary.LittleEndian.Uint64(around[h-base+uintptr(8*i):]) != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Scan searches this process's readable anonymous memory (Go's heap and
 // goroutine stacks, the thread stacks, cgo/libc heap) for the
 // fingerprinted windows at every byte offset. It reads through
@@ -355,9 +395,11 @@ func (f *Set) Scan(t *testing.T) (found []Piece, scanned int64) {
 					mem.ReadAt(probe[from-(uint64(p.Addr)-probeSize/2):][:to-from], int64(from))
 					switch {
 					case inSignalFrame(probe, p.Addr):
-						p.Saved = "a signal frame"
+						p.OutOfReach = "in the registers a signal frame saved"
 					case inPreemptSave(probe, p.Addr, p.Len):
-						p.Saved = "Go's asynchronous preemption"
+						p.OutOfReach = "in the registers Go's asynchronous preemption saved"
+					case inArgon2Hash(probe, p.Addr, p.Len):
+						p.OutOfReach = "in a BLAKE2b state that x/crypto's Argon2 does not clear"
 					}
 					clear(probe)
 					found = append(found, p)
@@ -386,38 +428,24 @@ func (f *Set) CheckClose(t *testing.T, seen []string, close func()) {
 	close()
 	runtime.GC()
 	found, _ = f.Scan(t)
-	f.Report(t, "after Close and a GC", found)
+	Report(t, "after Close and a GC", found)
 	debug.FreeOSMemory()
 	found, _ = f.Scan(t)
-	f.Report(t, "after debug.FreeOSMemory", found)
+	Report(t, "after debug.FreeOSMemory", found)
 }
 
-// OutOfReach makes Report log, rather than fail for, what is left of the
-// named secret, for why (what keeps it and where SECURITY.md says so).
-func (f *Set) OutOfReach(secret, why string) {
-	if f.outOfReach == nil {
-		f.outOfReach = map[string]string{}
-	}
-	f.outOfReach[secret] = why
-}
-
-// Report fails the test for every piece found, except those in saved
-// registers: while a kernel runs, its keys are in vector registers (and
-// stay in them after a copy), and when a signal interrupts the thread (Go
-// preempts goroutines with signals) the kernel writes them to the
-// thread's signal stack, and Go's preemption to a block of its own, where
-// they stay until the next save there. No program clears that memory
-// (SECURITY.md); those are logged, and so are the secrets OutOfReach
-// names.
-func (f *Set) Report(t *testing.T, when string, found []Piece) {
+// Report fails the test for every piece found, except those out of the
+// program's reach: in saved registers (while a kernel runs, its keys are
+// in vector registers, and stay there after a copy; when a signal
+// interrupts the thread, and Go preempts goroutines with signals, the
+// kernel writes them to the thread's signal stack, and Go's preemption to
+// a block of its own, where they stay until the next save there), and in
+// x/crypto's Argon2 hash states. SECURITY.md says so; those are logged.
+func Report(t *testing.T, when string, found []Piece) {
 	t.Helper()
 	for _, p := range found {
-		if p.Saved != "" {
-			t.Logf("%s: bytes %d..%d of the %s at %#x in the registers %s saved (outside the program's reach)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr, p.Saved)
-			continue
-		}
-		if why, ok := f.outOfReach[p.Secret]; ok {
-			t.Logf("%s: bytes %d..%d of the %s at %#x (%s)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr, why)
+		if p.OutOfReach != "" {
+			t.Logf("%s: bytes %d..%d of the %s at %#x %s (outside the program's reach)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr, p.OutOfReach)
 			continue
 		}
 		t.Errorf("%s: bytes %d..%d of the %s at %#x (%s)", when, p.Offset, p.Offset+p.Len, p.Secret, p.Addr, p.Region)

@@ -2,6 +2,7 @@ package keymem
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"testing"
 	"unsafe"
 )
@@ -36,7 +37,7 @@ func TestScan(t *testing.T) {
 	}
 	clear(key)
 	if found, _ := fps.Scan(t); len(found) > 0 {
-		fps.Report(t, "after clear", found)
+		Report(t, "after clear", found)
 	}
 }
 
@@ -47,20 +48,59 @@ func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDat
 // TestPreemptSave: a key in the shape of the runtime's saved registers is
 // recognised, and not once the shape is broken.
 func TestPreemptSave(t *testing.T) {
-	around := make([]byte, 16<<10)
-	mid := len(around) / 2
-	block := around[mid-3*xregSlot:][:xregSize] // the key in X3
-	for i := range xregSaved {
-		for k := range xregWidth {
-			block[i*xregSlot+k] = byte(i + k + 1)
+	// around, centred on byte k of register i of a block.
+	block := func(i, k int) (around, b []byte) {
+		around = make([]byte, 16<<10)
+		b = around[len(around)/2-i*xregSlot-k:][:xregSize]
+		for r := range xregSaved {
+			for j := range xregWidth {
+				b[r*xregSlot+j] = byte(r + j + 1)
+			}
 		}
+		return around, b
 	}
 	addr := uintptr(0x10000)
-	if !inPreemptSave(around, addr, 16) || !inPreemptSave(around, addr+4, 8) {
+	if around, _ := block(3, 0); !inPreemptSave(around, addr, 16) {
 		t.Fatal("a register of the block is not recognised")
 	}
-	block[5*xregSlot+20] = 1
+	if around, _ := block(15, 4); !inPreemptSave(around, addr, 8) {
+		t.Fatal("8 bytes inside a register of the block are not recognised")
+	}
+	if around, _ := block(3, 4); inPreemptSave(around, addr, 16) {
+		t.Fatal("16 bytes across two registers are recognised")
+	}
+	around, b := block(3, 0)
+	b[5*xregSlot+20] = 1
 	if inPreemptSave(around, addr, 16) {
 		t.Fatal("a block with data past a register's 16 bytes is recognised")
+	}
+}
+
+// TestArgon2Hash: a secret in the buffer of a BLAKE2b-512 state still at
+// its start is recognised, and not past it or in another state.
+func TestArgon2Hash(t *testing.T) {
+	// around, centred on the secret at addr, with the buffer starting at
+	// byte at of it (the state's h before); addr is 8-aligned + at%8.
+	state := func(at int, iv [8]uint64) (around []byte, addr uintptr) {
+		around = make([]byte, 16<<10)
+		h := around[len(around)/2-at-blake2bBlockOff:]
+		for i, v := range iv {
+			binary.LittleEndian.PutUint64(h[8*i:], v)
+		}
+		return around, uintptr(0x10000 + at%8)
+	}
+	if around, addr := state(28, blake2bInit); !inArgon2Hash(around, addr, 16) || !inArgon2Hash(around, addr, 12) {
+		t.Fatal("a secret in the state's buffer is not recognised") // H0's passphrase
+	}
+	if around, addr := state(112, blake2bInit); !inArgon2Hash(around, addr, 16) {
+		t.Fatal("a secret at the buffer's end is not recognised")
+	}
+	if around, addr := state(120, blake2bInit); inArgon2Hash(around, addr, 16) {
+		t.Fatal("a secret past the buffer's end is recognised")
+	}
+	other := blake2bInit
+	other[0] ^= 1
+	if around, addr := state(0, other); inArgon2Hash(around, addr, 16) {
+		t.Fatal("a state that is not BLAKE2b-512's start is recognised")
 	}
 }

@@ -159,9 +159,9 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev, close := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}})
-			disktest.Read(t, dev)
-			fps.CheckClose(t, []string{"master key"}, close)
+			dev := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}})
+			dev.ReadWrite(t)
+			fps.CheckClose(t, []string{"master key"}, func() { dev.Close(t) })
 		})
 	}
 }
