@@ -87,6 +87,7 @@ func (m *cbcMAC) pad() {
 // the plaintext; each zero-padded to whole blocks).
 func (c *ccm) tag(nonce, plaintext, ad []byte) [16]byte {
 	m := cbcMAC{b: c.b}
+	defer clear(m.buf[:]) // the plaintext's last partial block: a key datum's last bytes
 	var b0 [16]byte
 	b0[0] = byte((c.tagSize-2)/2<<3 | (c.lenSize() - 1))
 	if len(ad) > 0 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/xtsctl/xtsctl/disk"
+	"github.com/xtsctl/xtsctl/internal/secret"
 	"github.com/xtsctl/xtsctl/sector"
 	"github.com/xtsctl/xtsctl/xts"
 )
@@ -95,12 +96,16 @@ func newCBCCodec(key []byte, p sector.Params, elephant bool) (*cbcCodec, error) 
 // SetWorkers limits the cores one call may use.
 func (c *cbcCodec) SetWorkers(n int) { c.workers = max(n, 1) }
 
-// Wipe erases the codec's copy of the key and the engine's key schedule.
-// (crypto/aes offers no way to erase the schedules it expanded for the
-// IVs, the sector keys and encryption; they go with the codec.)
+// Wipe erases the codec's copy of the key and the key schedules: the
+// engine's, and crypto/aes's for the IVs, the sector keys and encryption
+// (which has no call for it).
 func (c *cbcCodec) Wipe() {
 	clear(c.keyBytes)
 	c.ecb.wipe()
+	secret.WipeObject(c.data)
+	if c.diff != nil {
+		secret.WipeObject(c.diff)
+	}
 }
 
 func (c *cbcCodec) Encrypt(dst, src []byte, first uint64) { c.run(dst, src, first, false) }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/xtsctl/xtsctl/internal/secret"
 )
 
 const (
@@ -157,6 +159,7 @@ func openCCM(key []byte, b *ccmBlob) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer secret.WipeObject(blk) // crypto/aes has no call for it
 	c, err := newCCM(blk, ccmNonceSize, ccmTagSize)
 	if err != nil {
 		return nil, err
