@@ -156,7 +156,7 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 				}
 				sec.KeyFiles = [][]byte{b}
 			}
-			dev := disktest.Attach(t, Format{}, path, nil, sec)
+			dev := disktest.Attach(t, Format{}, path, nil, sec, false)
 			dev.ReadWrite(t)
 			fps.CheckClose(t, []string{"data key"}, func() { dev.Close(t) })
 		})

@@ -126,7 +126,7 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 				fps.CheckClose(t, nil, func() {})
 				return
 			}
-			dev := disktest.Attach(t, Format, path, disk.Options{OptHash: c.kdf}, sec)
+			dev := disktest.Attach(t, Format, path, disk.Options{OptHash: c.kdf}, sec, false)
 			dev.ReadWrite(t)
 			fps.CheckClose(t, []string{"master key"}, func() { dev.Close(t) })
 		})

@@ -20,17 +20,21 @@ type Device struct {
 
 // Attach opens the image at path with format f as the command line does
 // (the format layer's open, check and unlock, the secret wiped after the
-// unlock), attaches it, for writing too unless the format serves it
-// read-only, and wipes the unlocked key, which the device no longer
-// needs.
+// unlock), attaches it, for writing too unless readOnly (--readonly) or
+// the format serves it read-only, and wipes the unlocked key, which the
+// device no longer needs.
 //
 // Before the unlock a garbage collection shrinks the test goroutine's
 // shallow stack, so that the key handling starts on a small one, as on a
 // busy machine: a stack that then grows while holding a key leaves a copy
 // behind, which the memory tests must see.
-func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *disk.Secret) *Device {
+func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *disk.Secret, readOnly bool) *Device {
 	t.Helper()
-	img, err := disk.OpenImage(path, disk.ImageOptions{Access: disk.Write})
+	access := disk.Write
+	if readOnly {
+		access = disk.Read
+	}
+	img, err := disk.OpenImage(path, disk.ImageOptions{Access: access})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +43,7 @@ func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *di
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &disk.Request{Slot: -1, Options: opts, KeyFiles: len(sec.KeyFiles)}
+	req := &disk.Request{Slot: -1, ReadOnly: readOnly, Options: opts, KeyFiles: len(sec.KeyFiles)}
 	if _, err := h.Check(req); err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +54,12 @@ func Attach(t *testing.T, f disk.Format, path string, opts disk.Options, sec *di
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Device{writable: u.Layout.ReadOnly == "", img: img}
-	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	d := &Device{writable: !readOnly && u.Layout.ReadOnly == "", img: img}
+	flag := os.O_RDONLY
+	if d.writable {
+		flag = os.O_RDWR
+	}
+	file, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}})
+			dev := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}}, false)
 			dev.ReadWrite(t)
 			fps.CheckClose(t, []string{"master key"}, func() { dev.Close(t) })
 		})
