@@ -2,7 +2,6 @@ package fvault2
 
 import (
 	"context"
-	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/internal/bytesize"
+	"github.com/xtsctl/xtsctl/internal/pbkdf2"
 )
 
 // MaxIterations bounds the PBKDF2-SHA-256 iterations one Unlock runs,
@@ -138,10 +138,9 @@ func (h *header) Unlock(ctx context.Context, req *disk.Request, sec *disk.Secret
 		if req.Progress != nil {
 			req.Progress("crypto user %d: PBKDF2-SHA-256, %d iterations", i, u.Iterations)
 		}
-		pk, err := pbkdf2.Key(sha256.New, string(pass), u.Salt, int(u.Iterations), 16)
-		if err != nil {
-			return nil, disk.WithKind(disk.KindFailure, fmt.Errorf("crypto user %d: PBKDF2: %w", i, err))
-		}
+		// internal/pbkdf2 wipes its copies of the passphrase, which
+		// crypto/pbkdf2 would leave in memory.
+		pk := pbkdf2.Key(sha256.New, pass, u.Salt, int(u.Iterations), 16)
 		kek, err := unwrapKey(pk, u.WrappedKEK)
 		clear(pk)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+
+	"github.com/xtsctl/xtsctl/internal/secret"
 )
 
 // RFC 3394 AES key wrap (NIST SP 800-38F "KW" with the default IV),
@@ -29,6 +31,7 @@ func unwrapKey(kek, wrapped []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer secret.WipeObject(block) // crypto/aes has no call for it
 	n := len(wrapped)/8 - 1
 	var b [16]byte // A | R[i], decrypted in place
 	copy(b[:8], wrapped[:8])
