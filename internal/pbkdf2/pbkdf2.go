@@ -86,29 +86,28 @@ func New(h func() hash.Hash, password, salt []byte, iter int) *Stream {
 
 // mac computes HMAC(password, a || b) into s.u.
 func (s *Stream) mac(a, b []byte) {
-	if s.iu != nil {
-		if err := s.iu.UnmarshalBinary(s.istate); err != nil {
-			panic("pbkdf2: " + err.Error())
-		}
-	} else {
-		s.inner.Reset()
-		s.inner.Write(s.ipad)
-	}
+	padded(s.inner, s.iu, s.istate, s.ipad)
 	s.inner.Write(a)
 	if b != nil {
 		s.inner.Write(b)
 	}
 	s.u = s.inner.Sum(s.u[:0])
-	if s.ou != nil {
-		if err := s.ou.UnmarshalBinary(s.ostate); err != nil {
-			panic("pbkdf2: " + err.Error())
-		}
-	} else {
-		s.outer.Reset()
-		s.outer.Write(s.opad)
-	}
+	padded(s.outer, s.ou, s.ostate, s.opad)
 	s.outer.Write(s.u)
 	s.u = s.outer.Sum(s.u[:0])
+}
+
+// padded puts h in its state after pad: restored from state through u,
+// or, without u, written again.
+func padded(h hash.Hash, u encoding.BinaryUnmarshaler, state, pad []byte) {
+	if u == nil {
+		h.Reset()
+		h.Write(pad)
+		return
+	}
+	if err := u.UnmarshalBinary(state); err != nil {
+		panic("pbkdf2: " + err.Error())
+	}
 }
 
 // Derive extends the output to at least n bytes and returns its first n,
