@@ -35,22 +35,12 @@ func TestKeyFingerprintHelper(t *testing.T) {
 	}
 	tweak := sha256.Sum256(append(append([]byte(nil), vk...), h.v.lv.family[:]...))
 	pass := []byte(samplePass)
-	hk.Print(
+	hk.Print(append(keymem.HMACPads("passphrase", pass),
 		keymem.Secret{Name: "passphrase", Key: pass},
-		keymem.Secret{Name: "passphrase as HMAC's inner pad", Key: xorBytes(pass, 0x36)},
-		keymem.Secret{Name: "passphrase as HMAC's outer pad", Key: xorBytes(pass, 0x5c)},
 		keymem.Secret{Name: "passphrase key", Key: pk},
 		keymem.Secret{Name: "KEK", Key: kek},
 		keymem.Secret{Name: "volume key", Key: vk},
-		keymem.Secret{Name: "tweak key", Key: tweak[:16]})
-}
-
-func xorBytes(b []byte, x byte) []byte {
-	out := make([]byte, len(b))
-	for i := range b {
-		out[i] = b[i] ^ x
-	}
-	return out
+		keymem.Secret{Name: "tweak key", Key: tweak[:16]})...)
 }
 
 // TestNoKeysInMemoryAfterClose unlocks the sample through the format

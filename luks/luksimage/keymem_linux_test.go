@@ -18,7 +18,6 @@ import (
 	"github.com/xtsctl/xtsctl/disk"
 	"github.com/xtsctl/xtsctl/disk/disktest"
 	"github.com/xtsctl/xtsctl/internal/keymem"
-	"github.com/xtsctl/xtsctl/luks"
 )
 
 // The memory test's images are cryptsetup's, and so are the keys its
@@ -45,20 +44,9 @@ func TestKeyFingerprintHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr, err := luks.ReadHeader(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := hdr.Keyslots[0]
+	li, closeImage := openImage(t, img, disk.Read)
+	defer closeImage()
+	k := li.Header.Keyslots[0]
 	var dk []byte
 	switch k.KDF.Type {
 	case "pbkdf2":
@@ -72,7 +60,7 @@ func TestKeyFingerprintHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	split := make([]byte, (k.KeySize*4000+511)&^511)
-	if _, err := f.ReadAt(split, int64(k.Area.Offset&^511)); err != nil {
+	if _, err := li.HeaderFile.ReadAt(split, int64(k.Area.Offset&^511)); err != nil {
 		t.Fatal(err)
 	}
 	c, err := xts.NewCipher(aes.NewCipher, dk)
@@ -82,17 +70,15 @@ func TestKeyFingerprintHelper(t *testing.T) {
 	for i := 0; i < len(split); i += 512 {
 		c.Decrypt(split[i:i+512], split[i:i+512], uint64(i/512))
 	}
-	h.Print(
-		keymem.Secret{Name: "passphrase", Key: pass},
-		keymem.Secret{Name: "passphrase as HMAC's inner pad", Key: xorBytes(pass, 0x36)},
-		keymem.Secret{Name: "passphrase as HMAC's outer pad", Key: xorBytes(pass, 0x5c)},
-		keymem.Secret{Name: "keyslot key", Key: dk},
-		keymem.Secret{Name: "split key", Key: split[:k.KeySize*4000], Step: k.KeySize},
-		keymem.Secret{Name: "master key", Key: vk},
-		// The digest is PBKDF2 keyed with the master key.
-		keymem.Secret{Name: "master key as HMAC's inner pad", Key: xorBytes(vk, 0x36)},
-		keymem.Secret{Name: "master key as HMAC's outer pad", Key: xorBytes(vk, 0x5c)},
-	)
+	secrets := []keymem.Secret{
+		{Name: "passphrase", Key: pass},
+		{Name: "keyslot key", Key: dk},
+		{Name: "split key", Key: split[:k.KeySize*4000], Step: k.KeySize},
+		{Name: "master key", Key: vk},
+	}
+	secrets = append(secrets, keymem.HMACPads("passphrase", pass)...)
+	// The digest is PBKDF2 keyed with the master key.
+	h.Print(append(secrets, keymem.HMACPads("master key", vk)...)...)
 }
 
 func hashOf(t *testing.T, name string) func() hash.Hash {
@@ -106,14 +92,6 @@ func hashOf(t *testing.T, name string) func() hash.Hash {
 	}
 	t.Fatalf("hash %s", name)
 	return nil
-}
-
-func xorBytes(b []byte, x byte) []byte {
-	out := make([]byte, len(b))
-	for i := range b {
-		out[i] = b[i] ^ x
-	}
-	return out
 }
 
 // TestNoKeysInMemoryAfterClose unlocks a LUKS1 and a LUKS2 image that
