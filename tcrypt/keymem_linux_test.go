@@ -82,8 +82,8 @@ func TestKeyFingerprintHelper(t *testing.T) {
 
 // TestNoKeysInMemoryAfterClose unlocks a VeraCrypt volume (passphrase)
 // and a TrueCrypt one (passphrase and keyfiles) through the format layer,
-// with the SHA-512 rows of both programs tried in parallel, reads through
-// the device, closes it, and then searches the process's memory for the
+// with the SHA-512 rows of both programs tried in parallel, reads and
+// writes through the device, closes it, and then searches the process's memory for the
 // passphrase, the keyfile pool, the header keys and the master key; and
 // after an unlock with VeraCrypt's Argon2id (PIM 1, the wrong KDF for the
 // volume: it fails), for the key that Argon2id derived (SECURITY.md,

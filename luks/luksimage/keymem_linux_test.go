@@ -96,8 +96,8 @@ func hashOf(t *testing.T, name string) func() hash.Hash {
 
 // TestNoKeysInMemoryAfterClose unlocks a LUKS1 and a LUKS2 image that
 // cryptsetup made, through the format layer as the command line does
-// (the passphrase from a key file), reads through the device, closes it,
-// and then searches the process's memory for the passphrase, the keyslot
+// (the passphrase from a key file), reads and writes through the device,
+// closes it, and then searches the process's memory for the passphrase, the keyslot
 // key, the keyslot's split key and the master key (SECURITY.md, "Keys in
 // memory", says what Go does not let a program guarantee).
 func TestNoKeysInMemoryAfterClose(t *testing.T) {
