@@ -1747,13 +1747,13 @@ shortLoop35:
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_38
+	JE      aes128_39
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_38:
+aes128_39:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1792,13 +1792,13 @@ shortSteal36:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_39
+	JE      aes128_40
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_39:
+aes128_40:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1825,13 +1825,13 @@ aes128_39:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_40
+	JE          aes128_41
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_40:
+aes128_41:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -1854,13 +1854,13 @@ wide31:
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_41
+	JE          aes128_42
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_41:
+aes128_42:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -1873,22 +1873,22 @@ aes128_41:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk42
+	JZ             bulk43
 	CMPQ           DX, $0x08
-	JB             stealFirst43
+	JB             stealFirst44
 	VMOVDQA        X10, X11
 	MOVQ           DX, R13
 
-x64_45:
+x64_46:
 	CMPQ       R13, $0x40
-	JB         xrest46
+	JB         xrest47
 	VPCLMULQDQ $0x01, X9, X11, X2
 	VPSLLDQ    $0x08, X11, X11
 	VPXOR      X2, X11, X11
 	SUBQ       $0x40, R13
-	JMP        x64_45
+	JMP        x64_46
 
-xrest46:
+xrest47:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -1900,7 +1900,7 @@ xrest46:
 	VPXOR      X13, X11, X11
 	VPXOR      X14, X11, X11
 
-bulk42:
+bulk43:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -1933,9 +1933,9 @@ bulk42:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main47:
+main48:
 	CMPQ           DX, $0x08
-	JB             vec48
+	JB             vec49
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -1950,7 +1950,7 @@ main47:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_51
+	JE             aes128_52
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -1972,7 +1972,7 @@ main47:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_51:
+aes128_52:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2050,18 +2050,18 @@ aes128_51:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main47
+	JMP            main48
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec48:
+vec49:
 	CMPQ           DX, $0x02
-	JB             partial49
+	JB             partial50
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_52
+	JE             aes128_53
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2071,7 +2071,7 @@ vec48:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_52:
+aes128_53:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2100,24 +2100,24 @@ aes128_52:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec48
+	JMP            vec49
 
-partial49:
+partial50:
 	TESTQ DX, DX
-	JZ    bulkDone50
+	JZ    bulkDone51
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_54
+	JE      aes128_55
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_54:
+aes128_55:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2133,13 +2133,13 @@ aes128_54:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone50:
+bulkDone51:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ     R11, R11
-	JZ        stolen55
+	JZ        stolen56
 	VMOVDQU   -16(DI), X0
 	VMOVDQU   -16(SI)(R11*1), X1
 	LEAQ      ctsShuffle<>+0(SB), R8
@@ -2154,13 +2154,13 @@ bulkDone50:
 	VPXOR     (AX), X11, X8
 	VPXOR     X8, X0, X0
 	CMPQ      R12, $0x0a
-	JE        aes128_56
+	JE        aes128_57
 	VAESENC   16(AX), X0, X0
 	VAESENC   32(AX), X0, X0
 	VAESENC   48(AX), X0, X0
 	VAESENC   64(AX), X0, X0
 
-aes128_56:
+aes128_57:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2174,10 +2174,10 @@ aes128_56:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen55:
-	JMP end44
+stolen56:
+	JMP end45
 
-stealFirst43:
+stealFirst44:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X10):
@@ -2192,16 +2192,16 @@ stealFirst43:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_57:
+x64_58:
 	CMPQ       R13, $0x40
-	JB         xrest58
+	JB         xrest59
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_57
+	JMP        x64_58
 
-xrest58:
+xrest59:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2224,13 +2224,13 @@ xrest58:
 	VPXOR      (AX), X1, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_59
+	JE         aes128_60
 	VAESENC    16(AX), X0, X0
 	VAESENC    32(AX), X0, X0
 	VAESENC    48(AX), X0, X0
 	VAESENC    64(AX), X0, X0
 
-aes128_59:
+aes128_60:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2257,13 +2257,13 @@ aes128_59:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_60
+	JE          aes128_61
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_60:
+aes128_61:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2309,9 +2309,9 @@ aes128_60:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main61:
+main62:
 	CMPQ           DX, $0x08
-	JB             vec62
+	JB             vec63
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -2326,7 +2326,7 @@ main61:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_65
+	JE             aes128_66
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2348,7 +2348,7 @@ main61:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_65:
+aes128_66:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -2426,18 +2426,18 @@ aes128_65:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main61
+	JMP            main62
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec62:
+vec63:
 	CMPQ           DX, $0x02
-	JB             partial63
+	JB             partial64
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_66
+	JE             aes128_67
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -2447,7 +2447,7 @@ vec62:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_66:
+aes128_67:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -2476,24 +2476,24 @@ aes128_66:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec62
+	JMP            vec63
 
-partial63:
+partial64:
 	TESTQ DX, DX
-	JZ    bulkDone64
+	JZ    bulkDone65
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_68
+	JE      aes128_69
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_68:
+aes128_69:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2509,8 +2509,8 @@ aes128_68:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone64:
-end44:
+bulkDone65:
+end45:
 	VZEROUPPER
 	RET
 
@@ -2554,19 +2554,19 @@ TEXT ·xtsEncVAES512(SB), NOSPLIT, $0-56
 	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	JAE         wide69
+	JAE         wide70
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_71
+	JE          aes128_72
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_71:
+aes128_72:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2581,26 +2581,26 @@ aes128_71:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail72
+	JZ    shortNoTail73
 	DECQ  DX
 
-shortNoTail72:
+shortNoTail73:
 	VMOVDQA X12, X4
 
-shortLoop73:
+shortLoop74:
 	TESTQ   DX, DX
-	JZ      shortSteal74
+	JZ      shortSteal75
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_76
+	JE      aes128_78
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_76:
+aes128_78:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2621,11 +2621,11 @@ aes128_76:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop73
+	JMP         shortLoop74
 
-shortSteal74:
+shortSteal75:
 	TESTQ   R11, R11
-	JZ      shortDone75
+	JZ      shortDone76
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -2639,13 +2639,13 @@ shortSteal74:
 	VPXOR   (AX), X1, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_77
+	JE      aes128_79
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_77:
+aes128_79:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2672,13 +2672,13 @@ aes128_77:
 	VPXOR       (AX), X3, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_78
+	JE          aes128_80
 	VAESENC     16(AX), X0, X0
 	VAESENC     32(AX), X0, X0
 	VAESENC     48(AX), X0, X0
 	VAESENC     64(AX), X0, X0
 
-aes128_78:
+aes128_80:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -2692,19 +2692,19 @@ aes128_78:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone75:
+shortDone76:
 	RET
 
-wide69:
+wide70:
 	CMPQ            DX, $0x10
-	JB              narrowTweak79
+	JB              narrowTweak81
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_81
+	JE              aes128_83
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -2714,7 +2714,7 @@ wide69:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_81:
+aes128_83:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -2735,21 +2735,21 @@ aes128_81:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked80
+	JMP             tweaked82
 
-narrowTweak79:
+narrowTweak81:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_82
+	JE          aes128_84
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_82:
+aes128_84:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -2762,7 +2762,7 @@ aes128_82:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked80:
+tweaked82:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -2780,23 +2780,23 @@ tweaked80:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk83
+	JZ              bulk85
 	CMPQ            DX, $0x11
-	JB              stealLate86
+	JB              stealLate88
 	DECQ            DX
 	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_87:
+x64_89:
 	CMPQ       R13, $0x40
-	JB         xrest88
+	JB         xrest90
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_87
+	JMP        x64_89
 
-xrest88:
+xrest90:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -2855,13 +2855,13 @@ xrest88:
 	VPTERNLOGD   $0x96, Z16, Z8, Z0
 	VPXORD       Z30, Z8, Z9
 	CMPQ         R12, $0x0a
-	JE           aes128_93
+	JE           aes128_95
 	VAESENC      Z17, Z0, Z0
 	VAESENC      Z18, Z0, Z0
 	VAESENC      Z19, Z0, Z0
 	VAESENC      Z20, Z0, Z0
 
-aes128_93:
+aes128_95:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -2922,9 +2922,9 @@ aes128_93:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair94:
+pair96:
 	CMPQ       DX, $0x20
-	JB         single95
+	JB         single97
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -2934,7 +2934,7 @@ pair94:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_98
+	JE         aes128_100
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -2952,7 +2952,7 @@ pair94:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_98:
+aes128_100:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3027,7 +3027,7 @@ aes128_98:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_99
+	JE          aes128_101
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -3045,7 +3045,7 @@ aes128_98:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_99:
+aes128_101:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3112,18 +3112,18 @@ aes128_99:
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
 	TESTQ       R11, R11
-	JZ          stolen100
+	JZ          stolen102
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_101
+	JE          aes128_103
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_101:
+aes128_103:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3137,15 +3137,15 @@ aes128_101:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen100:
+stolen102:
 	ADDQ $0x00000200, SI
 	ADDQ $0x00000200, DI
 	SUBQ $0x20, DX
-	JMP  pair94
+	JMP  pair96
 
-single95:
+single97:
 	CMPQ       DX, $0x10
-	JB         exitA96
+	JB         exitA98
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3155,7 +3155,7 @@ single95:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_102
+	JE         aes128_104
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3173,7 +3173,7 @@ single95:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_102:
+aes128_104:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3243,18 +3243,18 @@ aes128_102:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	TESTQ       R11, R11
-	JZ          stolen103
+	JZ          stolen105
 	VMOVDQU     (R14), X0
 	VPXORD      X30, X15, X12
 	VPTERNLOGD  $0x96, X16, X12, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_104
+	JE          aes128_106
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_104:
+aes128_106:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3268,11 +3268,11 @@ aes128_104:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen103:
+stolen105:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert105
+	JB         convert107
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3280,7 +3280,7 @@ stolen103:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_106
+	JE         aes128_108
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3294,7 +3294,7 @@ stolen103:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_106:
+aes128_108:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3332,29 +3332,29 @@ aes128_106:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone97
+	JMP         pairsDone99
 
-convert105:
+convert107:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone97
+	JMP    pairsDone99
 
-exitA96:
+exitA98:
 	TESTQ      R11, R11
-	JZ         stolen107
+	JZ         stolen109
 	VMOVDQU    (R14), X0
 	VPXORD     X30, X15, X12
 	VPTERNLOGD $0x96, X16, X12, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_108
+	JE         aes128_110
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_108:
+aes128_110:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3368,11 +3368,11 @@ aes128_108:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen107:
+stolen109:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert109
+	JB         convert111
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3380,7 +3380,7 @@ stolen107:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_110
+	JE         aes128_112
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -3394,7 +3394,7 @@ stolen107:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_110:
+aes128_112:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -3432,32 +3432,32 @@ aes128_110:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone97
+	JMP         pairsDone99
 
-convert109:
+convert111:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone97:
+pairsDone99:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec90:
+vec92:
 	CMPQ       DX, $0x04
-	JB         partial91
+	JB         partial93
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_111
+	JE         aes128_113
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_111:
+aes128_113:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3476,28 +3476,28 @@ aes128_111:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec90
+	JMP         vec92
 
-partial91:
+partial93:
 	TESTQ DX, DX
-	JZ    bulkDone92
+	JZ    bulkDone94
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one112
+	JB         one114
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_113
+	JE         aes128_115
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_113:
+aes128_115:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -3514,19 +3514,19 @@ aes128_113:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone92
+	JZ            bulkDone94
 
-one112:
+one114:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_114
+	JE         aes128_116
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_114:
+aes128_116:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -3542,25 +3542,25 @@ aes128_114:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone92:
-	JMP end85
+bulkDone94:
+	JMP end87
 
-stealLate86:
+stealLate88:
 	CMPQ    DX, $0x10
-	JB      stealFirst84
+	JB      stealFirst86
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_115:
+x64_117:
 	CMPQ       R13, $0x40
-	JB         xrest116
+	JB         xrest118
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_115
+	JMP        x64_117
 
-xrest116:
+xrest118:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -3571,16 +3571,16 @@ xrest116:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk83:
+bulk85:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks121
+	JB         fewBlocks123
 	CMPQ       DX, $0x30
-	JB         noPeel122
+	JB         noPeel124
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -3614,13 +3614,13 @@ bulk83:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_124
+	JE         aes128_126
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_124:
+aes128_126:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -3635,9 +3635,9 @@ aes128_124:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop123
+	JMP         loop125
 
-noPeel122:
+noPeel124:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -3663,7 +3663,7 @@ noPeel122:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop123:
+loop125:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -3688,203 +3688,9 @@ loop123:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair125:
+pair127:
 	CMPQ       DX, $0x20
-	JB         single126
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_129
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_129:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VAESENCLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	VMOVDQU64   256(SI), Z0
-	VMOVDQU64   320(SI), Z1
-	VMOVDQU64   384(SI), Z2
-	VMOVDQU64   448(SI), Z3
-	VPTERNLOGD  $0x96, Z16, Z8, Z0
-	VPTERNLOGD  $0x96, Z16, Z9, Z1
-	VPTERNLOGD  $0x96, Z16, Z10, Z2
-	VPTERNLOGD  $0x96, Z16, Z11, Z3
-	CMPQ        R12, $0x0a
-	JE          aes128_130
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z17, Z3, Z3
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z18, Z3, Z3
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z19, Z3, Z3
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
-	VAESENC     Z20, Z3, Z3
-
-aes128_130:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z9, Z8, Z12
-	VPUNPCKHQDQ Z11, Z10, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z8, Z4
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z4
-	VPSLLDQ     $0x02, Z9, Z5
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z5
-	VPSLLDQ     $0x02, Z10, Z6
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z6
-	VPSLLDQ     $0x02, Z11, Z7
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z7
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VAESENCLAST Z11, Z3, Z3
-	VMOVDQU64   Z0, 256(DI)
-	VMOVDQU64   Z1, 320(DI)
-	VMOVDQU64   Z2, 384(DI)
-	VMOVDQU64   Z3, 448(DI)
-	ADDQ        $0x00000200, SI
-	ADDQ        $0x00000200, DI
-	SUBQ        $0x20, DX
-	JMP         pair125
-
-single126:
-	CMPQ       DX, $0x10
-	JB         exitA127
+	JB         single128
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -3978,630 +3784,6 @@ aes128_131:
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
-
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert132
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPTERNLOGD $0x96, Z16, Z9, Z1
-	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_133
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_133:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone128
-
-convert132:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone128
-
-exitA127:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert134
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_135
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_135:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone128
-
-convert134:
-	VPXORD Z30, Z4, Z4
-	VPXORD Z30, Z5, Z5
-	VPXORD Z30, Z6, Z6
-	VPXORD Z30, Z7, Z7
-
-pairsDone128:
-	// Back to key0 in Z16 for the blocks left.
-	VPXORD Z30, Z16, Z16
-	JMP    vec118
-
-fewBlocks121:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec118:
-	CMPQ       DX, $0x04
-	JB         partial119
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	CMPQ       R12, $0x0a
-	JE         aes128_136
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
-
-aes128_136:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VPXORD      Z30, Z4, Z8
-	VAESENCLAST Z8, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	VMOVDQA64   Z5, Z4
-	VMOVDQA64   Z6, Z5
-	VMOVDQA64   Z7, Z6
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         vec118
-
-partial119:
-	TESTQ DX, DX
-	JZ    bulkDone120
-
-	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
-	// xmm. Plain loads and stores of exactly the data, not masked ones: on
-	// AMD a masked store cannot forward to a later load of the same bytes,
-	// which costs the next in-place call on the buffer dearly.
-	CMPQ       DX, $0x02
-	JB         one137
-	VMOVDQU    (SI), Y0
-	VPTERNLOGD $0x96, Y16, Y4, Y0
-	CMPQ       R12, $0x0a
-	JE         aes128_138
-	VAESENC    Y17, Y0, Y0
-	VAESENC    Y18, Y0, Y0
-	VAESENC    Y19, Y0, Y0
-	VAESENC    Y20, Y0, Y0
-
-aes128_138:
-	VAESENC       Y21, Y0, Y0
-	VAESENC       Y22, Y0, Y0
-	VAESENC       Y23, Y0, Y0
-	VAESENC       Y24, Y0, Y0
-	VAESENC       Y25, Y0, Y0
-	VAESENC       Y26, Y0, Y0
-	VAESENC       Y27, Y0, Y0
-	VAESENC       Y28, Y0, Y0
-	VAESENC       Y29, Y0, Y0
-	VPXORD        Y30, Y4, Y8
-	VAESENCLAST   Y8, Y0, Y0
-	VMOVDQU       Y0, (DI)
-	VEXTRACTI32X4 $0x02, Z4, X4
-	ADDQ          $0x20, SI
-	ADDQ          $0x20, DI
-	SUBQ          $0x02, DX
-	JZ            bulkDone120
-
-one137:
-	VMOVDQU    (SI), X0
-	VPTERNLOGD $0x96, X16, X4, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_139
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_139:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X4, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-
-bulkDone120:
-	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
-	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
-	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
-	// with T_m+1 into block m.
-	TESTQ      R11, R11
-	JZ         stolen140
-	VMOVDQU    -16(DI), X0
-	VMOVDQU    -16(SI)(R11*1), X1
-	LEAQ       ctsShuffle<>+0(SB), R8
-	MOVQ       $0x00000020, R10
-	SUBQ       R11, R10
-	VMOVDQU    (R8)(R10*1), X2
-	VPSHUFB    X2, X1, X1
-	VMOVDQU    (R8)(R11*1), X3
-	VPSHUFB    X3, X0, X5
-	VMOVDQU    X5, -16(DI)(R11*1)
-	VPBLENDVB  X2, X0, X1, X0
-	VPTERNLOGD $0x96, X16, X15, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_141
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_141:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X15, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, -16(DI)
-
-stolen140:
-	JMP end85
-
-stealFirst84:
-	DECQ DX
-
-	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
-	// x^64 steps, each a qword move plus one carry-less multiplication,
-	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
-	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
-	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
-	// shifted so its first tail bytes end the buffer, stored at dst+n-16
-	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
-	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
-	// left alone).
-	VMOVDQA X12, X1
-	MOVQ    DX, R13
-
-x64_142:
-	CMPQ       R13, $0x40
-	JB         xrest143
-	VPCLMULQDQ $0x01, X31, X1, X2
-	VPSLLDQ    $0x08, X1, X1
-	VPXOR      X2, X1, X1
-	SUBQ       $0x40, R13
-	JMP        x64_142
-
-xrest143:
-	VMOVQ      R13, X2
-	MOVQ       $0x00000040, R14
-	SUBQ       R13, R14
-	VMOVQ      R14, X3
-	VPSRLQ     X3, X1, X13
-	VPSLLQ     X2, X1, X1
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X1
-	VPSRLQ     $0x3f, X1, X13
-	VPSLLQ     $0x01, X1, X3
-	VPCLMULQDQ $0x01, X31, X13, X14
-	VPSLLDQ    $0x08, X13, X13
-	VPTERNLOGD $0x96, X14, X13, X3
-	MOVQ       DX, R13
-	SHLQ       $0x04, R13
-	VMOVDQU    (SI)(R13*1), X0
-	VPTERNLOGD $0x96, X16, X1, X0
-	CMPQ       R12, $0x0a
-	JE         aes128_144
-	VAESENC    X17, X0, X0
-	VAESENC    X18, X0, X0
-	VAESENC    X19, X0, X0
-	VAESENC    X20, X0, X0
-
-aes128_144:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPTERNLOGD  $0x96, X16, X3, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_145
-	VAESENC     X17, X0, X0
-	VAESENC     X18, X0, X0
-	VAESENC     X19, X0, X0
-	VAESENC     X20, X0, X0
-
-aes128_145:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VPXORD      X30, X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
-	// so that the first AES round waits for one multiplication only.
-	// From 48 blocks: the first four alone (peel), then the main loop from
-	// block 4, so that a unit of a multiple of 256 bytes ends in three
-	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
-	CMPQ       DX, $0x10
-	JB         fewBlocks150
-	CMPQ       DX, $0x30
-	JB         noPeel151
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z8
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-	VMOVDQU64  (SI), Z0
-	VPTERNLOGD $0x96, Z16, Z8, Z0
-	VPXORD     Z30, Z8, Z9
-	CMPQ       R12, $0x0a
-	JE         aes128_153
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z20, Z0, Z0
-
-aes128_153:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z29, Z0, Z0
-	VAESENCLAST Z9, Z0, Z0
-	VMOVDQU64   Z0, (DI)
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	SUBQ        $0x04, DX
-	JMP         loop152
-
-noPeel151:
-	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
-	VPXORD     Z30, Z4, Z4
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z4
-	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
-	VPXORD     Z30, Z5, Z5
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z5
-	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
-	VPXORD     Z30, Z6, Z6
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z6
-	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
-	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
-	VPXORD     Z30, Z7, Z7
-	VPCLMULQDQ $0x01, Z31, Z9, Z10
-	VPSLLDQ    $0x08, Z9, Z9
-	VPTERNLOGD $0x96, Z10, Z9, Z7
-
-loop152:
-	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
-	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
-	// dword 0 of each lane.
-	MOVL       $0x0000aaaa, R13
-	KMOVW      R13, K1
-	MOVL       $0x00001111, R13
-	KMOVW      R13, K2
-	VMOVDQA64  Z30, Z31
-	VPSRLDQ    $0x0e, Z31, Z12
-	VPSLLDQ    $0x02, Z31, Z31
-	VPADDQ     Z12, Z12, Z13
-	VPTERNLOGD $0x96, Z13, Z12, Z31
-	VPADDQ     Z13, Z13, Z13
-	VPSLLQ     $0x07, Z12, Z12
-	VPTERNLOGD $0x96, Z12, Z13, Z31
-	VPXORD     Z30, Z31, Z31
-	VPXORD     Z30, Z16, Z16
-
-	// Per iteration: 16 blocks in four vectors; whitening with U and
-	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
-	// other four registers (byte shifts; the top 16 bits of every lane of
-	// all four gathered into the dwords of one vector, times x^128 by dword
-	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
-	// the last round with key U.
-pair154:
-	CMPQ       DX, $0x20
-	JB         single155
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_158
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_158:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPUNPCKHQDQ Z5, Z4, Z12
-	VPUNPCKHQDQ Z7, Z6, Z13
-	VPSRLQ      $0x30, Z12, Z12
-	VPSRLD      $0x10, Z13, K1, Z12
-	VPADDD      Z12, Z12, Z13
-	VPSLLD      $0x07, Z12, Z14
-	VPTERNLOGD  $0x96, Z14, Z13, Z12
-	VPADDD      Z13, Z13, Z13
-	VPXORD      Z13, Z12, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPSHUFD.Z   $0x00, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z8
-	VPSLLDQ     $0x02, Z5, Z9
-	VPSHUFD.Z   $0x02, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSLLDQ     $0x02, Z6, Z10
-	VPSHUFD.Z   $0x01, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z10
-	VPSLLDQ     $0x02, Z7, Z11
-	VPSHUFD.Z   $0x03, Z12, K2, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VAESENCLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
 	VMOVDQU64   256(SI), Z0
 	VMOVDQU64   320(SI), Z1
 	VMOVDQU64   384(SI), Z2
@@ -4611,7 +3793,7 @@ aes128_158:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_159
+	JE          aes128_132
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -4629,7 +3811,7 @@ aes128_158:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_159:
+aes128_132:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -4698,11 +3880,635 @@ aes128_159:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair154
+	JMP         pair127
 
-single155:
+single128:
 	CMPQ       DX, $0x10
-	JB         exitA156
+	JB         exitA129
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_133
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_133:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert134
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPTERNLOGD $0x96, Z16, Z9, Z1
+	VPTERNLOGD $0x96, Z16, Z10, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_135
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_135:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone130
+
+convert134:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone130
+
+exitA129:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert136
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_137
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_137:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z7, Z4
+	JMP         pairsDone130
+
+convert136:
+	VPXORD Z30, Z4, Z4
+	VPXORD Z30, Z5, Z5
+	VPXORD Z30, Z6, Z6
+	VPXORD Z30, Z7, Z7
+
+pairsDone130:
+	// Back to key0 in Z16 for the blocks left.
+	VPXORD Z30, Z16, Z16
+	JMP    vec120
+
+fewBlocks123:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+	// Whole vectors left (at most three): T0, then the next tweak vector.
+vec120:
+	CMPQ       DX, $0x04
+	JB         partial121
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	CMPQ       R12, $0x0a
+	JE         aes128_138
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_138:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VPXORD      Z30, Z4, Z8
+	VAESENCLAST Z8, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	VMOVDQA64   Z5, Z4
+	VMOVDQA64   Z6, Z5
+	VMOVDQA64   Z7, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         vec120
+
+partial121:
+	TESTQ DX, DX
+	JZ    bulkDone122
+
+	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
+	// xmm. Plain loads and stores of exactly the data, not masked ones: on
+	// AMD a masked store cannot forward to a later load of the same bytes,
+	// which costs the next in-place call on the buffer dearly.
+	CMPQ       DX, $0x02
+	JB         one139
+	VMOVDQU    (SI), Y0
+	VPTERNLOGD $0x96, Y16, Y4, Y0
+	CMPQ       R12, $0x0a
+	JE         aes128_140
+	VAESENC    Y17, Y0, Y0
+	VAESENC    Y18, Y0, Y0
+	VAESENC    Y19, Y0, Y0
+	VAESENC    Y20, Y0, Y0
+
+aes128_140:
+	VAESENC       Y21, Y0, Y0
+	VAESENC       Y22, Y0, Y0
+	VAESENC       Y23, Y0, Y0
+	VAESENC       Y24, Y0, Y0
+	VAESENC       Y25, Y0, Y0
+	VAESENC       Y26, Y0, Y0
+	VAESENC       Y27, Y0, Y0
+	VAESENC       Y28, Y0, Y0
+	VAESENC       Y29, Y0, Y0
+	VPXORD        Y30, Y4, Y8
+	VAESENCLAST   Y8, Y0, Y0
+	VMOVDQU       Y0, (DI)
+	VEXTRACTI32X4 $0x02, Z4, X4
+	ADDQ          $0x20, SI
+	ADDQ          $0x20, DI
+	SUBQ          $0x02, DX
+	JZ            bulkDone122
+
+one139:
+	VMOVDQU    (SI), X0
+	VPTERNLOGD $0x96, X16, X4, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_141
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_141:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X4, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+
+bulkDone122:
+	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
+	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
+	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
+	// with T_m+1 into block m.
+	TESTQ      R11, R11
+	JZ         stolen142
+	VMOVDQU    -16(DI), X0
+	VMOVDQU    -16(SI)(R11*1), X1
+	LEAQ       ctsShuffle<>+0(SB), R8
+	MOVQ       $0x00000020, R10
+	SUBQ       R11, R10
+	VMOVDQU    (R8)(R10*1), X2
+	VPSHUFB    X2, X1, X1
+	VMOVDQU    (R8)(R11*1), X3
+	VPSHUFB    X3, X0, X5
+	VMOVDQU    X5, -16(DI)(R11*1)
+	VPBLENDVB  X2, X0, X1, X0
+	VPTERNLOGD $0x96, X16, X15, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_143
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_143:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X15, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, -16(DI)
+
+stolen142:
+	JMP end87
+
+stealFirst86:
+	DECQ DX
+
+	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
+	// x^64 steps, each a qword move plus one carry-less multiplication,
+	// then one step of x^(m%64); X3 = T_m+1. X0 = XEX of block m (CC; PP
+	// when decrypting), X2 = the last 16 bytes of src shifted so the tail
+	// starts at byte 0 (VPSHUFB with a ctsShuffle window X11), X14 = X0
+	// shifted so its first tail bytes end the buffer, stored at dst+n-16
+	// before block m's final store overwrites the rest; X0 = blend(X2, X0)
+	// is XEXed again. Scratch: X8, X13-X15 (X4-X7, the tweak vectors, are
+	// left alone).
+	VMOVDQA X12, X1
+	MOVQ    DX, R13
+
+x64_144:
+	CMPQ       R13, $0x40
+	JB         xrest145
+	VPCLMULQDQ $0x01, X31, X1, X2
+	VPSLLDQ    $0x08, X1, X1
+	VPXOR      X2, X1, X1
+	SUBQ       $0x40, R13
+	JMP        x64_144
+
+xrest145:
+	VMOVQ      R13, X2
+	MOVQ       $0x00000040, R14
+	SUBQ       R13, R14
+	VMOVQ      R14, X3
+	VPSRLQ     X3, X1, X13
+	VPSLLQ     X2, X1, X1
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X1
+	VPSRLQ     $0x3f, X1, X13
+	VPSLLQ     $0x01, X1, X3
+	VPCLMULQDQ $0x01, X31, X13, X14
+	VPSLLDQ    $0x08, X13, X13
+	VPTERNLOGD $0x96, X14, X13, X3
+	MOVQ       DX, R13
+	SHLQ       $0x04, R13
+	VMOVDQU    (SI)(R13*1), X0
+	VPTERNLOGD $0x96, X16, X1, X0
+	CMPQ       R12, $0x0a
+	JE         aes128_146
+	VAESENC    X17, X0, X0
+	VAESENC    X18, X0, X0
+	VAESENC    X19, X0, X0
+	VAESENC    X20, X0, X0
+
+aes128_146:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPTERNLOGD  $0x96, X16, X3, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_147
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_147:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VPXORD      X30, X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
+	// so that the first AES round waits for one multiplication only.
+	// From 48 blocks: the first four alone (peel), then the main loop from
+	// block 4, so that a unit of a multiple of 256 bytes ends in three
+	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
+	CMPQ       DX, $0x10
+	JB         fewBlocks152
+	CMPQ       DX, $0x30
+	JB         noPeel153
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z8
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+256(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+256(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+	VMOVDQU64  (SI), Z0
+	VPTERNLOGD $0x96, Z16, Z8, Z0
+	VPXORD     Z30, Z8, Z9
+	CMPQ       R12, $0x0a
+	JE         aes128_155
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z20, Z0, Z0
+
+aes128_155:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	VAESENCLAST Z9, Z0, Z0
+	VMOVDQU64   Z0, (DI)
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	SUBQ        $0x04, DX
+	JMP         loop154
+
+noPeel153:
+	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
+	VPXORD     Z30, Z4, Z4
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z4
+	VPSRLVQ    laneShiftR<>+64(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+64(SB), Z12, Z5
+	VPXORD     Z30, Z5, Z5
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z5
+	VPSRLVQ    laneShiftR<>+128(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+128(SB), Z12, Z6
+	VPXORD     Z30, Z6, Z6
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z6
+	VPSRLVQ    laneShiftR<>+192(SB), Z12, Z9
+	VPSLLVQ    laneShiftL<>+192(SB), Z12, Z7
+	VPXORD     Z30, Z7, Z7
+	VPCLMULQDQ $0x01, Z31, Z9, Z10
+	VPSLLDQ    $0x08, Z9, Z9
+	VPTERNLOGD $0x96, Z10, Z9, Z7
+
+loop154:
+	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
+	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
+	// dword 0 of each lane.
+	MOVL       $0x0000aaaa, R13
+	KMOVW      R13, K1
+	MOVL       $0x00001111, R13
+	KMOVW      R13, K2
+	VMOVDQA64  Z30, Z31
+	VPSRLDQ    $0x0e, Z31, Z12
+	VPSLLDQ    $0x02, Z31, Z31
+	VPADDQ     Z12, Z12, Z13
+	VPTERNLOGD $0x96, Z13, Z12, Z31
+	VPADDQ     Z13, Z13, Z13
+	VPSLLQ     $0x07, Z12, Z12
+	VPTERNLOGD $0x96, Z12, Z13, Z31
+	VPXORD     Z30, Z31, Z31
+	VPXORD     Z30, Z16, Z16
+
+	// Per iteration: 16 blocks in four vectors; whitening with U and
+	// key0^key14 in one XOR; rounds 1-7; the next U = U*x^16 ^ C into the
+	// other four registers (byte shifts; the top 16 bits of every lane of
+	// all four gathered into the dwords of one vector, times x^128 by dword
+	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
+	// the last round with key U.
+pair156:
+	CMPQ       DX, $0x20
+	JB         single157
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -4796,6 +4602,200 @@ aes128_160:
 	VMOVDQU64   Z1, 64(DI)
 	VMOVDQU64   Z2, 128(DI)
 	VMOVDQU64   Z3, 192(DI)
+	VMOVDQU64   256(SI), Z0
+	VMOVDQU64   320(SI), Z1
+	VMOVDQU64   384(SI), Z2
+	VMOVDQU64   448(SI), Z3
+	VPTERNLOGD  $0x96, Z16, Z8, Z0
+	VPTERNLOGD  $0x96, Z16, Z9, Z1
+	VPTERNLOGD  $0x96, Z16, Z10, Z2
+	VPTERNLOGD  $0x96, Z16, Z11, Z3
+	CMPQ        R12, $0x0a
+	JE          aes128_161
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+
+aes128_161:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z9, Z8, Z12
+	VPUNPCKHQDQ Z11, Z10, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z8, Z4
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z4
+	VPSLLDQ     $0x02, Z9, Z5
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z5
+	VPSLLDQ     $0x02, Z10, Z6
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z6
+	VPSLLDQ     $0x02, Z11, Z7
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z7
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VAESENCLAST Z11, Z3, Z3
+	VMOVDQU64   Z0, 256(DI)
+	VMOVDQU64   Z1, 320(DI)
+	VMOVDQU64   Z2, 384(DI)
+	VMOVDQU64   Z3, 448(DI)
+	ADDQ        $0x00000200, SI
+	ADDQ        $0x00000200, DI
+	SUBQ        $0x20, DX
+	JMP         pair156
+
+single157:
+	CMPQ       DX, $0x10
+	JB         exitA158
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_162
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_162:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPUNPCKHQDQ Z5, Z4, Z12
+	VPUNPCKHQDQ Z7, Z6, Z13
+	VPSRLQ      $0x30, Z12, Z12
+	VPSRLD      $0x10, Z13, K1, Z12
+	VPADDD      Z12, Z12, Z13
+	VPSLLD      $0x07, Z12, Z14
+	VPTERNLOGD  $0x96, Z14, Z13, Z12
+	VPADDD      Z13, Z13, Z13
+	VPXORD      Z13, Z12, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPSHUFD.Z   $0x00, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z8
+	VPSLLDQ     $0x02, Z5, Z9
+	VPSHUFD.Z   $0x02, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSLLDQ     $0x02, Z6, Z10
+	VPSHUFD.Z   $0x01, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z10
+	VPSLLDQ     $0x02, Z7, Z11
+	VPSHUFD.Z   $0x03, Z12, K2, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
@@ -4803,86 +4803,13 @@ aes128_160:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert161
+	JB         convert163
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
-	CMPQ       R12, $0x0a
-	JE         aes128_162
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-
-aes128_162:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENCLAST Z8, Z0, Z0
-	VAESENCLAST Z9, Z1, Z1
-	VAESENCLAST Z10, Z2, Z2
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	ADDQ        $0x000000c0, SI
-	ADDQ        $0x000000c0, DI
-	SUBQ        $0x0c, DX
-	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone157
-
-convert161:
-	VPXORD Z30, Z8, Z4
-	VPXORD Z30, Z9, Z5
-	VPXORD Z30, Z10, Z6
-	VPXORD Z30, Z11, Z7
-	JMP    pairsDone157
-
-exitA156:
-	// 12 blocks or more left: three vectors with U (see peel), then T0 =
-	// U3 ^ key14. Fewer: T = U ^ key14.
-	CMPQ       DX, $0x0c
-	JB         convert163
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
 	JE         aes128_164
 	VAESENC    Z17, Z0, Z0
@@ -4926,6 +4853,79 @@ aes128_164:
 	VAESENC     Z29, Z0, Z0
 	VAESENC     Z29, Z1, Z1
 	VAESENC     Z29, Z2, Z2
+	VAESENCLAST Z8, Z0, Z0
+	VAESENCLAST Z9, Z1, Z1
+	VAESENCLAST Z10, Z2, Z2
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	ADDQ        $0x000000c0, SI
+	ADDQ        $0x000000c0, DI
+	SUBQ        $0x0c, DX
+	VPXORD      Z30, Z11, Z4
+	JMP         pairsDone159
+
+convert163:
+	VPXORD Z30, Z8, Z4
+	VPXORD Z30, Z9, Z5
+	VPXORD Z30, Z10, Z6
+	VPXORD Z30, Z11, Z7
+	JMP    pairsDone159
+
+exitA158:
+	// 12 blocks or more left: three vectors with U (see peel), then T0 =
+	// U3 ^ key14. Fewer: T = U ^ key14.
+	CMPQ       DX, $0x0c
+	JB         convert165
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	CMPQ       R12, $0x0a
+	JE         aes128_166
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+
+aes128_166:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
 	VAESENCLAST Z4, Z0, Z0
 	VAESENCLAST Z5, Z1, Z1
 	VAESENCLAST Z6, Z2, Z2
@@ -4936,20 +4936,20 @@ aes128_164:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone157
+	JMP         pairsDone159
 
-convert163:
+convert165:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone157:
+pairsDone159:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec147
+	JMP    vec149
 
-fewBlocks150:
+fewBlocks152:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -4972,19 +4972,19 @@ fewBlocks150:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec147:
+vec149:
 	CMPQ       DX, $0x04
-	JB         partial148
+	JB         partial150
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_165
+	JE         aes128_167
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_165:
+aes128_167:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -5003,28 +5003,28 @@ aes128_165:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec147
+	JMP         vec149
 
-partial148:
+partial150:
 	TESTQ DX, DX
-	JZ    bulkDone149
+	JZ    bulkDone151
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one166
+	JB         one168
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_167
+	JE         aes128_169
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_167:
+aes128_169:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -5041,19 +5041,19 @@ aes128_167:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone149
+	JZ            bulkDone151
 
-one166:
+one168:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_168
+	JE         aes128_170
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_168:
+aes128_170:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -5069,8 +5069,8 @@ aes128_168:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone149:
-end85:
+bulkDone151:
+end87:
 	VZEROUPPER
 	RET
 
@@ -5115,24 +5115,24 @@ TEXT ·xtsEncVAES512C(SB), NOSPLIT, $0-56
 
 	// Fewer whole blocks than one vector, or four and a tail: the short
 	// path, no wide set-up.
-	JB    short170
-	JNE   wide169
+	JB    short172
+	JNE   wide171
 	TESTQ R11, R11
-	JZ    wide169
+	JZ    wide171
 
-short170:
+short172:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_171
+	JE          aes128_173
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_171:
+aes128_173:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5147,14 +5147,123 @@ aes128_171:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail172
+	JZ    shortNoTail174
 	DECQ  DX
 
-shortNoTail172:
+shortNoTail174:
 	VMOVDQA X12, X4
 	CMPQ    DX, $0x02
-	JB      shortLoop173
+	JAE     shortPairs178
 
+shortLoop175:
+	TESTQ   DX, DX
+	JZ      shortSteal176
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_179
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_179:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESENCLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop175
+
+shortSteal176:
+	TESTQ   R11, R11
+	JZ      shortDone177
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X1, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_180
+	VAESENC 16(AX), X0, X0
+	VAESENC 32(AX), X0, X0
+	VAESENC 48(AX), X0, X0
+	VAESENC 64(AX), X0, X0
+
+aes128_180:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X3, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_181
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_181:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone177:
+	RET
+
+shortPairs178:
 	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
 	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
 	// two blocks and a tail: the stealing over block 2 (X6 = T2, X7 = T3).
@@ -5172,7 +5281,7 @@ shortNoTail172:
 	VPXOR       X8, X6, X6
 	VINSERTI128 $0x01, X5, Y4, Y9
 	VMOVDQU     (SI), Y0
-	JE          shortTwo176
+	JE          shortTwo182
 
 	// Three whole blocks; with a tail, the stealing over block 3 (X1 = T3,
 	// X3 = T4).
@@ -5181,7 +5290,7 @@ shortNoTail172:
 	VPTERNLOGD     $0x96, Y3, Y9, Y0
 	VPTERNLOGD     $0x96, X3, X6, X2
 	CMPQ           R12, $0x0a
-	JE             aes128_178
+	JE             aes128_184
 	VBROADCASTI128 16(AX), Y3
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
@@ -5195,7 +5304,7 @@ shortNoTail172:
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
 
-aes128_178:
+aes128_184:
 	VBROADCASTI128 -144(R9), Y3
 	VAESENC        Y3, Y0, Y0
 	VAESENC        X3, X2, X2
@@ -5231,7 +5340,7 @@ aes128_178:
 	VMOVDQU        Y0, (DI)
 	VMOVDQU        X2, 32(DI)
 	TESTQ          R11, R11
-	JZ             shortPairDone177
+	JZ             shortPairDone183
 	VMOVDQA        X6, X1
 	VPSHUFD        $0x5f, X1, X8
 	VPSRAD         $0x1f, X8, X8
@@ -5250,225 +5359,11 @@ aes128_178:
 	VPXOR          (AX), X1, X8
 	VPXOR          X8, X0, X0
 	CMPQ           R12, $0x0a
-	JE             aes128_179
+	JE             aes128_185
 	VAESENC        16(AX), X0, X0
 	VAESENC        32(AX), X0, X0
 	VAESENC        48(AX), X0, X0
 	VAESENC        64(AX), X0, X0
-
-aes128_179:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X3, X8
-	VPXOR       X8, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_180
-	VAESENC     16(AX), X0, X0
-	VAESENC     32(AX), X0, X0
-	VAESENC     48(AX), X0, X0
-	VAESENC     64(AX), X0, X0
-
-aes128_180:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-	JMP         shortPairDone177
-
-shortTwo176:
-	VBROADCASTI128 (AX), Y3
-	VPTERNLOGD     $0x96, Y3, Y9, Y0
-	CMPQ           R12, $0x0a
-	JE             aes128_181
-	VBROADCASTI128 16(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 32(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 48(AX), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 64(AX), Y3
-	VAESENC        Y3, Y0, Y0
-
-aes128_181:
-	VBROADCASTI128 -144(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -128(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -112(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -96(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -80(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -64(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -48(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -32(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 -16(R9), Y3
-	VAESENC        Y3, Y0, Y0
-	VBROADCASTI128 (R9), Y3
-	VPXOR          Y3, Y9, Y10
-	VAESENCLAST    Y10, Y0, Y0
-	VMOVDQU        Y0, (DI)
-	TESTQ          R11, R11
-	JZ             shortPairDone177
-	VMOVDQA        X6, X7
-	VPSHUFD        $0x5f, X7, X8
-	VPSRAD         $0x1f, X8, X8
-	VPAND          gfMulX<>+0(SB), X8, X8
-	VPADDQ         X7, X7, X7
-	VPXOR          X8, X7, X7
-	MOVQ           DX, R13
-	SHLQ           $0x04, R13
-	VMOVDQU        (SI)(R13*1), X0
-	VPXOR          (AX), X6, X8
-	VPXOR          X8, X0, X0
-	CMPQ           R12, $0x0a
-	JE             aes128_182
-	VAESENC        16(AX), X0, X0
-	VAESENC        32(AX), X0, X0
-	VAESENC        48(AX), X0, X0
-	VAESENC        64(AX), X0, X0
-
-aes128_182:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X6, X8
-	VAESENCLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X7, X8
-	VPXOR       X8, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_183
-	VAESENC     16(AX), X0, X0
-	VAESENC     32(AX), X0, X0
-	VAESENC     48(AX), X0, X0
-	VAESENC     64(AX), X0, X0
-
-aes128_183:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X7, X8
-	VAESENCLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-shortPairDone177:
-	VZEROUPPER
-	RET
-
-shortLoop173:
-	TESTQ   DX, DX
-	JZ      shortSteal174
-	VMOVDQU (SI), X0
-	VPXOR   (AX), X4, X5
-	VPXOR   X5, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_184
-	VAESENC 16(AX), X0, X0
-	VAESENC 32(AX), X0, X0
-	VAESENC 48(AX), X0, X0
-	VAESENC 64(AX), X0, X0
-
-aes128_184:
-	VAESENC     -144(R9), X0, X0
-	VAESENC     -128(R9), X0, X0
-	VAESENC     -112(R9), X0, X0
-	VAESENC     -96(R9), X0, X0
-	VAESENC     -80(R9), X0, X0
-	VAESENC     -64(R9), X0, X0
-	VAESENC     -48(R9), X0, X0
-	VAESENC     -32(R9), X0, X0
-	VAESENC     -16(R9), X0, X0
-	VPXOR       (R9), X4, X5
-	VAESENCLAST X5, X0, X0
-	VMOVDQU     X0, (DI)
-	VPSHUFD     $0x5f, X4, X5
-	VPSRAD      $0x1f, X5, X5
-	VPAND       gfMulX<>+0(SB), X5, X5
-	VPADDQ      X4, X4, X4
-	VPXOR       X5, X4, X4
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-	DECQ        DX
-	JMP         shortLoop173
-
-shortSteal174:
-	TESTQ   R11, R11
-	JZ      shortDone175
-	VMOVDQA X4, X1
-	VMOVDQA X4, X3
-	VPSHUFD $0x5f, X3, X5
-	VPSRAD  $0x1f, X5, X5
-	VPAND   gfMulX<>+0(SB), X5, X5
-	VPADDQ  X3, X3, X3
-	VPXOR   X5, X3, X3
-	MOVQ    DX, R13
-	SHLQ    $0x04, R13
-	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X1, X8
-	VPXOR   X8, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_185
-	VAESENC 16(AX), X0, X0
-	VAESENC 32(AX), X0, X0
-	VAESENC 48(AX), X0, X0
-	VAESENC 64(AX), X0, X0
 
 aes128_185:
 	VAESENC     -144(R9), X0, X0
@@ -5516,20 +5411,126 @@ aes128_186:
 	VPXOR       (R9), X3, X8
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
+	JMP         shortPairDone183
 
-shortDone175:
+shortTwo182:
+	VBROADCASTI128 (AX), Y3
+	VPTERNLOGD     $0x96, Y3, Y9, Y0
+	CMPQ           R12, $0x0a
+	JE             aes128_187
+	VBROADCASTI128 16(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 32(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 48(AX), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 64(AX), Y3
+	VAESENC        Y3, Y0, Y0
+
+aes128_187:
+	VBROADCASTI128 -144(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -128(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -112(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -96(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -80(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -64(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -48(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -32(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 -16(R9), Y3
+	VAESENC        Y3, Y0, Y0
+	VBROADCASTI128 (R9), Y3
+	VPXOR          Y3, Y9, Y10
+	VAESENCLAST    Y10, Y0, Y0
+	VMOVDQU        Y0, (DI)
+	TESTQ          R11, R11
+	JZ             shortPairDone183
+	VMOVDQA        X6, X7
+	VPSHUFD        $0x5f, X7, X8
+	VPSRAD         $0x1f, X8, X8
+	VPAND          gfMulX<>+0(SB), X8, X8
+	VPADDQ         X7, X7, X7
+	VPXOR          X8, X7, X7
+	MOVQ           DX, R13
+	SHLQ           $0x04, R13
+	VMOVDQU        (SI)(R13*1), X0
+	VPXOR          (AX), X6, X8
+	VPXOR          X8, X0, X0
+	CMPQ           R12, $0x0a
+	JE             aes128_188
+	VAESENC        16(AX), X0, X0
+	VAESENC        32(AX), X0, X0
+	VAESENC        48(AX), X0, X0
+	VAESENC        64(AX), X0, X0
+
+aes128_188:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X6, X8
+	VAESENCLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X7, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_189
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+
+aes128_189:
+	VAESENC     -144(R9), X0, X0
+	VAESENC     -128(R9), X0, X0
+	VAESENC     -112(R9), X0, X0
+	VAESENC     -96(R9), X0, X0
+	VAESENC     -80(R9), X0, X0
+	VAESENC     -64(R9), X0, X0
+	VAESENC     -48(R9), X0, X0
+	VAESENC     -32(R9), X0, X0
+	VAESENC     -16(R9), X0, X0
+	VPXOR       (R9), X7, X8
+	VAESENCLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortPairDone183:
+	VZEROUPPER
 	RET
 
-wide169:
+wide171:
 	CMPQ            DX, $0x10
-	JB              narrowTweak187
+	JB              narrowTweak190
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_189
+	JE              aes128_192
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -5539,7 +5540,7 @@ wide169:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_189:
+aes128_192:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -5560,21 +5561,21 @@ aes128_189:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked188
+	JMP             tweaked191
 
-narrowTweak187:
+narrowTweak190:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_190
+	JE          aes128_193
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_190:
+aes128_193:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -5587,7 +5588,7 @@ aes128_190:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked188:
+tweaked191:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -5605,23 +5606,23 @@ tweaked188:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk191
+	JZ              bulk194
 	CMPQ            DX, $0x11
-	JB              stealLate194
+	JB              stealLate197
 	DECQ            DX
 	VMOVDQA         X12, X1
 	MOVQ            DX, R13
 
-x64_195:
+x64_198:
 	CMPQ       R13, $0x40
-	JB         xrest196
+	JB         xrest199
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_195
+	JMP        x64_198
 
-xrest196:
+xrest199:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -5680,13 +5681,13 @@ xrest196:
 	VPTERNLOGD   $0x96, Z16, Z8, Z0
 	VPXORD       Z30, Z8, Z9
 	CMPQ         R12, $0x0a
-	JE           aes128_201
+	JE           aes128_204
 	VAESENC      Z17, Z0, Z0
 	VAESENC      Z18, Z0, Z0
 	VAESENC      Z19, Z0, Z0
 	VAESENC      Z20, Z0, Z0
 
-aes128_201:
+aes128_204:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -5739,9 +5740,9 @@ aes128_201:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair202:
+pair205:
 	CMPQ       DX, $0x20
-	JB         single203
+	JB         single206
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -5751,7 +5752,7 @@ pair202:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_206
+	JE         aes128_209
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -5769,7 +5770,7 @@ pair202:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_206:
+aes128_209:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5839,7 +5840,7 @@ aes128_206:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_207
+	JE          aes128_210
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -5857,7 +5858,7 @@ aes128_206:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_207:
+aes128_210:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -5918,132 +5919,6 @@ aes128_207:
 	VMOVDQU64   Z1, 320(DI)
 	VMOVDQU64   Z2, 384(DI)
 	VMOVDQU64   Z3, 448(DI)
-	TESTQ       R11, R11
-	JZ          stolen208
-	VMOVDQU     (R14), X0
-	VPXORD      X30, X15, X12
-	VPTERNLOGD  $0x96, X16, X12, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_209
-	VAESENC     X17, X0, X0
-	VAESENC     X18, X0, X0
-	VAESENC     X19, X0, X0
-	VAESENC     X20, X0, X0
-
-aes128_209:
-	VAESENC     X21, X0, X0
-	VAESENC     X22, X0, X0
-	VAESENC     X23, X0, X0
-	VAESENC     X24, X0, X0
-	VAESENC     X25, X0, X0
-	VAESENC     X26, X0, X0
-	VAESENC     X27, X0, X0
-	VAESENC     X28, X0, X0
-	VAESENC     X29, X0, X0
-	VAESENCLAST X12, X0, X0
-	VMOVDQU     X0, (R14)
-	XORL        R11, R11
-
-stolen208:
-	ADDQ $0x00000200, SI
-	ADDQ $0x00000200, DI
-	SUBQ $0x20, DX
-	JMP  pair202
-
-single203:
-	CMPQ       DX, $0x10
-	JB         exitA204
-	VMOVDQU64  (SI), Z0
-	VMOVDQU64  64(SI), Z1
-	VMOVDQU64  128(SI), Z2
-	VMOVDQU64  192(SI), Z3
-	VPTERNLOGD $0x96, Z16, Z4, Z0
-	VPTERNLOGD $0x96, Z16, Z5, Z1
-	VPTERNLOGD $0x96, Z16, Z6, Z2
-	VPTERNLOGD $0x96, Z16, Z7, Z3
-	CMPQ       R12, $0x0a
-	JE         aes128_210
-	VAESENC    Z17, Z0, Z0
-	VAESENC    Z17, Z1, Z1
-	VAESENC    Z17, Z2, Z2
-	VAESENC    Z17, Z3, Z3
-	VAESENC    Z18, Z0, Z0
-	VAESENC    Z18, Z1, Z1
-	VAESENC    Z18, Z2, Z2
-	VAESENC    Z18, Z3, Z3
-	VAESENC    Z19, Z0, Z0
-	VAESENC    Z19, Z1, Z1
-	VAESENC    Z19, Z2, Z2
-	VAESENC    Z19, Z3, Z3
-	VAESENC    Z20, Z0, Z0
-	VAESENC    Z20, Z1, Z1
-	VAESENC    Z20, Z2, Z2
-	VAESENC    Z20, Z3, Z3
-
-aes128_210:
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VPSRLDQ     $0x0e, Z4, Z12
-	VPSLLDQ     $0x02, Z4, Z8
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z8
-	VPSRLDQ     $0x0e, Z5, Z13
-	VPSLLDQ     $0x02, Z5, Z9
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z9
-	VPSRLDQ     $0x0e, Z6, Z12
-	VPSLLDQ     $0x02, Z6, Z10
-	VPCLMULQDQ  $0x00, Z14, Z12, Z12
-	VPTERNLOGD  $0x96, Z31, Z12, Z10
-	VPSRLDQ     $0x0e, Z7, Z13
-	VPSLLDQ     $0x02, Z7, Z11
-	VPCLMULQDQ  $0x00, Z14, Z13, Z13
-	VPTERNLOGD  $0x96, Z31, Z13, Z11
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VAESENC     Z27, Z0, Z0
-	VAESENC     Z27, Z1, Z1
-	VAESENC     Z27, Z2, Z2
-	VAESENC     Z27, Z3, Z3
-	VAESENC     Z28, Z0, Z0
-	VAESENC     Z28, Z1, Z1
-	VAESENC     Z28, Z2, Z2
-	VAESENC     Z28, Z3, Z3
-	VAESENC     Z29, Z0, Z0
-	VAESENC     Z29, Z1, Z1
-	VAESENC     Z29, Z2, Z2
-	VAESENC     Z29, Z3, Z3
-	VAESENCLAST Z4, Z0, Z0
-	VAESENCLAST Z5, Z1, Z1
-	VAESENCLAST Z6, Z2, Z2
-	VAESENCLAST Z7, Z3, Z3
-	VMOVDQU64   Z0, (DI)
-	VMOVDQU64   Z1, 64(DI)
-	VMOVDQU64   Z2, 128(DI)
-	VMOVDQU64   Z3, 192(DI)
-	ADDQ        $0x00000100, SI
-	ADDQ        $0x00000100, DI
-	SUBQ        $0x10, DX
 	TESTQ       R11, R11
 	JZ          stolen211
 	VMOVDQU     (R14), X0
@@ -6071,10 +5946,136 @@ aes128_212:
 	XORL        R11, R11
 
 stolen211:
+	ADDQ $0x00000200, SI
+	ADDQ $0x00000200, DI
+	SUBQ $0x20, DX
+	JMP  pair205
+
+single206:
+	CMPQ       DX, $0x10
+	JB         exitA207
+	VMOVDQU64  (SI), Z0
+	VMOVDQU64  64(SI), Z1
+	VMOVDQU64  128(SI), Z2
+	VMOVDQU64  192(SI), Z3
+	VPTERNLOGD $0x96, Z16, Z4, Z0
+	VPTERNLOGD $0x96, Z16, Z5, Z1
+	VPTERNLOGD $0x96, Z16, Z6, Z2
+	VPTERNLOGD $0x96, Z16, Z7, Z3
+	CMPQ       R12, $0x0a
+	JE         aes128_213
+	VAESENC    Z17, Z0, Z0
+	VAESENC    Z17, Z1, Z1
+	VAESENC    Z17, Z2, Z2
+	VAESENC    Z17, Z3, Z3
+	VAESENC    Z18, Z0, Z0
+	VAESENC    Z18, Z1, Z1
+	VAESENC    Z18, Z2, Z2
+	VAESENC    Z18, Z3, Z3
+	VAESENC    Z19, Z0, Z0
+	VAESENC    Z19, Z1, Z1
+	VAESENC    Z19, Z2, Z2
+	VAESENC    Z19, Z3, Z3
+	VAESENC    Z20, Z0, Z0
+	VAESENC    Z20, Z1, Z1
+	VAESENC    Z20, Z2, Z2
+	VAESENC    Z20, Z3, Z3
+
+aes128_213:
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VPSRLDQ     $0x0e, Z4, Z12
+	VPSLLDQ     $0x02, Z4, Z8
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z8
+	VPSRLDQ     $0x0e, Z5, Z13
+	VPSLLDQ     $0x02, Z5, Z9
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z9
+	VPSRLDQ     $0x0e, Z6, Z12
+	VPSLLDQ     $0x02, Z6, Z10
+	VPCLMULQDQ  $0x00, Z14, Z12, Z12
+	VPTERNLOGD  $0x96, Z31, Z12, Z10
+	VPSRLDQ     $0x0e, Z7, Z13
+	VPSLLDQ     $0x02, Z7, Z11
+	VPCLMULQDQ  $0x00, Z14, Z13, Z13
+	VPTERNLOGD  $0x96, Z31, Z13, Z11
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z27, Z1, Z1
+	VAESENC     Z27, Z2, Z2
+	VAESENC     Z27, Z3, Z3
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z28, Z1, Z1
+	VAESENC     Z28, Z2, Z2
+	VAESENC     Z28, Z3, Z3
+	VAESENC     Z29, Z0, Z0
+	VAESENC     Z29, Z1, Z1
+	VAESENC     Z29, Z2, Z2
+	VAESENC     Z29, Z3, Z3
+	VAESENCLAST Z4, Z0, Z0
+	VAESENCLAST Z5, Z1, Z1
+	VAESENCLAST Z6, Z2, Z2
+	VAESENCLAST Z7, Z3, Z3
+	VMOVDQU64   Z0, (DI)
+	VMOVDQU64   Z1, 64(DI)
+	VMOVDQU64   Z2, 128(DI)
+	VMOVDQU64   Z3, 192(DI)
+	ADDQ        $0x00000100, SI
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x10, DX
+	TESTQ       R11, R11
+	JZ          stolen214
+	VMOVDQU     (R14), X0
+	VPXORD      X30, X15, X12
+	VPTERNLOGD  $0x96, X16, X12, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_215
+	VAESENC     X17, X0, X0
+	VAESENC     X18, X0, X0
+	VAESENC     X19, X0, X0
+	VAESENC     X20, X0, X0
+
+aes128_215:
+	VAESENC     X21, X0, X0
+	VAESENC     X22, X0, X0
+	VAESENC     X23, X0, X0
+	VAESENC     X24, X0, X0
+	VAESENC     X25, X0, X0
+	VAESENC     X26, X0, X0
+	VAESENC     X27, X0, X0
+	VAESENC     X28, X0, X0
+	VAESENC     X29, X0, X0
+	VAESENCLAST X12, X0, X0
+	VMOVDQU     X0, (R14)
+	XORL        R11, R11
+
+stolen214:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert213
+	JB         convert216
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6082,7 +6083,7 @@ stolen211:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_214
+	JE         aes128_217
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6096,7 +6097,7 @@ stolen211:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_214:
+aes128_217:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6134,29 +6135,29 @@ aes128_214:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone205
+	JMP         pairsDone208
 
-convert213:
+convert216:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone205
+	JMP    pairsDone208
 
-exitA204:
+exitA207:
 	TESTQ      R11, R11
-	JZ         stolen215
+	JZ         stolen218
 	VMOVDQU    (R14), X0
 	VPXORD     X30, X15, X12
 	VPTERNLOGD $0x96, X16, X12, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_216
+	JE         aes128_219
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_216:
+aes128_219:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6170,11 +6171,11 @@ aes128_216:
 	VMOVDQU     X0, (R14)
 	XORL        R11, R11
 
-stolen215:
+stolen218:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert217
+	JB         convert220
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6182,7 +6183,7 @@ stolen215:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_218
+	JE         aes128_221
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6196,7 +6197,7 @@ stolen215:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_218:
+aes128_221:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6234,32 +6235,32 @@ aes128_218:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone205
+	JMP         pairsDone208
 
-convert217:
+convert220:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone205:
+pairsDone208:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec198:
+vec201:
 	CMPQ       DX, $0x04
-	JB         partial199
+	JB         partial202
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_219
+	JE         aes128_222
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_219:
+aes128_222:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6278,28 +6279,28 @@ aes128_219:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec198
+	JMP         vec201
 
-partial199:
+partial202:
 	TESTQ DX, DX
-	JZ    bulkDone200
+	JZ    bulkDone203
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one220
+	JB         one223
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_221
+	JE         aes128_224
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_221:
+aes128_224:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -6316,19 +6317,19 @@ aes128_221:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone200
+	JZ            bulkDone203
 
-one220:
+one223:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_222
+	JE         aes128_225
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_222:
+aes128_225:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -6344,28 +6345,28 @@ aes128_222:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone200:
-	JMP end193
+bulkDone203:
+	JMP end196
 
-stealLate194:
+stealLate197:
 	CMPQ    DX, $0x08
-	JB      stealFirst192
+	JB      stealFirst195
 	MOVL    $0x00002a00, R13
 	BTQ     DX, R13
-	JCS     stealFirst192
+	JCS     stealFirst195
 	VMOVDQA X12, X15
 	MOVQ    DX, R13
 
-x64_223:
+x64_226:
 	CMPQ       R13, $0x40
-	JB         xrest224
+	JB         xrest227
 	VPCLMULQDQ $0x01, X31, X15, X2
 	VPSLLDQ    $0x08, X15, X15
 	VPXOR      X2, X15, X15
 	SUBQ       $0x40, R13
-	JMP        x64_223
+	JMP        x64_226
 
-xrest224:
+xrest227:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -6376,16 +6377,16 @@ xrest224:
 	VPSLLDQ    $0x08, X13, X13
 	VPTERNLOGD $0x96, X14, X13, X15
 
-bulk191:
+bulk194:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks229
+	JB         fewBlocks232
 	CMPQ       DX, $0x30
-	JB         noPeel230
+	JB         noPeel233
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6419,13 +6420,13 @@ bulk191:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_232
+	JE         aes128_235
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_232:
+aes128_235:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6440,9 +6441,9 @@ aes128_232:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop231
+	JMP         loop234
 
-noPeel230:
+noPeel233:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -6468,7 +6469,7 @@ noPeel230:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop231:
+loop234:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -6485,9 +6486,9 @@ loop231:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair233:
+pair236:
 	CMPQ       DX, $0x20
-	JB         single234
+	JB         single237
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6497,7 +6498,7 @@ pair233:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_237
+	JE         aes128_240
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6515,7 +6516,7 @@ pair233:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_237:
+aes128_240:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6585,7 +6586,7 @@ aes128_237:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_238
+	JE          aes128_241
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -6603,7 +6604,7 @@ aes128_237:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_238:
+aes128_241:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6667,11 +6668,11 @@ aes128_238:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair233
+	JMP         pair236
 
-single234:
+single237:
 	CMPQ       DX, $0x10
-	JB         exitA235
+	JB         exitA238
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6681,7 +6682,7 @@ single234:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_239
+	JE         aes128_242
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6699,7 +6700,7 @@ single234:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_239:
+aes128_242:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6767,7 +6768,7 @@ aes128_239:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert240
+	JB         convert243
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6775,7 +6776,7 @@ aes128_239:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_241
+	JE         aes128_244
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6789,7 +6790,7 @@ aes128_239:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_241:
+aes128_244:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6827,20 +6828,20 @@ aes128_241:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone236
+	JMP         pairsDone239
 
-convert240:
+convert243:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone236
+	JMP    pairsDone239
 
-exitA235:
+exitA238:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert242
+	JB         convert245
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -6848,7 +6849,7 @@ exitA235:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_243
+	JE         aes128_246
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -6862,7 +6863,7 @@ exitA235:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_243:
+aes128_246:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -6900,20 +6901,20 @@ aes128_243:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone236
+	JMP         pairsDone239
 
-convert242:
+convert245:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone236:
+pairsDone239:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec226
+	JMP    vec229
 
-fewBlocks229:
+fewBlocks232:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -6936,19 +6937,19 @@ fewBlocks229:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec226:
+vec229:
 	CMPQ       DX, $0x04
-	JB         partial227
+	JB         partial230
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_244
+	JE         aes128_247
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_244:
+aes128_247:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -6967,28 +6968,28 @@ aes128_244:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec226
+	JMP         vec229
 
-partial227:
+partial230:
 	TESTQ DX, DX
-	JZ    bulkDone228
+	JZ    bulkDone231
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one245
+	JB         one248
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_246
+	JE         aes128_249
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_246:
+aes128_249:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -7005,19 +7006,19 @@ aes128_246:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone228
+	JZ            bulkDone231
 
-one245:
+one248:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_247
+	JE         aes128_250
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_247:
+aes128_250:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7033,13 +7034,13 @@ aes128_247:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone228:
+bulkDone231:
 	// Ciphertext stealing after the bulk (encryption): X0 = CC, block m's
 	// ciphertext, read back; X1 = the tail of src moved to byte 0; the first
 	// tail bytes of CC go to the end of dst, and blend(X1, CC) is XEXed
 	// with T_m+1 into block m.
 	TESTQ      R11, R11
-	JZ         stolen248
+	JZ         stolen251
 	VMOVDQU    -16(DI), X0
 	VMOVDQU    -16(SI)(R11*1), X1
 	LEAQ       ctsShuffle<>+0(SB), R8
@@ -7053,13 +7054,13 @@ bulkDone228:
 	VPBLENDVB  X2, X0, X1, X0
 	VPTERNLOGD $0x96, X16, X15, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_249
+	JE         aes128_252
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_249:
+aes128_252:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7073,10 +7074,10 @@ aes128_249:
 	VAESENCLAST X8, X0, X0
 	VMOVDQU     X0, -16(DI)
 
-stolen248:
-	JMP end193
+stolen251:
+	JMP end196
 
-stealFirst192:
+stealFirst195:
 	DECQ DX
 
 	// Ciphertext stealing. X1 = T_m = T*x^m (m = DX, T = lane 0 of X12):
@@ -7091,16 +7092,16 @@ stealFirst192:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_250:
+x64_253:
 	CMPQ       R13, $0x40
-	JB         xrest251
+	JB         xrest254
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_250
+	JMP        x64_253
 
-xrest251:
+xrest254:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -7120,13 +7121,13 @@ xrest251:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X1, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_252
+	JE         aes128_255
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_252:
+aes128_255:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7152,13 +7153,13 @@ aes128_252:
 	VPBLENDVB   X11, X0, X2, X0
 	VPTERNLOGD  $0x96, X16, X3, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_253
+	JE          aes128_256
 	VAESENC     X17, X0, X0
 	VAESENC     X18, X0, X0
 	VAESENC     X19, X0, X0
 	VAESENC     X20, X0, X0
 
-aes128_253:
+aes128_256:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7178,9 +7179,9 @@ aes128_253:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks258
+	JB         fewBlocks261
 	CMPQ       DX, $0x30
-	JB         noPeel259
+	JB         noPeel262
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7214,13 +7215,13 @@ aes128_253:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_261
+	JE         aes128_264
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_261:
+aes128_264:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -7235,9 +7236,9 @@ aes128_261:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop260
+	JMP         loop263
 
-noPeel259:
+noPeel262:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -7263,7 +7264,7 @@ noPeel259:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop260:
+loop263:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -7280,9 +7281,9 @@ loop260:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair262:
+pair265:
 	CMPQ       DX, $0x20
-	JB         single263
+	JB         single266
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7292,7 +7293,7 @@ pair262:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_266
+	JE         aes128_269
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7310,7 +7311,7 @@ pair262:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_266:
+aes128_269:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7380,7 +7381,7 @@ aes128_266:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_267
+	JE          aes128_270
 	VAESENC     Z17, Z0, Z0
 	VAESENC     Z17, Z1, Z1
 	VAESENC     Z17, Z2, Z2
@@ -7398,7 +7399,7 @@ aes128_266:
 	VAESENC     Z20, Z2, Z2
 	VAESENC     Z20, Z3, Z3
 
-aes128_267:
+aes128_270:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7462,11 +7463,11 @@ aes128_267:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair262
+	JMP         pair265
 
-single263:
+single266:
 	CMPQ       DX, $0x10
-	JB         exitA264
+	JB         exitA267
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7476,7 +7477,7 @@ single263:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_268
+	JE         aes128_271
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7494,7 +7495,7 @@ single263:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_268:
+aes128_271:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7562,7 +7563,7 @@ aes128_268:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert269
+	JB         convert272
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7570,7 +7571,7 @@ aes128_268:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_270
+	JE         aes128_273
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7584,7 +7585,7 @@ aes128_268:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_270:
+aes128_273:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7622,20 +7623,20 @@ aes128_270:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone265
+	JMP         pairsDone268
 
-convert269:
+convert272:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone265
+	JMP    pairsDone268
 
-exitA264:
+exitA267:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert271
+	JB         convert274
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -7643,7 +7644,7 @@ exitA264:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_272
+	JE         aes128_275
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -7657,7 +7658,7 @@ exitA264:
 	VAESENC    Z20, Z1, Z1
 	VAESENC    Z20, Z2, Z2
 
-aes128_272:
+aes128_275:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -7695,20 +7696,20 @@ aes128_272:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone265
+	JMP         pairsDone268
 
-convert271:
+convert274:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone265:
+pairsDone268:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec255
+	JMP    vec258
 
-fewBlocks258:
+fewBlocks261:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -7731,19 +7732,19 @@ fewBlocks258:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec255:
+vec258:
 	CMPQ       DX, $0x04
-	JB         partial256
+	JB         partial259
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_273
+	JE         aes128_276
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_273:
+aes128_276:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -7762,28 +7763,28 @@ aes128_273:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec255
+	JMP         vec258
 
-partial256:
+partial259:
 	TESTQ DX, DX
-	JZ    bulkDone257
+	JZ    bulkDone260
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one274
+	JB         one277
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_275
+	JE         aes128_278
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_275:
+aes128_278:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -7800,19 +7801,19 @@ aes128_275:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone257
+	JZ            bulkDone260
 
-one274:
+one277:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_276
+	JE         aes128_279
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_276:
+aes128_279:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -7828,8 +7829,8 @@ aes128_276:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone257:
-end193:
+bulkDone260:
+end196:
 	VZEROUPPER
 	RET
 
@@ -7896,7 +7897,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_277
+	JE              aes128_280
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7906,7 +7907,7 @@ TEXT ·xtsEncSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_277:
+aes128_280:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -7930,7 +7931,7 @@ aes128_277:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general281
+	JNZ       general284
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -7948,7 +7949,7 @@ aes128_277:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_282
+	JE              aes128_285
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -7958,7 +7959,7 @@ aes128_277:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_282:
+aes128_285:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8011,7 +8012,7 @@ aes128_282:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe283:
+pipe286:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8025,7 +8026,7 @@ pipe283:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_284
+	JE         aes128_287
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8043,7 +8044,7 @@ pipe283:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_284:
+aes128_287:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -8057,7 +8058,7 @@ aes128_284:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd285
+	JE         unitEnd288
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -8086,12 +8087,12 @@ aes128_284:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont288
+	JMP        cont291
 
-unitEnd285:
+unitEnd288:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit287
+	JNZ       nextUnit290
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8109,7 +8110,7 @@ unitEnd285:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_289
+	JE              aes128_292
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8119,7 +8120,7 @@ unitEnd285:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_289:
+aes128_292:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8142,7 +8143,7 @@ aes128_289:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit287:
+nextUnit290:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8167,7 +8168,7 @@ nextUnit287:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont288:
+cont291:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -8204,11 +8205,11 @@ cont288:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe283
-	JMP         done280
+	JNZ         pipe286
+	JMP         done283
 
-general281:
-group278:
+general284:
+group281:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8226,7 +8227,7 @@ group278:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_290
+	JE              aes128_293
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8236,7 +8237,7 @@ group278:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_290:
+aes128_293:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8259,7 +8260,7 @@ aes128_290:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit279:
+unit282:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8290,9 +8291,9 @@ unit279:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main291:
+main294:
 	CMPQ       DX, $0x10
-	JB         vec292
+	JB         vec295
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8306,7 +8307,7 @@ main291:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_295
+	JE         aes128_298
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8324,7 +8325,7 @@ main291:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_295:
+aes128_298:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -8400,22 +8401,22 @@ aes128_295:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main291
+	JMP         main294
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec292:
+vec295:
 	CMPQ       DX, $0x04
-	JB         partial293
+	JB         partial296
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_296
+	JE         aes128_299
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_296:
+aes128_299:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -8434,28 +8435,28 @@ aes128_296:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec292
+	JMP         vec295
 
-partial293:
+partial296:
 	TESTQ DX, DX
-	JZ    bulkDone294
+	JZ    bulkDone297
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one297
+	JB         one300
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_298
+	JE         aes128_301
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_298:
+aes128_301:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -8472,19 +8473,19 @@ aes128_298:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone294
+	JZ            bulkDone297
 
-one297:
+one300:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_299
+	JE         aes128_302
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_299:
+aes128_302:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -8500,15 +8501,15 @@ aes128_299:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone294:
+bulkDone297:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done280
+	JZ      done283
 	DECQ    R11
-	JNZ     unit279
-	JMP     group278
+	JNZ     unit282
+	JMP     group281
 
-done280:
+done283:
 	VZEROUPPER
 	RET
 
@@ -8575,7 +8576,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_300
+	JE              aes128_303
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8585,7 +8586,7 @@ TEXT ·xtsEncSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_300:
+aes128_303:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8609,7 +8610,7 @@ aes128_300:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general304
+	JNZ       general307
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8627,7 +8628,7 @@ aes128_300:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_305
+	JE              aes128_308
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8637,7 +8638,7 @@ aes128_300:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_305:
+aes128_308:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8690,7 +8691,7 @@ aes128_305:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe306:
+pipe309:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8704,7 +8705,7 @@ pipe306:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_307
+	JE         aes128_310
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8722,7 +8723,7 @@ pipe306:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_307:
+aes128_310:
 	VAESENC    Z21, Z0, Z0
 	VAESENC    Z21, Z1, Z1
 	VAESENC    Z21, Z2, Z2
@@ -8736,7 +8737,7 @@ aes128_307:
 	VAESENC    Z23, Z2, Z2
 	VAESENC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd308
+	JE         unitEnd311
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -8753,12 +8754,12 @@ aes128_307:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont311
+	JMP        cont314
 
-unitEnd308:
+unitEnd311:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit310
+	JNZ       nextUnit313
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8776,7 +8777,7 @@ unitEnd308:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_312
+	JE              aes128_315
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8786,7 +8787,7 @@ unitEnd308:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_312:
+aes128_315:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8809,7 +8810,7 @@ aes128_312:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit310:
+nextUnit313:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -8834,7 +8835,7 @@ nextUnit310:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont311:
+cont314:
 	VAESENC     Z24, Z0, Z0
 	VAESENC     Z24, Z1, Z1
 	VAESENC     Z24, Z2, Z2
@@ -8871,11 +8872,11 @@ cont311:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe306
-	JMP         done303
+	JNZ         pipe309
+	JMP         done306
 
-general304:
-group301:
+general307:
+group304:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -8893,7 +8894,7 @@ group301:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_313
+	JE              aes128_316
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -8903,7 +8904,7 @@ group301:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_313:
+aes128_316:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -8926,7 +8927,7 @@ aes128_313:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit302:
+unit305:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -8957,9 +8958,9 @@ unit302:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main314:
+main317:
 	CMPQ       DX, $0x10
-	JB         vec315
+	JB         vec318
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -8973,7 +8974,7 @@ main314:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_318
+	JE         aes128_321
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z17, Z1, Z1
 	VAESENC    Z17, Z2, Z2
@@ -8991,7 +8992,7 @@ main314:
 	VAESENC    Z20, Z2, Z2
 	VAESENC    Z20, Z3, Z3
 
-aes128_318:
+aes128_321:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z21, Z1, Z1
 	VAESENC     Z21, Z2, Z2
@@ -9055,22 +9056,22 @@ aes128_318:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main314
+	JMP         main317
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec315:
+vec318:
 	CMPQ       DX, $0x04
-	JB         partial316
+	JB         partial319
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_319
+	JE         aes128_322
 	VAESENC    Z17, Z0, Z0
 	VAESENC    Z18, Z0, Z0
 	VAESENC    Z19, Z0, Z0
 	VAESENC    Z20, Z0, Z0
 
-aes128_319:
+aes128_322:
 	VAESENC     Z21, Z0, Z0
 	VAESENC     Z22, Z0, Z0
 	VAESENC     Z23, Z0, Z0
@@ -9089,28 +9090,28 @@ aes128_319:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec315
+	JMP         vec318
 
-partial316:
+partial319:
 	TESTQ DX, DX
-	JZ    bulkDone317
+	JZ    bulkDone320
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one320
+	JB         one323
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_321
+	JE         aes128_324
 	VAESENC    Y17, Y0, Y0
 	VAESENC    Y18, Y0, Y0
 	VAESENC    Y19, Y0, Y0
 	VAESENC    Y20, Y0, Y0
 
-aes128_321:
+aes128_324:
 	VAESENC       Y21, Y0, Y0
 	VAESENC       Y22, Y0, Y0
 	VAESENC       Y23, Y0, Y0
@@ -9127,19 +9128,19 @@ aes128_321:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone317
+	JZ            bulkDone320
 
-one320:
+one323:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_322
+	JE         aes128_325
 	VAESENC    X17, X0, X0
 	VAESENC    X18, X0, X0
 	VAESENC    X19, X0, X0
 	VAESENC    X20, X0, X0
 
-aes128_322:
+aes128_325:
 	VAESENC     X21, X0, X0
 	VAESENC     X22, X0, X0
 	VAESENC     X23, X0, X0
@@ -9155,15 +9156,15 @@ aes128_322:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone317:
+bulkDone320:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done303
+	JZ      done306
 	DECQ    R11
-	JNZ     unit302
-	JMP     group301
+	JNZ     unit305
+	JMP     group304
 
-done303:
+done306:
 	VZEROUPPER
 	RET
 
@@ -9208,7 +9209,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_323
+	JE             aes128_326
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9218,7 +9219,7 @@ TEXT ·xtsEncSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_323:
+aes128_326:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9240,7 +9241,7 @@ aes128_323:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group324:
+group327:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -9252,7 +9253,7 @@ group324:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_327
+	JE             aes128_330
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -9262,7 +9263,7 @@ group324:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_327:
+aes128_330:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -9285,7 +9286,7 @@ aes128_327:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit325:
+unit328:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -9320,9 +9321,9 @@ unit325:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main328:
+main331:
 	CMPQ           DX, $0x08
-	JB             vec329
+	JB             vec332
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -9337,7 +9338,7 @@ main328:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_332
+	JE             aes128_335
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9359,7 +9360,7 @@ main328:
 	VAESENC        Y8, Y2, Y2
 	VAESENC        Y8, Y3, Y3
 
-aes128_332:
+aes128_335:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VAESENC        Y8, Y1, Y1
@@ -9437,18 +9438,18 @@ aes128_332:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main328
+	JMP            main331
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec329:
+vec332:
 	CMPQ           DX, $0x02
-	JB             partial330
+	JB             partial333
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_333
+	JE             aes128_336
 	VBROADCASTI128 16(AX), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -9458,7 +9459,7 @@ vec329:
 	VBROADCASTI128 64(AX), Y8
 	VAESENC        Y8, Y0, Y0
 
-aes128_333:
+aes128_336:
 	VBROADCASTI128 -144(R9), Y8
 	VAESENC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -9487,24 +9488,24 @@ aes128_333:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec329
+	JMP            vec332
 
-partial330:
+partial333:
 	TESTQ DX, DX
-	JZ    bulkDone331
+	JZ    bulkDone334
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_335
+	JE      aes128_338
 	VAESENC 16(AX), X0, X0
 	VAESENC 32(AX), X0, X0
 	VAESENC 48(AX), X0, X0
 	VAESENC 64(AX), X0, X0
 
-aes128_335:
+aes128_338:
 	VAESENC     -144(R9), X0, X0
 	VAESENC     -128(R9), X0, X0
 	VAESENC     -112(R9), X0, X0
@@ -9520,15 +9521,15 @@ aes128_335:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone331:
+bulkDone334:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done326
+	JZ     done329
 	DECQ   R11
-	JNZ    unit325
-	JMP    group324
+	JNZ    unit328
+	JMP    group327
 
-done326:
+done329:
 	VZEROUPPER
 	RET
 
@@ -9565,7 +9566,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_336
+	JE         aes128_339
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9575,7 +9576,7 @@ TEXT ·xtsDecAESNI1(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_336:
+aes128_339:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9603,21 +9604,21 @@ aes128_336:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal337
+	JZ    noSteal340
 	DECQ  DX
 
-noSteal337:
+noSteal340:
 	// One block at a time
-loop1_338:
+loop1_341:
 	TESTQ  DX, DX
-	JZ     steal339
+	JZ     steal342
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_340
+	JE     aes128_343
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9627,7 +9628,7 @@ loop1_338:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_340:
+aes128_343:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9658,11 +9659,11 @@ aes128_340:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_338
+	JMP        loop1_341
 
-steal339:
+steal342:
 	TESTQ R11, R11
-	JZ    done341
+	JZ    done344
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -9683,7 +9684,7 @@ steal339:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_342
+	JE     aes128_345
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9693,7 +9694,7 @@ steal339:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_342:
+aes128_345:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9734,7 +9735,7 @@ aes128_342:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_343
+	JE         aes128_346
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -9744,7 +9745,7 @@ aes128_342:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_343:
+aes128_346:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -9768,7 +9769,7 @@ aes128_343:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done341:
+done344:
 	RET
 
 // func xtsDecAESNI4(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -9805,7 +9806,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_344
+	JE         aes128_347
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -9815,7 +9816,7 @@ TEXT ·xtsDecAESNI4(SB), NOSPLIT, $0-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_344:
+aes128_347:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -9843,13 +9844,13 @@ aes128_344:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal345
+	JZ    noSteal348
 	DECQ  DX
 
-noSteal345:
-loop4_347:
+noSteal348:
+loop4_350:
 	CMPQ   DX, $0x04
-	JB     loop1_346
+	JB     loop1_349
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -9888,7 +9889,7 @@ loop4_347:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_348
+	JE     aes128_351
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -9910,7 +9911,7 @@ loop4_347:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_348:
+aes128_351:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -9972,19 +9973,19 @@ aes128_348:
 	ADDQ       $0x40, SI
 	ADDQ       $0x40, DI
 	SUBQ       $0x04, DX
-	JMP        loop4_347
+	JMP        loop4_350
 
 	// One block at a time
-loop1_346:
+loop1_349:
 	TESTQ  DX, DX
-	JZ     steal349
+	JZ     steal352
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_350
+	JE     aes128_353
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -9994,7 +9995,7 @@ loop1_346:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_350:
+aes128_353:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10025,11 +10026,11 @@ aes128_350:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_346
+	JMP        loop1_349
 
-steal349:
+steal352:
 	TESTQ R11, R11
-	JZ    done351
+	JZ    done354
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -10050,7 +10051,7 @@ steal349:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_352
+	JE     aes128_355
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10060,7 +10061,7 @@ steal349:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_352:
+aes128_355:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10101,7 +10102,7 @@ aes128_352:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_353
+	JE         aes128_356
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -10111,7 +10112,7 @@ aes128_352:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_353:
+aes128_356:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10135,7 +10136,7 @@ aes128_353:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done351:
+done354:
 	RET
 
 // func xtsDecAESNI8(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -10174,7 +10175,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      (BX), X8
 	PXOR       X8, X9
 	CMPQ       CX, $0x0a
-	JE         aes128_354
+	JE         aes128_357
 	MOVOU      16(BX), X8
 	AESENC     X8, X9
 	MOVOU      32(BX), X8
@@ -10184,7 +10185,7 @@ TEXT ·xtsDecAESNI8(SB), NOSPLIT, $128-56
 	MOVOU      64(BX), X8
 	AESENC     X8, X9
 
-aes128_354:
+aes128_357:
 	MOVOU      -144(R10), X8
 	AESENC     X8, X9
 	MOVOU      -128(R10), X8
@@ -10212,13 +10213,13 @@ aes128_354:
 	ANDQ  $0x0f, R11
 	SHRQ  $0x04, DX
 	TESTQ R11, R11
-	JZ    noSteal355
+	JZ    noSteal358
 	DECQ  DX
 
-noSteal355:
-loop8_357:
+noSteal358:
+loop8_360:
 	CMPQ   DX, $0x08
-	JB     loop4_358
+	JB     loop4_361
 	MOVOU  X9, (SP)
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10293,7 +10294,7 @@ loop8_357:
 	PXOR   X8, X6
 	PXOR   X8, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_359
+	JE     aes128_362
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10331,7 +10332,7 @@ loop8_357:
 	AESDEC X8, X6
 	AESDEC X8, X7
 
-aes128_359:
+aes128_362:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10449,11 +10450,11 @@ aes128_359:
 	ADDQ       $0x00000080, SI
 	ADDQ       $0x00000080, DI
 	SUBQ       $0x08, DX
-	JMP        loop8_357
+	JMP        loop8_360
 
-loop4_358:
+loop4_361:
 	CMPQ   DX, $0x04
-	JB     loop1_356
+	JB     loop1_359
 	MOVOU  X9, X4
 	MOVOU  (SI), X0
 	PXOR   X9, X0
@@ -10492,7 +10493,7 @@ loop4_358:
 	PXOR   X8, X2
 	PXOR   X8, X3
 	CMPQ   CX, $0x0a
-	JE     aes128_360
+	JE     aes128_363
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	AESDEC X8, X1
@@ -10514,7 +10515,7 @@ loop4_358:
 	AESDEC X8, X2
 	AESDEC X8, X3
 
-aes128_360:
+aes128_363:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	AESDEC     X8, X1
@@ -10578,16 +10579,16 @@ aes128_360:
 	SUBQ       $0x04, DX
 
 	// One block at a time
-loop1_356:
+loop1_359:
 	TESTQ  DX, DX
-	JZ     steal361
+	JZ     steal364
 	MOVOU  (SI), X0
 	MOVOU  (AX), X8
 	PXOR   X8, X0
 	PXOR   X9, X0
 	MOVOU  X9, X4
 	CMPQ   CX, $0x0a
-	JE     aes128_362
+	JE     aes128_365
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10597,7 +10598,7 @@ loop1_356:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_362:
+aes128_365:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10628,11 +10629,11 @@ aes128_362:
 	ADDQ       $0x10, SI
 	ADDQ       $0x10, DI
 	DECQ       DX
-	JMP        loop1_356
+	JMP        loop1_359
 
-steal361:
+steal364:
 	TESTQ R11, R11
-	JZ    done363
+	JZ    done366
 
 	// Ciphertext stealing. X4 = T_m, X9 = T_m+1; decryption uses them
 	// in the other order. X0 = XEX of the last whole block (CC, or PP when
@@ -10653,7 +10654,7 @@ steal361:
 	PXOR   X9, X0
 	MOVOU  X9, X7
 	CMPQ   CX, $0x0a
-	JE     aes128_364
+	JE     aes128_367
 	MOVOU  16(AX), X8
 	AESDEC X8, X0
 	MOVOU  32(AX), X8
@@ -10663,7 +10664,7 @@ steal361:
 	MOVOU  64(AX), X8
 	AESDEC X8, X0
 
-aes128_364:
+aes128_367:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10704,7 +10705,7 @@ aes128_364:
 	PXOR       X4, X0
 	MOVOU      X4, X7
 	CMPQ       CX, $0x0a
-	JE         aes128_365
+	JE         aes128_368
 	MOVOU      16(AX), X8
 	AESDEC     X8, X0
 	MOVOU      32(AX), X8
@@ -10714,7 +10715,7 @@ aes128_364:
 	MOVOU      64(AX), X8
 	AESDEC     X8, X0
 
-aes128_365:
+aes128_368:
 	MOVOU      -144(R9), X8
 	AESDEC     X8, X0
 	MOVOU      -128(R9), X8
@@ -10738,7 +10739,7 @@ aes128_365:
 	AESDECLAST X7, X0
 	MOVOU      X0, (DI)
 
-done363:
+done366:
 	RET
 
 // func xtsDecVAES256(ks *[240]byte, tk *[240]byte, rounds int, dst *byte, src *byte, n int, tweak *[16]byte)
@@ -10778,19 +10779,19 @@ TEXT ·xtsDecVAES256(SB), NOSPLIT, $0-56
 	CMPQ DX, $0x02
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	JAE         wide366
+	JAE         wide369
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_368
+	JE          aes128_371
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_368:
+aes128_371:
 	VAESENC     -144(R10), X10, X10
 	VAESENC     -128(R10), X10, X10
 	VAESENC     -112(R10), X10, X10
@@ -10805,26 +10806,26 @@ aes128_368:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail369
+	JZ    shortNoTail372
 	DECQ  DX
 
-shortNoTail369:
+shortNoTail372:
 	VMOVDQA X10, X4
 
-shortLoop370:
+shortLoop373:
 	TESTQ   DX, DX
-	JZ      shortSteal371
+	JZ      shortSteal374
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_373
+	JE      aes128_377
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_373:
+aes128_377:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10845,11 +10846,11 @@ aes128_373:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop370
+	JMP         shortLoop373
 
-shortSteal371:
+shortSteal374:
 	TESTQ   R11, R11
-	JZ      shortDone372
+	JZ      shortDone375
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -10863,13 +10864,13 @@ shortSteal371:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_374
+	JE      aes128_378
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_374:
+aes128_378:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10896,13 +10897,13 @@ aes128_374:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_375
+	JE          aes128_379
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_375:
+aes128_379:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -10916,22 +10917,22 @@ aes128_375:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone372:
+shortDone375:
 	RET
 
-wide366:
+wide369:
 	VMOVQ       (R8), X10
 	VMOVQ       8(R8), X13
 	VPUNPCKLQDQ X13, X10, X10
 	VPXOR       (BX), X10, X10
 	CMPQ        R12, $0x0a
-	JE          aes128_376
+	JE          aes128_380
 	VAESENC     16(BX), X10, X10
 	VAESENC     32(BX), X10, X10
 	VAESENC     48(BX), X10, X10
 	VAESENC     64(BX), X10, X10
 
-aes128_376:
+aes128_380:
 	VAESENC        -144(R10), X10, X10
 	VAESENC        -128(R10), X10, X10
 	VAESENC        -112(R10), X10, X10
@@ -10944,7 +10945,7 @@ aes128_376:
 	VAESENCLAST    (R10), X10, X10
 	VBROADCASTI128 gfPoly<>+0(SB), Y9
 	TESTQ          R11, R11
-	JZ             bulk377
+	JZ             bulk381
 	DECQ           DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -10955,16 +10956,16 @@ aes128_376:
 	VMOVDQA X10, X1
 	MOVQ    DX, R13
 
-x64_378:
+x64_382:
 	CMPQ       R13, $0x40
-	JB         xrest379
+	JB         xrest383
 	VPCLMULQDQ $0x01, X9, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_378
+	JMP        x64_382
 
-xrest379:
+xrest383:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -10987,13 +10988,13 @@ xrest379:
 	VPXOR      (AX), X3, X8
 	VPXOR      X8, X0, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_380
+	JE         aes128_384
 	VAESDEC    16(AX), X0, X0
 	VAESDEC    32(AX), X0, X0
 	VAESDEC    48(AX), X0, X0
 	VAESDEC    64(AX), X0, X0
 
-aes128_380:
+aes128_384:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11050,9 +11051,9 @@ aes128_380:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main381:
+main385:
 	CMPQ           DX, $0x08
-	JB             vec382
+	JB             vec386
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -11067,7 +11068,7 @@ main381:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_385
+	JE             aes128_389
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11089,7 +11090,7 @@ main381:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_385:
+aes128_389:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11167,18 +11168,18 @@ aes128_385:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main381
+	JMP            main385
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec382:
+vec386:
 	CMPQ           DX, $0x02
-	JB             partial383
+	JB             partial387
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_386
+	JE             aes128_390
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11188,7 +11189,7 @@ vec382:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_386:
+aes128_390:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11217,20 +11218,20 @@ aes128_386:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec382
+	JMP            vec386
 
-partial383:
+partial387:
 	// Final group: r = DX (0 or 1) blocks from src and CC (block m):
 	// r = 1: one ymm vector [b0, CC]; r = 0: CC alone in xmm.
 	TESTQ          DX, DX
-	JZ             group0_388
+	JZ             group0_392
 	VMOVDQU        (SI), X0
 	VINSERTI128    $0x01, X11, Y0, Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_389
+	JE             aes128_393
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11240,7 +11241,7 @@ partial383:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_389:
+aes128_393:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11263,20 +11264,20 @@ aes128_389:
 	VPXOR          Y8, Y4, Y13
 	VAESDECLAST    Y13, Y0, Y0
 	VMOVDQU        Y0, (DI)
-	JMP            groupDone387
+	JMP            groupDone391
 
-group0_388:
+group0_392:
 	VMOVDQA X11, X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_390
+	JE      aes128_394
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_390:
+aes128_394:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11290,10 +11291,10 @@ aes128_390:
 	VAESDECLAST X13, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone387:
-	JMP end391
+groupDone391:
+	JMP end395
 
-bulk377:
+bulk381:
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	VPERMQ     $0x44, Y10, Y13
@@ -11326,9 +11327,9 @@ bulk377:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main392:
+main396:
 	CMPQ           DX, $0x08
-	JB             vec393
+	JB             vec397
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -11343,7 +11344,7 @@ main392:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_396
+	JE             aes128_400
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11365,7 +11366,7 @@ main392:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_396:
+aes128_400:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -11443,18 +11444,18 @@ aes128_396:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main392
+	JMP            main396
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec393:
+vec397:
 	CMPQ           DX, $0x02
-	JB             partial394
+	JB             partial398
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_397
+	JE             aes128_401
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -11464,7 +11465,7 @@ vec393:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_397:
+aes128_401:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -11493,24 +11494,24 @@ aes128_397:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec393
+	JMP            vec397
 
-partial394:
+partial398:
 	TESTQ DX, DX
-	JZ    bulkDone395
+	JZ    bulkDone399
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_399
+	JE      aes128_403
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_399:
+aes128_403:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11526,8 +11527,8 @@ aes128_399:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone395:
-end391:
+bulkDone399:
+end395:
 	VZEROUPPER
 	RET
 
@@ -11571,19 +11572,19 @@ TEXT ·xtsDecVAES512(SB), NOSPLIT, $0-56
 	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	JAE         wide400
+	JAE         wide404
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_402
+	JE          aes128_406
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_402:
+aes128_406:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11598,26 +11599,26 @@ aes128_402:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail403
+	JZ    shortNoTail407
 	DECQ  DX
 
-shortNoTail403:
+shortNoTail407:
 	VMOVDQA X12, X4
 
-shortLoop404:
+shortLoop408:
 	TESTQ   DX, DX
-	JZ      shortSteal405
+	JZ      shortSteal409
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X5
 	VPXOR   X5, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_407
+	JE      aes128_412
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_407:
+aes128_412:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11638,11 +11639,11 @@ aes128_407:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 	DECQ        DX
-	JMP         shortLoop404
+	JMP         shortLoop408
 
-shortSteal405:
+shortSteal409:
 	TESTQ   R11, R11
-	JZ      shortDone406
+	JZ      shortDone410
 	VMOVDQA X4, X1
 	VMOVDQA X4, X3
 	VPSHUFD $0x5f, X3, X5
@@ -11656,13 +11657,13 @@ shortSteal405:
 	VPXOR   (AX), X3, X8
 	VPXOR   X8, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_408
+	JE      aes128_413
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_408:
+aes128_413:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11689,13 +11690,13 @@ aes128_408:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_409
+	JE          aes128_414
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_409:
+aes128_414:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -11709,19 +11710,19 @@ aes128_409:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortDone406:
+shortDone410:
 	RET
 
-wide400:
+wide404:
 	CMPQ            DX, $0x10
-	JB              narrowTweak410
+	JB              narrowTweak415
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_412
+	JE              aes128_417
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -11731,7 +11732,7 @@ wide400:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_412:
+aes128_417:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -11752,21 +11753,21 @@ aes128_412:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked411
+	JMP             tweaked416
 
-narrowTweak410:
+narrowTweak415:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_413
+	JE          aes128_418
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_413:
+aes128_418:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -11779,7 +11780,7 @@ aes128_413:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked411:
+tweaked416:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -11797,7 +11798,7 @@ tweaked411:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk414
+	JZ              bulk419
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -11808,16 +11809,16 @@ tweaked411:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_415:
+x64_420:
 	CMPQ       R13, $0x40
-	JB         xrest416
+	JB         xrest421
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_415
+	JMP        x64_420
 
-xrest416:
+xrest421:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -11837,13 +11838,13 @@ xrest416:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_417
+	JE         aes128_422
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_417:
+aes128_422:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -11874,9 +11875,9 @@ aes128_417:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks422
+	JB         fewBlocks427
 	CMPQ       DX, $0x30
-	JB         noPeel423
+	JB         noPeel428
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -11910,13 +11911,13 @@ aes128_417:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_425
+	JE         aes128_430
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_425:
+aes128_430:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -11931,9 +11932,9 @@ aes128_425:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop424
+	JMP         loop429
 
-noPeel423:
+noPeel428:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -11959,7 +11960,7 @@ noPeel423:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop424:
+loop429:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -11984,9 +11985,9 @@ loop424:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair426:
+pair431:
 	CMPQ       DX, $0x20
-	JB         single427
+	JB         single432
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -11996,7 +11997,7 @@ pair426:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_430
+	JE         aes128_435
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12014,7 +12015,7 @@ pair426:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_430:
+aes128_435:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12089,7 +12090,7 @@ aes128_430:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_431
+	JE          aes128_436
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -12107,7 +12108,7 @@ aes128_430:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_431:
+aes128_436:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12176,11 +12177,11 @@ aes128_431:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair426
+	JMP         pair431
 
-single427:
+single432:
 	CMPQ       DX, $0x10
-	JB         exitA428
+	JB         exitA433
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12190,7 +12191,7 @@ single427:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_432
+	JE         aes128_437
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12208,7 +12209,7 @@ single427:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_432:
+aes128_437:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12281,7 +12282,7 @@ aes128_432:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert433
+	JB         convert438
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12289,7 +12290,7 @@ aes128_432:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_434
+	JE         aes128_439
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12303,7 +12304,7 @@ aes128_432:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_434:
+aes128_439:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12341,20 +12342,20 @@ aes128_434:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone429
+	JMP         pairsDone434
 
-convert433:
+convert438:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone429
+	JMP    pairsDone434
 
-exitA428:
+exitA433:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert435
+	JB         convert440
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12362,7 +12363,7 @@ exitA428:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_436
+	JE         aes128_441
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12376,7 +12377,7 @@ exitA428:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_436:
+aes128_441:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12414,20 +12415,20 @@ aes128_436:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone429
+	JMP         pairsDone434
 
-convert435:
+convert440:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone429:
+pairsDone434:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec419
+	JMP    vec424
 
-fewBlocks422:
+fewBlocks427:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12450,19 +12451,19 @@ fewBlocks422:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec419:
+vec424:
 	CMPQ       DX, $0x04
-	JB         partial420
+	JB         partial425
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_437
+	JE         aes128_442
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_437:
+aes128_442:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12481,27 +12482,27 @@ aes128_437:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec419
+	JMP         vec424
 
-partial420:
+partial425:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_439
+	JB           group1_444
 	VMOVDQU      (SI), Y0
-	JE           groupZ441
+	JE           groupZ446
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_443
+	JE           aes128_448
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_443:
+aes128_448:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12513,19 +12514,19 @@ aes128_443:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_442
+	JMP         group3_447
 
-groupZ441:
+groupZ446:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_444
+	JE           aes128_449
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_444:
+aes128_449:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -12540,26 +12541,26 @@ aes128_444:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone438
+	JMP           groupDone443
 
-group3_442:
+group3_447:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone438
+	JMP       groupDone443
 
-group1_439:
+group1_444:
 	TESTQ       DX, DX
-	JZ          group0_440
+	JZ          group0_445
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_445
+	JE          aes128_450
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_445:
+aes128_450:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -12572,19 +12573,19 @@ aes128_445:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone438
+	JMP         groupDone443
 
-group0_440:
+group0_445:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_446
+	JE         aes128_451
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_446:
+aes128_451:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -12598,19 +12599,19 @@ aes128_446:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone438:
-	JMP end447
+groupDone443:
+	JMP end452
 
-bulk414:
+bulk419:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks452
+	JB         fewBlocks457
 	CMPQ       DX, $0x30
-	JB         noPeel453
+	JB         noPeel458
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -12644,13 +12645,13 @@ bulk414:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_455
+	JE         aes128_460
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_455:
+aes128_460:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -12665,9 +12666,9 @@ aes128_455:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop454
+	JMP         loop459
 
-noPeel453:
+noPeel458:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -12693,7 +12694,7 @@ noPeel453:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop454:
+loop459:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14; K1 = the odd dwords, K2 =
 	// dword 0 of each lane.
@@ -12718,9 +12719,9 @@ loop454:
 	// all four gathered into the dwords of one vector, times x^128 by dword
 	// shifts and XORs, handed back by zero-masked VPSHUFDs); rounds 8-13;
 	// the last round with key U.
-pair456:
+pair461:
 	CMPQ       DX, $0x20
-	JB         single457
+	JB         single462
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12730,7 +12731,7 @@ pair456:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_460
+	JE         aes128_465
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12748,7 +12749,7 @@ pair456:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_460:
+aes128_465:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12823,7 +12824,7 @@ aes128_460:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_461
+	JE          aes128_466
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -12841,7 +12842,7 @@ aes128_460:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_461:
+aes128_466:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -12910,11 +12911,11 @@ aes128_461:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair456
+	JMP         pair461
 
-single457:
+single462:
 	CMPQ       DX, $0x10
-	JB         exitA458
+	JB         exitA463
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -12924,7 +12925,7 @@ single457:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_462
+	JE         aes128_467
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -12942,7 +12943,7 @@ single457:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_462:
+aes128_467:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -13015,7 +13016,7 @@ aes128_462:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert463
+	JB         convert468
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -13023,7 +13024,7 @@ aes128_462:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_464
+	JE         aes128_469
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -13037,7 +13038,7 @@ aes128_462:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_464:
+aes128_469:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -13075,20 +13076,20 @@ aes128_464:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone459
+	JMP         pairsDone464
 
-convert463:
+convert468:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone459
+	JMP    pairsDone464
 
-exitA458:
+exitA463:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert465
+	JB         convert470
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -13096,7 +13097,7 @@ exitA458:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_466
+	JE         aes128_471
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -13110,7 +13111,7 @@ exitA458:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_466:
+aes128_471:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -13148,20 +13149,20 @@ aes128_466:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone459
+	JMP         pairsDone464
 
-convert465:
+convert470:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone459:
+pairsDone464:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec449
+	JMP    vec454
 
-fewBlocks452:
+fewBlocks457:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -13184,19 +13185,19 @@ fewBlocks452:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec449:
+vec454:
 	CMPQ       DX, $0x04
-	JB         partial450
+	JB         partial455
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_467
+	JE         aes128_472
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_467:
+aes128_472:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -13215,28 +13216,28 @@ aes128_467:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec449
+	JMP         vec454
 
-partial450:
+partial455:
 	TESTQ DX, DX
-	JZ    bulkDone451
+	JZ    bulkDone456
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one468
+	JB         one473
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_469
+	JE         aes128_474
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_469:
+aes128_474:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -13253,19 +13254,19 @@ aes128_469:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone451
+	JZ            bulkDone456
 
-one468:
+one473:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_470
+	JE         aes128_475
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_470:
+aes128_475:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13281,8 +13282,8 @@ aes128_470:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone451:
-end447:
+bulkDone456:
+end452:
 	VZEROUPPER
 	RET
 
@@ -13326,19 +13327,19 @@ TEXT ·xtsDecVAES512C(SB), NOSPLIT, $0-56
 	CMPQ DX, $0x04
 
 	// Fewer whole blocks than one vector: the short path, no wide set-up.
-	JAE         wide471
+	JAE         wide476
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_473
+	JE          aes128_478
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_473:
+aes128_478:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13353,14 +13354,123 @@ aes128_473:
 	// Short data unit: one block at a time in xmm, X4 the running tweak,
 	// then the stealing (X1 = T_m, X3 = T_m+1) if n%16 != 0. Returns.
 	TESTQ R11, R11
-	JZ    shortNoTail474
+	JZ    shortNoTail479
 	DECQ  DX
 
-shortNoTail474:
+shortNoTail479:
 	VMOVDQA X12, X4
 	CMPQ    DX, $0x02
-	JB      shortLoop475
+	JAE     shortPairs483
 
+shortLoop480:
+	TESTQ   DX, DX
+	JZ      shortSteal481
+	VMOVDQU (SI), X0
+	VPXOR   (AX), X4, X5
+	VPXOR   X5, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_484
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_484:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X4, X5
+	VAESDECLAST X5, X0, X0
+	VMOVDQU     X0, (DI)
+	VPSHUFD     $0x5f, X4, X5
+	VPSRAD      $0x1f, X5, X5
+	VPAND       gfMulX<>+0(SB), X5, X5
+	VPADDQ      X4, X4, X4
+	VPXOR       X5, X4, X4
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, DI
+	DECQ        DX
+	JMP         shortLoop480
+
+shortSteal481:
+	TESTQ   R11, R11
+	JZ      shortDone482
+	VMOVDQA X4, X1
+	VMOVDQA X4, X3
+	VPSHUFD $0x5f, X3, X5
+	VPSRAD  $0x1f, X5, X5
+	VPAND   gfMulX<>+0(SB), X5, X5
+	VPADDQ  X3, X3, X3
+	VPXOR   X5, X3, X3
+	MOVQ    DX, R13
+	SHLQ    $0x04, R13
+	VMOVDQU (SI)(R13*1), X0
+	VPXOR   (AX), X3, X8
+	VPXOR   X8, X0, X0
+	CMPQ    R12, $0x0a
+	JE      aes128_485
+	VAESDEC 16(AX), X0, X0
+	VAESDEC 32(AX), X0, X0
+	VAESDEC 48(AX), X0, X0
+	VAESDEC 64(AX), X0, X0
+
+aes128_485:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X3, X8
+	VAESDECLAST X8, X0, X0
+	LEAQ        (SI)(R13*1), R14
+	VMOVDQU     (R14)(R11*1), X2
+	LEAQ        ctsShuffle<>+0(SB), R8
+	MOVQ        $0x00000020, R10
+	SUBQ        R11, R10
+	VMOVDQU     (R8)(R10*1), X11
+	VPSHUFB     X11, X2, X2
+	VMOVDQU     (R8)(R11*1), X13
+	VPSHUFB     X13, X0, X14
+	LEAQ        (DI)(R13*1), R14
+	VMOVDQU     X14, (R14)(R11*1)
+	VPBLENDVB   X11, X0, X2, X0
+	VPXOR       (AX), X1, X8
+	VPXOR       X8, X0, X0
+	CMPQ        R12, $0x0a
+	JE          aes128_486
+	VAESDEC     16(AX), X0, X0
+	VAESDEC     32(AX), X0, X0
+	VAESDEC     48(AX), X0, X0
+	VAESDEC     64(AX), X0, X0
+
+aes128_486:
+	VAESDEC     -144(R9), X0, X0
+	VAESDEC     -128(R9), X0, X0
+	VAESDEC     -112(R9), X0, X0
+	VAESDEC     -96(R9), X0, X0
+	VAESDEC     -80(R9), X0, X0
+	VAESDEC     -64(R9), X0, X0
+	VAESDEC     -48(R9), X0, X0
+	VAESDEC     -32(R9), X0, X0
+	VAESDEC     -16(R9), X0, X0
+	VPXOR       (R9), X1, X8
+	VAESDECLAST X8, X0, X0
+	VMOVDQU     X0, (DI)(R13*1)
+
+shortDone482:
+	RET
+
+shortPairs483:
 	// Two or three whole blocks: X5 = T1, X6 = T2; blocks 0-1 in Y0 with
 	// tweaks [T0, T1] in Y9, block 2 in X2, the round key broadcast into Y3;
 	// two blocks and a tail: the stealing over block 2 (X6 = T2, X7 = T3).
@@ -13378,7 +13488,7 @@ shortNoTail474:
 	VPXOR       X8, X6, X6
 	VINSERTI128 $0x01, X5, Y4, Y9
 	VMOVDQU     (SI), Y0
-	JE          shortTwo478
+	JE          shortTwo487
 
 	// Three whole blocks; with a tail, the stealing over block 3 (X1 = T3,
 	// X3 = T4).
@@ -13387,7 +13497,7 @@ shortNoTail474:
 	VPTERNLOGD     $0x96, Y3, Y9, Y0
 	VPTERNLOGD     $0x96, X3, X6, X2
 	CMPQ           R12, $0x0a
-	JE             aes128_480
+	JE             aes128_489
 	VBROADCASTI128 16(AX), Y3
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
@@ -13401,7 +13511,7 @@ shortNoTail474:
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
 
-aes128_480:
+aes128_489:
 	VBROADCASTI128 -144(R9), Y3
 	VAESDEC        Y3, Y0, Y0
 	VAESDEC        X3, X2, X2
@@ -13437,7 +13547,7 @@ aes128_480:
 	VMOVDQU        Y0, (DI)
 	VMOVDQU        X2, 32(DI)
 	TESTQ          R11, R11
-	JZ             shortPairDone479
+	JZ             shortPairDone488
 	VMOVDQA        X6, X1
 	VPSHUFD        $0x5f, X1, X8
 	VPSRAD         $0x1f, X8, X8
@@ -13456,13 +13566,13 @@ aes128_480:
 	VPXOR          (AX), X3, X8
 	VPXOR          X8, X0, X0
 	CMPQ           R12, $0x0a
-	JE             aes128_481
+	JE             aes128_490
 	VAESDEC        16(AX), X0, X0
 	VAESDEC        32(AX), X0, X0
 	VAESDEC        48(AX), X0, X0
 	VAESDEC        64(AX), X0, X0
 
-aes128_481:
+aes128_490:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13489,13 +13599,13 @@ aes128_481:
 	VPXOR       (AX), X1, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_482
+	JE          aes128_491
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_482:
+aes128_491:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13508,13 +13618,13 @@ aes128_482:
 	VPXOR       (R9), X1, X8
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
-	JMP         shortPairDone479
+	JMP         shortPairDone488
 
-shortTwo478:
+shortTwo487:
 	VBROADCASTI128 (AX), Y3
 	VPTERNLOGD     $0x96, Y3, Y9, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_483
+	JE             aes128_492
 	VBROADCASTI128 16(AX), Y3
 	VAESDEC        Y3, Y0, Y0
 	VBROADCASTI128 32(AX), Y3
@@ -13524,7 +13634,7 @@ shortTwo478:
 	VBROADCASTI128 64(AX), Y3
 	VAESDEC        Y3, Y0, Y0
 
-aes128_483:
+aes128_492:
 	VBROADCASTI128 -144(R9), Y3
 	VAESDEC        Y3, Y0, Y0
 	VBROADCASTI128 -128(R9), Y3
@@ -13548,7 +13658,7 @@ aes128_483:
 	VAESDECLAST    Y10, Y0, Y0
 	VMOVDQU        Y0, (DI)
 	TESTQ          R11, R11
-	JZ             shortPairDone479
+	JZ             shortPairDone488
 	VMOVDQA        X6, X7
 	VPSHUFD        $0x5f, X7, X8
 	VPSRAD         $0x1f, X8, X8
@@ -13561,13 +13671,13 @@ aes128_483:
 	VPXOR          (AX), X7, X8
 	VPXOR          X8, X0, X0
 	CMPQ           R12, $0x0a
-	JE             aes128_484
+	JE             aes128_493
 	VAESDEC        16(AX), X0, X0
 	VAESDEC        32(AX), X0, X0
 	VAESDEC        48(AX), X0, X0
 	VAESDEC        64(AX), X0, X0
 
-aes128_484:
+aes128_493:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13594,13 +13704,13 @@ aes128_484:
 	VPXOR       (AX), X6, X8
 	VPXOR       X8, X0, X0
 	CMPQ        R12, $0x0a
-	JE          aes128_485
+	JE          aes128_494
 	VAESDEC     16(AX), X0, X0
 	VAESDEC     32(AX), X0, X0
 	VAESDEC     48(AX), X0, X0
 	VAESDEC     64(AX), X0, X0
 
-aes128_485:
+aes128_494:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -13614,128 +13724,20 @@ aes128_485:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)(R13*1)
 
-shortPairDone479:
+shortPairDone488:
 	VZEROUPPER
 	RET
 
-shortLoop475:
-	TESTQ   DX, DX
-	JZ      shortSteal476
-	VMOVDQU (SI), X0
-	VPXOR   (AX), X4, X5
-	VPXOR   X5, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_486
-	VAESDEC 16(AX), X0, X0
-	VAESDEC 32(AX), X0, X0
-	VAESDEC 48(AX), X0, X0
-	VAESDEC 64(AX), X0, X0
-
-aes128_486:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X4, X5
-	VAESDECLAST X5, X0, X0
-	VMOVDQU     X0, (DI)
-	VPSHUFD     $0x5f, X4, X5
-	VPSRAD      $0x1f, X5, X5
-	VPAND       gfMulX<>+0(SB), X5, X5
-	VPADDQ      X4, X4, X4
-	VPXOR       X5, X4, X4
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-	DECQ        DX
-	JMP         shortLoop475
-
-shortSteal476:
-	TESTQ   R11, R11
-	JZ      shortDone477
-	VMOVDQA X4, X1
-	VMOVDQA X4, X3
-	VPSHUFD $0x5f, X3, X5
-	VPSRAD  $0x1f, X5, X5
-	VPAND   gfMulX<>+0(SB), X5, X5
-	VPADDQ  X3, X3, X3
-	VPXOR   X5, X3, X3
-	MOVQ    DX, R13
-	SHLQ    $0x04, R13
-	VMOVDQU (SI)(R13*1), X0
-	VPXOR   (AX), X3, X8
-	VPXOR   X8, X0, X0
-	CMPQ    R12, $0x0a
-	JE      aes128_487
-	VAESDEC 16(AX), X0, X0
-	VAESDEC 32(AX), X0, X0
-	VAESDEC 48(AX), X0, X0
-	VAESDEC 64(AX), X0, X0
-
-aes128_487:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X3, X8
-	VAESDECLAST X8, X0, X0
-	LEAQ        (SI)(R13*1), R14
-	VMOVDQU     (R14)(R11*1), X2
-	LEAQ        ctsShuffle<>+0(SB), R8
-	MOVQ        $0x00000020, R10
-	SUBQ        R11, R10
-	VMOVDQU     (R8)(R10*1), X11
-	VPSHUFB     X11, X2, X2
-	VMOVDQU     (R8)(R11*1), X13
-	VPSHUFB     X13, X0, X14
-	LEAQ        (DI)(R13*1), R14
-	VMOVDQU     X14, (R14)(R11*1)
-	VPBLENDVB   X11, X0, X2, X0
-	VPXOR       (AX), X1, X8
-	VPXOR       X8, X0, X0
-	CMPQ        R12, $0x0a
-	JE          aes128_488
-	VAESDEC     16(AX), X0, X0
-	VAESDEC     32(AX), X0, X0
-	VAESDEC     48(AX), X0, X0
-	VAESDEC     64(AX), X0, X0
-
-aes128_488:
-	VAESDEC     -144(R9), X0, X0
-	VAESDEC     -128(R9), X0, X0
-	VAESDEC     -112(R9), X0, X0
-	VAESDEC     -96(R9), X0, X0
-	VAESDEC     -80(R9), X0, X0
-	VAESDEC     -64(R9), X0, X0
-	VAESDEC     -48(R9), X0, X0
-	VAESDEC     -32(R9), X0, X0
-	VAESDEC     -16(R9), X0, X0
-	VPXOR       (R9), X1, X8
-	VAESDECLAST X8, X0, X0
-	VMOVDQU     X0, (DI)(R13*1)
-
-shortDone477:
-	RET
-
-wide471:
+wide476:
 	CMPQ            DX, $0x10
-	JB              narrowTweak489
+	JB              narrowTweak495
 	VPBROADCASTQ    (R8), Z12
 	VPBROADCASTQ    8(R8), Z8
 	VPUNPCKLQDQ     Z8, Z12, Z12
 	VBROADCASTI32X4 (BX), Z8
 	VPXORD          Z8, Z12, Z12
 	CMPQ            R12, $0x0a
-	JE              aes128_491
+	JE              aes128_497
 	VBROADCASTI32X4 16(BX), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 32(BX), Z10
@@ -13745,7 +13747,7 @@ wide471:
 	VBROADCASTI32X4 64(BX), Z8
 	VAESENC         Z8, Z12, Z12
 
-aes128_491:
+aes128_497:
 	VBROADCASTI32X4 -144(R10), Z9
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 -128(R10), Z10
@@ -13766,21 +13768,21 @@ aes128_491:
 	VAESENC         Z9, Z12, Z12
 	VBROADCASTI32X4 (R10), Z10
 	VAESENCLAST     Z10, Z12, Z12
-	JMP             tweaked490
+	JMP             tweaked496
 
-narrowTweak489:
+narrowTweak495:
 	VMOVQ       (R8), X12
 	VMOVQ       8(R8), X8
 	VPUNPCKLQDQ X8, X12, X12
 	VPXOR       (BX), X12, X12
 	CMPQ        R12, $0x0a
-	JE          aes128_492
+	JE          aes128_498
 	VAESENC     16(BX), X12, X12
 	VAESENC     32(BX), X12, X12
 	VAESENC     48(BX), X12, X12
 	VAESENC     64(BX), X12, X12
 
-aes128_492:
+aes128_498:
 	VAESENC     -144(R10), X12, X12
 	VAESENC     -128(R10), X12, X12
 	VAESENC     -112(R10), X12, X12
@@ -13793,7 +13795,7 @@ aes128_492:
 	VAESENCLAST (R10), X12, X12
 	VSHUFI64X2  $0x00, Z12, Z12, Z12
 
-tweaked490:
+tweaked496:
 	VBROADCASTI32X4 (AX), Z16
 	VBROADCASTI32X4 16(AX), Z17
 	VBROADCASTI32X4 32(AX), Z18
@@ -13811,7 +13813,7 @@ tweaked490:
 	VBROADCASTI32X4 (R9), Z30
 	VBROADCASTI32X4 gfPoly<>+0(SB), Z31
 	TESTQ           R11, R11
-	JZ              bulk493
+	JZ              bulk499
 	DECQ            DX
 
 	// Ciphertext stealing (decryption), first: X1 = T_m, X3 = T_m+1;
@@ -13822,16 +13824,16 @@ tweaked490:
 	VMOVDQA X12, X1
 	MOVQ    DX, R13
 
-x64_494:
+x64_500:
 	CMPQ       R13, $0x40
-	JB         xrest495
+	JB         xrest501
 	VPCLMULQDQ $0x01, X31, X1, X2
 	VPSLLDQ    $0x08, X1, X1
 	VPXOR      X2, X1, X1
 	SUBQ       $0x40, R13
-	JMP        x64_494
+	JMP        x64_500
 
-xrest495:
+xrest501:
 	VMOVQ      R13, X2
 	MOVQ       $0x00000040, R14
 	SUBQ       R13, R14
@@ -13851,13 +13853,13 @@ xrest495:
 	VMOVDQU    (SI)(R13*1), X0
 	VPTERNLOGD $0x96, X16, X3, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_496
+	JE         aes128_502
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_496:
+aes128_502:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -13888,9 +13890,9 @@ aes128_496:
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks501
+	JB         fewBlocks507
 	CMPQ       DX, $0x30
-	JB         noPeel502
+	JB         noPeel508
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -13924,13 +13926,13 @@ aes128_496:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_504
+	JE         aes128_510
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_504:
+aes128_510:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -13945,9 +13947,9 @@ aes128_504:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop503
+	JMP         loop509
 
-noPeel502:
+noPeel508:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -13973,7 +13975,7 @@ noPeel502:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop503:
+loop509:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -13990,9 +13992,9 @@ loop503:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair505:
+pair511:
 	CMPQ       DX, $0x20
-	JB         single506
+	JB         single512
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14002,7 +14004,7 @@ pair505:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_509
+	JE         aes128_515
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14020,7 +14022,7 @@ pair505:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_509:
+aes128_515:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14090,7 +14092,7 @@ aes128_509:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_510
+	JE          aes128_516
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -14108,7 +14110,7 @@ aes128_509:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_510:
+aes128_516:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14172,11 +14174,11 @@ aes128_510:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair505
+	JMP         pair511
 
-single506:
+single512:
 	CMPQ       DX, $0x10
-	JB         exitA507
+	JB         exitA513
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14186,7 +14188,7 @@ single506:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_511
+	JE         aes128_517
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14204,7 +14206,7 @@ single506:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_511:
+aes128_517:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14272,7 +14274,7 @@ aes128_511:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert512
+	JB         convert518
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14280,7 +14282,7 @@ aes128_511:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_513
+	JE         aes128_519
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14294,7 +14296,7 @@ aes128_511:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_513:
+aes128_519:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14332,20 +14334,20 @@ aes128_513:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone508
+	JMP         pairsDone514
 
-convert512:
+convert518:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone508
+	JMP    pairsDone514
 
-exitA507:
+exitA513:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert514
+	JB         convert520
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14353,7 +14355,7 @@ exitA507:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_515
+	JE         aes128_521
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14367,7 +14369,7 @@ exitA507:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_515:
+aes128_521:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14405,20 +14407,20 @@ aes128_515:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone508
+	JMP         pairsDone514
 
-convert514:
+convert520:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone508:
+pairsDone514:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec498
+	JMP    vec504
 
-fewBlocks501:
+fewBlocks507:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14441,19 +14443,19 @@ fewBlocks501:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec498:
+vec504:
 	CMPQ       DX, $0x04
-	JB         partial499
+	JB         partial505
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_516
+	JE         aes128_522
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_516:
+aes128_522:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14472,27 +14474,27 @@ aes128_516:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec498
+	JMP         vec504
 
-partial499:
+partial505:
 	// Final group: r = DX blocks from src and CC (block m). r = 2 or 3:
 	// one zmm vector [b0, b1, b2 or CC, CC or unused]; r = 1: ymm [b0, CC];
 	// r = 0: CC alone in xmm.
 	CMPQ         DX, $0x02
-	JB           group1_518
+	JB           group1_524
 	VMOVDQU      (SI), Y0
-	JE           groupZ520
+	JE           groupZ526
 	VINSERTI32X4 $0x02, 32(SI), Z0, Z0
 	VINSERTI32X4 $0x03, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_522
+	JE           aes128_528
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_522:
+aes128_528:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14504,19 +14506,19 @@ aes128_522:
 	VAESDEC     Z29, Z0, Z0
 	VPXORD      Z30, Z4, Z8
 	VAESDECLAST Z8, Z0, Z0
-	JMP         group3_521
+	JMP         group3_527
 
-groupZ520:
+groupZ526:
 	VINSERTI32X4 $0x02, X15, Z0, Z0
 	VPTERNLOGD   $0x96, Z16, Z4, Z0
 	CMPQ         R12, $0x0a
-	JE           aes128_523
+	JE           aes128_529
 	VAESDEC      Z17, Z0, Z0
 	VAESDEC      Z18, Z0, Z0
 	VAESDEC      Z19, Z0, Z0
 	VAESDEC      Z20, Z0, Z0
 
-aes128_523:
+aes128_529:
 	VAESDEC       Z21, Z0, Z0
 	VAESDEC       Z22, Z0, Z0
 	VAESDEC       Z23, Z0, Z0
@@ -14531,26 +14533,26 @@ aes128_523:
 	VMOVDQU       Y0, (DI)
 	VEXTRACTI32X4 $0x02, Z0, X1
 	VMOVDQU       X1, 32(DI)
-	JMP           groupDone517
+	JMP           groupDone523
 
-group3_521:
+group3_527:
 	VMOVDQU64 Z0, (DI)
-	JMP       groupDone517
+	JMP       groupDone523
 
-group1_518:
+group1_524:
 	TESTQ       DX, DX
-	JZ          group0_519
+	JZ          group0_525
 	VMOVDQU     (SI), X0
 	VINSERTI128 $0x01, X15, Y0, Y0
 	VPTERNLOGD  $0x96, Y16, Y4, Y0
 	CMPQ        R12, $0x0a
-	JE          aes128_524
+	JE          aes128_530
 	VAESDEC     Y17, Y0, Y0
 	VAESDEC     Y18, Y0, Y0
 	VAESDEC     Y19, Y0, Y0
 	VAESDEC     Y20, Y0, Y0
 
-aes128_524:
+aes128_530:
 	VAESDEC     Y21, Y0, Y0
 	VAESDEC     Y22, Y0, Y0
 	VAESDEC     Y23, Y0, Y0
@@ -14563,19 +14565,19 @@ aes128_524:
 	VPXORD      Y30, Y4, Y8
 	VAESDECLAST Y8, Y0, Y0
 	VMOVDQU     Y0, (DI)
-	JMP         groupDone517
+	JMP         groupDone523
 
-group0_519:
+group0_525:
 	VMOVDQA    X15, X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_525
+	JE         aes128_531
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_525:
+aes128_531:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -14589,19 +14591,19 @@ aes128_525:
 	VAESDECLAST X8, X0, X0
 	VMOVDQU     X0, (DI)
 
-groupDone517:
-	JMP end526
+groupDone523:
+	JMP end532
 
-bulk493:
+bulk499:
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
 	// so that the first AES round waits for one multiplication only.
 	// From 48 blocks: the first four alone (peel), then the main loop from
 	// block 4, so that a unit of a multiple of 256 bytes ends in three
 	// vectors. From 16: the main loop. Fewer: the whole vectors and the rest.
 	CMPQ       DX, $0x10
-	JB         fewBlocks531
+	JB         fewBlocks537
 	CMPQ       DX, $0x30
-	JB         noPeel532
+	JB         noPeel538
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z8
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -14635,13 +14637,13 @@ bulk493:
 	VPTERNLOGD $0x96, Z16, Z8, Z0
 	VPXORD     Z30, Z8, Z9
 	CMPQ       R12, $0x0a
-	JE         aes128_534
+	JE         aes128_540
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_534:
+aes128_540:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -14656,9 +14658,9 @@ aes128_534:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         loop533
+	JMP         loop539
 
-noPeel532:
+noPeel538:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPXORD     Z30, Z4, Z4
@@ -14684,7 +14686,7 @@ noPeel532:
 	VPSLLDQ    $0x08, Z9, Z9
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
-loop533:
+loop539:
 	// Main loop (zmm): U = T ^ key14 in Z4-Z7 and Z8-Z11 in turn, Z16 =
 	// key0^key14, Z31 = C = key14*x^16 ^ key14, Z14 the 0x87 constant.
 	VMOVDQA64  Z31, Z14
@@ -14701,9 +14703,9 @@ loop533:
 	// each lane times 0x87 by one VPCLMULQDQ, one three-way XOR); rounds
 	// 8-13; the last round with key U. No vector shift by bits, which
 	// Intel cores issue only to the port that runs 512-bit AES.
-pair535:
+pair541:
 	CMPQ       DX, $0x20
-	JB         single536
+	JB         single542
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14713,7 +14715,7 @@ pair535:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_539
+	JE         aes128_545
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14731,7 +14733,7 @@ pair535:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_539:
+aes128_545:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14801,7 +14803,7 @@ aes128_539:
 	VPTERNLOGD  $0x96, Z16, Z10, Z2
 	VPTERNLOGD  $0x96, Z16, Z11, Z3
 	CMPQ        R12, $0x0a
-	JE          aes128_540
+	JE          aes128_546
 	VAESDEC     Z17, Z0, Z0
 	VAESDEC     Z17, Z1, Z1
 	VAESDEC     Z17, Z2, Z2
@@ -14819,7 +14821,7 @@ aes128_539:
 	VAESDEC     Z20, Z2, Z2
 	VAESDEC     Z20, Z3, Z3
 
-aes128_540:
+aes128_546:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14883,11 +14885,11 @@ aes128_540:
 	ADDQ        $0x00000200, SI
 	ADDQ        $0x00000200, DI
 	SUBQ        $0x20, DX
-	JMP         pair535
+	JMP         pair541
 
-single536:
+single542:
 	CMPQ       DX, $0x10
-	JB         exitA537
+	JB         exitA543
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14897,7 +14899,7 @@ single536:
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	VPTERNLOGD $0x96, Z16, Z7, Z3
 	CMPQ       R12, $0x0a
-	JE         aes128_541
+	JE         aes128_547
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -14915,7 +14917,7 @@ single536:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_541:
+aes128_547:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -14983,7 +14985,7 @@ aes128_541:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert542
+	JB         convert548
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -14991,7 +14993,7 @@ aes128_541:
 	VPTERNLOGD $0x96, Z16, Z9, Z1
 	VPTERNLOGD $0x96, Z16, Z10, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_543
+	JE         aes128_549
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15005,7 +15007,7 @@ aes128_541:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_543:
+aes128_549:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15043,20 +15045,20 @@ aes128_543:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z11, Z4
-	JMP         pairsDone538
+	JMP         pairsDone544
 
-convert542:
+convert548:
 	VPXORD Z30, Z8, Z4
 	VPXORD Z30, Z9, Z5
 	VPXORD Z30, Z10, Z6
 	VPXORD Z30, Z11, Z7
-	JMP    pairsDone538
+	JMP    pairsDone544
 
-exitA537:
+exitA543:
 	// 12 blocks or more left: three vectors with U (see peel), then T0 =
 	// U3 ^ key14. Fewer: T = U ^ key14.
 	CMPQ       DX, $0x0c
-	JB         convert544
+	JB         convert550
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15064,7 +15066,7 @@ exitA537:
 	VPTERNLOGD $0x96, Z16, Z5, Z1
 	VPTERNLOGD $0x96, Z16, Z6, Z2
 	CMPQ       R12, $0x0a
-	JE         aes128_545
+	JE         aes128_551
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15078,7 +15080,7 @@ exitA537:
 	VAESDEC    Z20, Z1, Z1
 	VAESDEC    Z20, Z2, Z2
 
-aes128_545:
+aes128_551:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15116,20 +15118,20 @@ aes128_545:
 	ADDQ        $0x000000c0, DI
 	SUBQ        $0x0c, DX
 	VPXORD      Z30, Z7, Z4
-	JMP         pairsDone538
+	JMP         pairsDone544
 
-convert544:
+convert550:
 	VPXORD Z30, Z4, Z4
 	VPXORD Z30, Z5, Z5
 	VPXORD Z30, Z6, Z6
 	VPXORD Z30, Z7, Z7
 
-pairsDone538:
+pairsDone544:
 	// Back to key0 in Z16 for the blocks left.
 	VPXORD Z30, Z16, Z16
-	JMP    vec528
+	JMP    vec534
 
-fewBlocks531:
+fewBlocks537:
 	VPSRLVQ    laneShiftR<>+0(SB), Z12, Z9
 	VPSLLVQ    laneShiftL<>+0(SB), Z12, Z4
 	VPCLMULQDQ $0x01, Z31, Z9, Z10
@@ -15152,19 +15154,19 @@ fewBlocks531:
 	VPTERNLOGD $0x96, Z10, Z9, Z7
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec528:
+vec534:
 	CMPQ       DX, $0x04
-	JB         partial529
+	JB         partial535
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_546
+	JE         aes128_552
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_546:
+aes128_552:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15183,28 +15185,28 @@ aes128_546:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec528
+	JMP         vec534
 
-partial529:
+partial535:
 	TESTQ DX, DX
-	JZ    bulkDone530
+	JZ    bulkDone536
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one547
+	JB         one553
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_548
+	JE         aes128_554
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_548:
+aes128_554:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -15221,19 +15223,19 @@ aes128_548:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone530
+	JZ            bulkDone536
 
-one547:
+one553:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_549
+	JE         aes128_555
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_549:
+aes128_555:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -15249,8 +15251,8 @@ aes128_549:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone530:
-end526:
+bulkDone536:
+end532:
 	VZEROUPPER
 	RET
 
@@ -15317,7 +15319,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_550
+	JE              aes128_556
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15327,7 +15329,7 @@ TEXT ·xtsDecSectorsVAES512(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_550:
+aes128_556:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15351,7 +15353,7 @@ aes128_550:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general554
+	JNZ       general560
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15369,7 +15371,7 @@ aes128_550:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_555
+	JE              aes128_561
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15379,7 +15381,7 @@ aes128_550:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_555:
+aes128_561:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15432,7 +15434,7 @@ aes128_555:
 	// bits reduced by shifts and XORs) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe556:
+pipe562:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15446,7 +15448,7 @@ pipe556:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_557
+	JE         aes128_563
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15464,7 +15466,7 @@ pipe556:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_557:
+aes128_563:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -15478,7 +15480,7 @@ aes128_557:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd558
+	JE         unitEnd564
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPADDQ     Z14, Z14, Z15
@@ -15507,12 +15509,12 @@ aes128_557:
 	VPADDQ     Z15, Z15, Z15
 	VPSLLQ     $0x07, Z14, Z14
 	VPTERNLOGD $0x96, Z14, Z15, Z7
-	JMP        cont561
+	JMP        cont567
 
-unitEnd558:
+unitEnd564:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit560
+	JNZ       nextUnit566
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15530,7 +15532,7 @@ unitEnd558:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_562
+	JE              aes128_568
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15540,7 +15542,7 @@ unitEnd558:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_562:
+aes128_568:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15563,7 +15565,7 @@ aes128_562:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit560:
+nextUnit566:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -15588,7 +15590,7 @@ nextUnit560:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont561:
+cont567:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -15625,11 +15627,11 @@ cont561:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe556
-	JMP         done553
+	JNZ         pipe562
+	JMP         done559
 
-general554:
-group551:
+general560:
+group557:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -15647,7 +15649,7 @@ group551:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_563
+	JE              aes128_569
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -15657,7 +15659,7 @@ group551:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_563:
+aes128_569:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -15680,7 +15682,7 @@ aes128_563:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit552:
+unit558:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -15711,9 +15713,9 @@ unit552:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main564:
+main570:
 	CMPQ       DX, $0x10
-	JB         vec565
+	JB         vec571
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -15727,7 +15729,7 @@ main564:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_568
+	JE         aes128_574
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -15745,7 +15747,7 @@ main564:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_568:
+aes128_574:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -15821,22 +15823,22 @@ aes128_568:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main564
+	JMP         main570
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec565:
+vec571:
 	CMPQ       DX, $0x04
-	JB         partial566
+	JB         partial572
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_569
+	JE         aes128_575
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_569:
+aes128_575:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -15855,28 +15857,28 @@ aes128_569:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec565
+	JMP         vec571
 
-partial566:
+partial572:
 	TESTQ DX, DX
-	JZ    bulkDone567
+	JZ    bulkDone573
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one570
+	JB         one576
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_571
+	JE         aes128_577
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_571:
+aes128_577:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -15893,19 +15895,19 @@ aes128_571:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone567
+	JZ            bulkDone573
 
-one570:
+one576:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_572
+	JE         aes128_578
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_572:
+aes128_578:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -15921,15 +15923,15 @@ aes128_572:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone567:
+bulkDone573:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done553
+	JZ      done559
 	DECQ    R11
-	JNZ     unit552
-	JMP     group551
+	JNZ     unit558
+	JMP     group557
 
-done553:
+done559:
 	VZEROUPPER
 	RET
 
@@ -15996,7 +15998,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_573
+	JE              aes128_579
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16006,7 +16008,7 @@ TEXT ·xtsDecSectorsVAES512C(SB), NOSPLIT, $0-72
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_573:
+aes128_579:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16030,7 +16032,7 @@ aes128_573:
 
 	// Units of a multiple of 16 blocks: the pipelined loop.
 	TESTQ     $0x0000000f, R10
-	JNZ       general577
+	JNZ       general583
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16048,7 +16050,7 @@ aes128_573:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_578
+	JE              aes128_584
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16058,7 +16060,7 @@ aes128_573:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_578:
+aes128_584:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16111,7 +16113,7 @@ aes128_578:
 	// bits reduced by one VPCLMULQDQ with 0x87) or, in the unit's
 	// last iteration, the next unit's tweak vectors built; rounds 8-13; the
 	// last round; stores.
-pipe579:
+pipe585:
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -16125,7 +16127,7 @@ pipe579:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_580
+	JE         aes128_586
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -16143,7 +16145,7 @@ pipe579:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_580:
+aes128_586:
 	VAESDEC    Z21, Z0, Z0
 	VAESDEC    Z21, Z1, Z1
 	VAESDEC    Z21, Z2, Z2
@@ -16157,7 +16159,7 @@ aes128_580:
 	VAESDEC    Z23, Z2, Z2
 	VAESDEC    Z23, Z3, Z3
 	CMPQ       DX, $0x10
-	JE         unitEnd581
+	JE         unitEnd587
 	VPSRLDQ    $0x0e, Z4, Z14
 	VPSLLDQ    $0x02, Z4, Z4
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
@@ -16174,12 +16176,12 @@ aes128_580:
 	VPSLLDQ    $0x02, Z7, Z7
 	VPCLMULQDQ $0x00, Z31, Z14, Z14
 	VPXORD     Z14, Z7, Z7
-	JMP        cont584
+	JMP        cont590
 
-unitEnd581:
+unitEnd587:
 	VALIGNQ   $0x02, Z12, Z12, Z12
 	DECQ      R11
-	JNZ       nextUnit583
+	JNZ       nextUnit589
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16197,7 +16199,7 @@ unitEnd581:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_585
+	JE              aes128_591
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16207,7 +16209,7 @@ unitEnd581:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_585:
+aes128_591:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16230,7 +16232,7 @@ aes128_585:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-nextUnit583:
+nextUnit589:
 	// Tweak vectors of the unit whose tweak is lane 0 of Z12.
 	VSHUFI64X2 $0x00, Z12, Z12, Z7
 	VPSRLVQ    laneShiftR<>+0(SB), Z7, Z14
@@ -16255,7 +16257,7 @@ nextUnit583:
 	VPTERNLOGD $0x96, Z15, Z14, Z7
 	LEAQ       16(R10), DX
 
-cont584:
+cont590:
 	VAESDEC     Z24, Z0, Z0
 	VAESDEC     Z24, Z1, Z1
 	VAESDEC     Z24, Z2, Z2
@@ -16292,11 +16294,11 @@ cont584:
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
 	SUBQ        $0x10, R8
-	JNZ         pipe579
-	JMP         done576
+	JNZ         pipe585
+	JMP         done582
 
-general577:
-group574:
+general583:
+group580:
 	VMOVDQA64 Z13, Z12
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16314,7 +16316,7 @@ group574:
 	VBROADCASTI32X4 (BX), Z15
 	VPXORD          Z15, Z14, Z14
 	CMPQ            R12, $0x0a
-	JE              aes128_586
+	JE              aes128_592
 	VBROADCASTI32X4 16(BX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 32(BX), Z15
@@ -16324,7 +16326,7 @@ group574:
 	VBROADCASTI32X4 64(BX), Z15
 	VAESENC         Z15, Z14, Z14
 
-aes128_586:
+aes128_592:
 	VBROADCASTI32X4 -144(CX), Z15
 	VAESENC         Z15, Z14, Z14
 	VBROADCASTI32X4 -128(CX), Z15
@@ -16347,7 +16349,7 @@ aes128_586:
 	VAESENCLAST     Z15, Z14, Z13
 	MOVQ            $0x00000004, R11
 
-unit575:
+unit581:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(4*k+l), each built from T directly,
@@ -16378,9 +16380,9 @@ unit575:
 	// tweak and key 0 in one XOR; the last round's keys key^tweak; rounds
 	// 1-7; every tweak vector times x^16 (byte shifts, the reduction by
 	// shifts and XORs); rounds 8-13; the last round.
-main587:
+main593:
 	CMPQ       DX, $0x10
-	JB         vec588
+	JB         vec594
 	VMOVDQU64  (SI), Z0
 	VMOVDQU64  64(SI), Z1
 	VMOVDQU64  128(SI), Z2
@@ -16394,7 +16396,7 @@ main587:
 	VPXORD     Z30, Z6, Z10
 	VPXORD     Z30, Z7, Z11
 	CMPQ       R12, $0x0a
-	JE         aes128_591
+	JE         aes128_597
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z17, Z1, Z1
 	VAESDEC    Z17, Z2, Z2
@@ -16412,7 +16414,7 @@ main587:
 	VAESDEC    Z20, Z2, Z2
 	VAESDEC    Z20, Z3, Z3
 
-aes128_591:
+aes128_597:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z21, Z1, Z1
 	VAESDEC     Z21, Z2, Z2
@@ -16476,22 +16478,22 @@ aes128_591:
 	ADDQ        $0x00000100, SI
 	ADDQ        $0x00000100, DI
 	SUBQ        $0x10, DX
-	JMP         main587
+	JMP         main593
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec588:
+vec594:
 	CMPQ       DX, $0x04
-	JB         partial589
+	JB         partial595
 	VMOVDQU64  (SI), Z0
 	VPTERNLOGD $0x96, Z16, Z4, Z0
 	CMPQ       R12, $0x0a
-	JE         aes128_592
+	JE         aes128_598
 	VAESDEC    Z17, Z0, Z0
 	VAESDEC    Z18, Z0, Z0
 	VAESDEC    Z19, Z0, Z0
 	VAESDEC    Z20, Z0, Z0
 
-aes128_592:
+aes128_598:
 	VAESDEC     Z21, Z0, Z0
 	VAESDEC     Z22, Z0, Z0
 	VAESDEC     Z23, Z0, Z0
@@ -16510,28 +16512,28 @@ aes128_592:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
 	SUBQ        $0x04, DX
-	JMP         vec588
+	JMP         vec594
 
-partial589:
+partial595:
 	TESTQ DX, DX
-	JZ    bulkDone590
+	JZ    bulkDone596
 
 	// 1-3 blocks: two in a ymm register (T0's low lanes), then one in
 	// xmm. Plain loads and stores of exactly the data, not masked ones: on
 	// AMD a masked store cannot forward to a later load of the same bytes,
 	// which costs the next in-place call on the buffer dearly.
 	CMPQ       DX, $0x02
-	JB         one593
+	JB         one599
 	VMOVDQU    (SI), Y0
 	VPTERNLOGD $0x96, Y16, Y4, Y0
 	CMPQ       R12, $0x0a
-	JE         aes128_594
+	JE         aes128_600
 	VAESDEC    Y17, Y0, Y0
 	VAESDEC    Y18, Y0, Y0
 	VAESDEC    Y19, Y0, Y0
 	VAESDEC    Y20, Y0, Y0
 
-aes128_594:
+aes128_600:
 	VAESDEC       Y21, Y0, Y0
 	VAESDEC       Y22, Y0, Y0
 	VAESDEC       Y23, Y0, Y0
@@ -16548,19 +16550,19 @@ aes128_594:
 	ADDQ          $0x20, SI
 	ADDQ          $0x20, DI
 	SUBQ          $0x02, DX
-	JZ            bulkDone590
+	JZ            bulkDone596
 
-one593:
+one599:
 	VMOVDQU    (SI), X0
 	VPTERNLOGD $0x96, X16, X4, X0
 	CMPQ       R12, $0x0a
-	JE         aes128_595
+	JE         aes128_601
 	VAESDEC    X17, X0, X0
 	VAESDEC    X18, X0, X0
 	VAESDEC    X19, X0, X0
 	VAESDEC    X20, X0, X0
 
-aes128_595:
+aes128_601:
 	VAESDEC     X21, X0, X0
 	VAESDEC     X22, X0, X0
 	VAESDEC     X23, X0, X0
@@ -16576,15 +16578,15 @@ aes128_595:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone590:
+bulkDone596:
 	VALIGNQ $0x02, Z12, Z12, Z12
 	SUBQ    R10, R8
-	JZ      done576
+	JZ      done582
 	DECQ    R11
-	JNZ     unit575
-	JMP     group574
+	JNZ     unit581
+	JMP     group580
 
-done576:
+done582:
 	VZEROUPPER
 	RET
 
@@ -16629,7 +16631,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_596
+	JE             aes128_602
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16639,7 +16641,7 @@ TEXT ·xtsDecSectorsVAES256(SB), NOSPLIT, $0-72
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_596:
+aes128_602:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16661,7 +16663,7 @@ aes128_596:
 	VBROADCASTI128 (CX), Y8
 	VAESENCLAST    Y8, Y12, Y11
 
-group597:
+group603:
 	VMOVDQA Y11, Y10
 
 	// Next group's tweaks: sector numbers into the lanes' low qwords, E_K2.
@@ -16673,7 +16675,7 @@ group597:
 	VBROADCASTI128 (BX), Y8
 	VPXOR          Y8, Y12, Y12
 	CMPQ           R12, $0x0a
-	JE             aes128_600
+	JE             aes128_606
 	VBROADCASTI128 16(BX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 32(BX), Y8
@@ -16683,7 +16685,7 @@ group597:
 	VBROADCASTI128 64(BX), Y8
 	VAESENC        Y8, Y12, Y12
 
-aes128_600:
+aes128_606:
 	VBROADCASTI128 -144(CX), Y8
 	VAESENC        Y8, Y12, Y12
 	VBROADCASTI128 -128(CX), Y8
@@ -16706,7 +16708,7 @@ aes128_600:
 	VAESENCLAST    Y8, Y12, Y11
 	MOVQ           $0x00000002, R11
 
-unit598:
+unit604:
 	MOVQ R10, DX
 
 	// Tweak vectors: lane l of Tk is T*x^(2*k+l), each built from T directly,
@@ -16741,9 +16743,9 @@ unit598:
 	// tweak and key 0, the rounds over all four, the last round with
 	// key^tweak; then every tweak vector times x^8 (a byte shift and one
 	// carry-less multiplication).
-main601:
+main607:
 	CMPQ           DX, $0x08
-	JB             vec602
+	JB             vec608
 	VMOVDQU        (SI), Y0
 	VMOVDQU        32(SI), Y1
 	VMOVDQU        64(SI), Y2
@@ -16758,7 +16760,7 @@ main601:
 	VPXOR          Y7, Y3, Y3
 	VPXOR          Y8, Y3, Y3
 	CMPQ           R12, $0x0a
-	JE             aes128_605
+	JE             aes128_611
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16780,7 +16782,7 @@ main601:
 	VAESDEC        Y8, Y2, Y2
 	VAESDEC        Y8, Y3, Y3
 
-aes128_605:
+aes128_611:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VAESDEC        Y8, Y1, Y1
@@ -16858,18 +16860,18 @@ aes128_605:
 	ADDQ           $0x00000080, SI
 	ADDQ           $0x00000080, DI
 	SUBQ           $0x08, DX
-	JMP            main601
+	JMP            main607
 
 	// Whole vectors left (at most three): T0, then the next tweak vector.
-vec602:
+vec608:
 	CMPQ           DX, $0x02
-	JB             partial603
+	JB             partial609
 	VMOVDQU        (SI), Y0
 	VBROADCASTI128 (AX), Y8
 	VPXOR          Y4, Y0, Y0
 	VPXOR          Y8, Y0, Y0
 	CMPQ           R12, $0x0a
-	JE             aes128_606
+	JE             aes128_612
 	VBROADCASTI128 16(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 32(AX), Y8
@@ -16879,7 +16881,7 @@ vec602:
 	VBROADCASTI128 64(AX), Y8
 	VAESDEC        Y8, Y0, Y0
 
-aes128_606:
+aes128_612:
 	VBROADCASTI128 -144(R9), Y8
 	VAESDEC        Y8, Y0, Y0
 	VBROADCASTI128 -128(R9), Y8
@@ -16908,24 +16910,24 @@ aes128_606:
 	ADDQ           $0x20, SI
 	ADDQ           $0x20, DI
 	SUBQ           $0x02, DX
-	JMP            vec602
+	JMP            vec608
 
-partial603:
+partial609:
 	TESTQ DX, DX
-	JZ    bulkDone604
+	JZ    bulkDone610
 
 	// One block left: xmm, with T0's low lane.
 	VMOVDQU (SI), X0
 	VPXOR   (AX), X4, X13
 	VPXOR   X13, X0, X0
 	CMPQ    R12, $0x0a
-	JE      aes128_608
+	JE      aes128_614
 	VAESDEC 16(AX), X0, X0
 	VAESDEC 32(AX), X0, X0
 	VAESDEC 48(AX), X0, X0
 	VAESDEC 64(AX), X0, X0
 
-aes128_608:
+aes128_614:
 	VAESDEC     -144(R9), X0, X0
 	VAESDEC     -128(R9), X0, X0
 	VAESDEC     -112(R9), X0, X0
@@ -16941,14 +16943,14 @@ aes128_608:
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, DI
 
-bulkDone604:
+bulkDone610:
 	VPERMQ $0x4e, Y10, Y10
 	SUBQ   R10, R8
-	JZ     done599
+	JZ     done605
 	DECQ   R11
-	JNZ    unit598
-	JMP    group597
+	JNZ    unit604
+	JMP    group603
 
-done599:
+done605:
 	VZEROUPPER
 	RET

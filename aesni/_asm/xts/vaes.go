@@ -993,10 +993,15 @@ func (c *vk) short() {
 	Label(noTail)
 	VMOVDQA(asX(c.tw), X4)
 	loop, steal, done := newLabel("shortLoop"), newLabel("shortSteal"), newLabel("shortDone")
+	pair := newLabel("shortPairs")
 	if c.f.clmul {
+		// shortPair is placed after the loop, so that one block falls
+		// through: taking the branch to the loop cost 16-byte units 5-7%
+		// against vaes512 (which has no branch there), calls on 16
+		// buffers, Intel family 6 model 167; placed here, new/old 1.04
+		// (XTS-AES-128) and 0.98-0.99 of vaes512, 32-48 bytes unchanged.
 		CMPQ(c.blocks, Imm(2))
-		JB(LabelRef(loop))
-		c.shortPair()
+		JAE(LabelRef(pair))
 	}
 	Label(loop)
 	TESTQ(c.blocks, c.blocks)
@@ -1018,6 +1023,10 @@ func (c *vk) short() {
 	c.stealAt(X1, X3, true)
 	Label(done)
 	RET()
+	if c.f.clmul {
+		Label(pair) // flags from comparing DX with 2, as shortPair expects
+		c.shortPair()
+	}
 }
 
 // shortPair is vaes512c's short path for two or three whole blocks (DX,
