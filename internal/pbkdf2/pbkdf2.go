@@ -12,6 +12,7 @@ package pbkdf2
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding"
 	"encoding/binary"
 	"hash"
@@ -97,6 +98,34 @@ func (s *Stream) mac(a, b []byte) {
 	s.u = s.outer.Sum(s.u[:0])
 }
 
+// iterate runs n iterations after the first: U = HMAC(U), T ^= U. It
+// keeps the hashes and states in locals, the loop crypto/pbkdf2 runs.
+func (s *Stream) iterate(n int) {
+	inner, outer, iu, ou, istate, ostate := s.inner, s.outer, s.iu, s.ou, s.istate, s.ostate
+	u, t := s.u, s.t
+	if iu == nil || ou == nil {
+		for range n {
+			s.mac(s.u, nil)
+			subtle.XORBytes(t, t, s.u)
+		}
+		return
+	}
+	for range n {
+		if err := iu.UnmarshalBinary(istate); err != nil {
+			panic("pbkdf2: " + err.Error())
+		}
+		inner.Write(u)
+		u = inner.Sum(u[:0])
+		if err := ou.UnmarshalBinary(ostate); err != nil {
+			panic("pbkdf2: " + err.Error())
+		}
+		outer.Write(u)
+		u = outer.Sum(u[:0])
+		subtle.XORBytes(t, t, u)
+	}
+	s.u = u
+}
+
 // padded puts h in its state after pad: restored from state through u,
 // or, without u, written again.
 func padded(h hash.Hash, u encoding.BinaryUnmarshaler, state, pad []byte) {
@@ -127,18 +156,13 @@ func (s *Stream) Derive(ctx context.Context, n int) ([]byte, error) {
 		binary.BigEndian.PutUint32(s.index[:], uint32(len(s.out)/hLen+1))
 		s.mac(s.salt, s.index[:])
 		copy(s.t, s.u)
-		for i := 1; i < s.iter; i++ {
-			if i&1023 == 0 {
-				select {
-				case <-done:
-					return nil, ctx.Err()
-				default:
-				}
+		for i := 1; i < s.iter; i += 1024 {
+			select {
+			case <-done:
+				return nil, ctx.Err()
+			default:
 			}
-			s.mac(s.u, nil)
-			for j := range s.t {
-				s.t[j] ^= s.u[j]
-			}
+			s.iterate(min(1024, s.iter-i))
 		}
 		s.out = append(s.out, s.t...)
 	}

@@ -24,21 +24,25 @@ var hashes = map[string]func() hash.Hash{
 
 // TestKey compares with crypto/pbkdf2: passwords shorter and longer than
 // the hash's block, outputs of part of a block and of several, derived at
-// once and in two steps.
+// once and in two steps, iteration counts on either side of the batches
+// between context checks (1024).
 func TestKey(t *testing.T) {
 	salt := []byte("salt of sixteen!")
 	for name, h := range hashes {
-		for _, pwLen := range []int{0, 12, 64, 65, 129} {
+		for _, c := range []struct{ pwLen, iter int }{
+			{0, 3}, {12, 1}, {12, 2}, {12, 3}, {64, 1025}, {65, 3}, {129, 2049}, {12, 1024},
+		} {
+			pwLen, iter := c.pwLen, c.iter
 			pw := bytes.Repeat([]byte{'p'}, pwLen)
 			for _, n := range []int{1, 16, 64, 192} {
-				want, err := stdpbkdf2.Key(h, string(pw), salt, 3, n)
+				want, err := stdpbkdf2.Key(h, string(pw), salt, iter, n)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := Key(h, pw, salt, 3, n); !bytes.Equal(got, want) {
-					t.Fatalf("%s, %d-byte password, %d bytes: %x, want %x", name, pwLen, n, got, want)
+				if got := Key(h, pw, salt, iter, n); !bytes.Equal(got, want) {
+					t.Fatalf("%s, %d-byte password, %d iterations, %d bytes: %x, want %x", name, pwLen, iter, n, got, want)
 				}
-				s := New(h, pw, salt, 3)
+				s := New(h, pw, salt, iter)
 				first, _ := s.Derive(context.Background(), n/2+1)
 				if !bytes.Equal(first, want[:n/2+1]) {
 					t.Fatalf("%s, %d-byte password: the first %d bytes differ", name, pwLen, n/2+1)
