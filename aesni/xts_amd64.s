@@ -1847,6 +1847,7 @@ aes128_41:
 
 shortDone37:
 	RET
+	PCALIGN $0x20
 
 wide31:
 	VMOVQ       (R8), X10
@@ -2694,6 +2695,7 @@ aes128_80:
 
 shortDone76:
 	RET
+	PCALIGN $0x20
 
 wide70:
 	CMPQ            DX, $0x10
@@ -5520,6 +5522,7 @@ aes128_189:
 shortPairDone183:
 	VZEROUPPER
 	RET
+	PCALIGN $0x20
 
 wide171:
 	CMPQ            DX, $0x10
@@ -10919,6 +10922,7 @@ aes128_379:
 
 shortDone375:
 	RET
+	PCALIGN $0x20
 
 wide369:
 	VMOVQ       (R8), X10
@@ -11712,6 +11716,7 @@ aes128_414:
 
 shortDone410:
 	RET
+	PCALIGN $0x20
 
 wide404:
 	CMPQ            DX, $0x10
@@ -13727,6 +13732,7 @@ aes128_494:
 shortPairDone488:
 	VZEROUPPER
 	RET
+	PCALIGN $0x20
 
 wide476:
 	CMPQ            DX, $0x10

@@ -54,6 +54,12 @@ func raw(isa []string, op string, ops ...Op) {
 	})
 }
 
+// pcalign pads to the next multiple of n bytes (the Go assembler's
+// PCALIGN), at a label that only jumps reach, so no padding runs.
+func pcalign(n uint64) {
+	Instruction(&ir.Instruction{Opcode: "PCALIGN", Operands: []Op{Imm(n)}})
+}
+
 var labelCount int
 
 // newLabel returns a fresh label name; builders emit the same code shape

@@ -649,6 +649,7 @@ func vaesKernel(f flavor, dec bool) {
 	c.encryptTweak(asX(c.tw), R8)
 	c.short()
 
+	pcalign(32)
 	Label(wide)
 	if f.zmm {
 		// The tweak's AES chain is exposed in every call (see
