@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,14 +22,41 @@ import (
 
 // fastTempDir is a temporary directory in the page cache (/dev/shm) when
 // there is one: the kill tests copy and convert hundreds of MiB per round.
+// Its name carries the test process's PID, and the directories of test
+// processes that no longer run are removed first: a test binary killed
+// by its timeout or by hand runs no cleanup, and each directory holds
+// about a gigabyte of memory.
 func fastTempDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "xtsctl-test-")
+	removeDeadTestDirs("/dev/shm")
+	dir, err := os.MkdirTemp("/dev/shm", fmt.Sprintf("%s%d-", shmTestPrefix, os.Getpid()))
 	if err != nil {
 		return t.TempDir()
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+const shmTestPrefix = "xtsctl-test-"
+
+// removeDeadTestDirs removes the fastTempDir directories in parent whose
+// process is gone (no such PID). A PID reused since only keeps one.
+func removeDeadTestDirs(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), shmTestPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 // TestInPlaceKillResume kills in-place encryptions and decryptions (plain
@@ -414,4 +442,35 @@ func TestInPlaceSharedJournal(t *testing.T) {
 	// another target, is not mistaken for it.
 	expectFail(t, exitInput, "is not what that run left", enc(one)...)
 	unchanged(t, one, imgs[one])
+}
+
+// TestRemoveDeadTestDirs: the directories of test processes that are gone
+// are removed; a running process's, other names and files are kept.
+func TestRemoveDeadTestDirs(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	dead := cmd.Process.Pid // reaped: no such process now, unless reused at once
+	parent := t.TempDir()
+	names := map[string]bool{ // name: kept
+		fmt.Sprintf("%s%d-123", shmTestPrefix, dead):        false,
+		fmt.Sprintf("%s%d-456", shmTestPrefix, os.Getpid()): true,
+		shmTestPrefix + "789":                               true, // no PID in the name
+		fmt.Sprintf("other-%d-1", dead):                     true,
+		fmt.Sprintf("%s%s-1", shmTestPrefix, "notapid"):     true,
+	}
+	for name := range names {
+		if err := os.Mkdir(filepath.Join(parent, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(parent, name, "data"), []byte("x"), 0o600)
+	}
+	removeDeadTestDirs(parent)
+	for name, kept := range names {
+		_, err := os.Stat(filepath.Join(parent, name))
+		if got := err == nil; got != kept {
+			t.Errorf("%s: kept %v, want %v", name, got, kept)
+		}
+	}
 }
