@@ -115,8 +115,8 @@ func TestParallelLateHelper(t *testing.T) {
 	}
 	testHelperWaits.Store(&hold)
 	buf := bytes.Clone(pt)
-	s.Encrypt(buf, buf, 3) // wakes the helpers, which stop in hold
-	for range len(*pool.helpers.Load()) {
+	s.Encrypt(buf, buf, 3) // wakes the helpers it recruits, which stop in hold
+	for range runtime.GOMAXPROCS(0) - 1 {
 		<-held
 	}
 	buf = bytes.Clone(pt)
@@ -189,6 +189,42 @@ func TestParallelNoAllocs(t *testing.T) {
 	s.Encrypt(buf, buf, 1)
 	if a := testing.AllocsPerRun(50, func() { s.Encrypt(buf, buf, 1) }); a != 0 {
 		t.Errorf("%v allocations per parallel call", a)
+	}
+}
+
+// TestParallelManyHelpers runs the tests above with five participants a
+// call (four helpers), whatever the machine's cores: helpers then steal
+// from one another's ranges, and a caller waits for and takes back
+// several offers, paths that two cores never take.
+func TestParallelManyHelpers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(5))
+	t.Run("share", TestParallelHelpersShare)
+	t.Run("late", TestParallelLateHelper)
+	t.Run("concurrent", TestParallelConcurrentCalls)
+	t.Run("panic", TestParallelPanic)
+
+	// One call recruits every helper it can use.
+	testAlwaysWake.Store(true)
+	defer testAlwaysWake.Store(false)
+	r := rand.New(rand.NewPCG(10, 10))
+	key := randomBytes(r, 64)
+	s, _ := newCodec(t, key, Params{Size: 4096})
+	s.SetWorkers(5)
+	pt := randomBytes(r, 5*minShare)
+	want := perSector(t, s, key, pt, 11)
+	most := int64(0)
+	for range 20 {
+		_, before := helperCounts()
+		got := make([]byte, len(pt))
+		s.Encrypt(got, pt, 11)
+		_, after := helperCounts()
+		most = max(most, after-before)
+		if !bytes.Equal(got, want) {
+			t.Fatal("a five-way call differs from per-sector encryption")
+		}
+	}
+	if most != 4 {
+		t.Errorf("at most %d helpers recruited by one call, want 4", most)
 	}
 }
 
