@@ -316,6 +316,8 @@ var blake2bInit = [8]uint64{
 
 const blake2bBlockOff = 8*8 + 2*8 + 8
 
+const blake2bBlockSize = 128
+
 // inArgon2Hash reports whether the n bytes at addr lie in the buffer of
 // such a BLAKE2b state; around holds the memory from addr-len(around)/2.
 func inArgon2Hash(around []byte, addr uintptr, n int) bool {
@@ -333,6 +335,38 @@ func inArgon2Hash(around []byte, addr uintptr, n int) bool {
 			}
 		}
 		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// inArgon2H0Input reports whether the n bytes at addr, bytes off.. of a
+// passphrase, lie in the buffer of the BLAKE2b digest in which x/crypto's
+// Argon2 hashes H0's input, recognised by the input's layout rather than
+// by the state before the buffer (inArgon2Hash): once the object is
+// garbage, the memory holding its start can be reused while the rest
+// still holds the passphrase's tail (seen in one run of the LUKS keyslot
+// memory test in about fifteen, at a 256-byte boundary). The input puts
+// the passphrase at byte 28 of the 128-byte block, then the salt's length
+// and the salt, then two zero lengths (no secret, no associated data);
+// the rest of the block is zero, and the digest's count of buffered bytes
+// follows the block. around holds the memory from addr-len(around)/2.
+func inArgon2H0Input(around []byte, addr uintptr, off, n int) bool {
+	const passAt, lenWords = 28, 8
+	base := addr - uintptr(len(around)/2)
+	block := addr - uintptr(off) - passAt
+	if block < base || block+blake2bBlockSize+8 > base+uintptr(len(around)) {
+		return false
+	}
+	b := around[block-base:][:blake2bBlockSize+8]
+	total := int(min(binary.LittleEndian.Uint64(b[blake2bBlockSize:]), blake2bBlockSize+1))
+	if total > blake2bBlockSize {
+		return false
+	}
+	for l := off + n; passAt+l+4+lenWords <= total; l++ {
+		salt := int(binary.LittleEndian.Uint32(b[passAt+l:]))
+		if passAt+l+4+salt+lenWords == total && !slices.ContainsFunc(b[total-lenWords:blake2bBlockSize], func(c byte) bool { return c != 0 }) {
 			return true
 		}
 	}
@@ -418,6 +452,8 @@ func (f *Set) Scan(t *testing.T) (found []Piece, scanned int64) {
 						p.OutOfReach = "in the registers Go's asynchronous preemption saved"
 					case inArgon2Hash(probe, p.Addr, p.Len):
 						p.OutOfReach = "in a BLAKE2b state that x/crypto's Argon2 does not clear"
+					case inArgon2H0Input(probe, p.Addr, p.Offset, p.Len):
+						p.OutOfReach = "in the H0 input x/crypto's Argon2 leaves in a BLAKE2b buffer"
 					}
 					clear(probe)
 					found = append(found, p)

@@ -104,3 +104,55 @@ func TestArgon2Hash(t *testing.T) {
 		t.Fatal("a state that is not BLAKE2b-512's start is recognised")
 	}
 }
+
+// TestArgon2H0Input: a passphrase's piece in the buffer where x/crypto's
+// Argon2 hashed H0's input is recognised by the input's layout, with the
+// memory before the piece zeroed (reused), and not when the layout around
+// it is off by a byte.
+func TestArgon2H0Input(t *testing.T) {
+	const passLen, saltLen = 32, 32
+	// around, centred on bytes off.. of the passphrase; edit changes the
+	// block (136 bytes: the buffer and the count after it) before it is
+	// placed.
+	layout := func(off int, edit func(b []byte)) []byte {
+		around := make([]byte, 16<<10)
+		b := make([]byte, blake2bBlockSize+8)
+		binary.LittleEndian.PutUint32(b[24:], passLen)
+		for i := range passLen {
+			b[28+i] = byte(0xa0 + i)
+		}
+		binary.LittleEndian.PutUint32(b[28+passLen:], saltLen)
+		for i := range saltLen {
+			b[28+passLen+4+i] = byte(0x50 + i)
+		}
+		total := 28 + passLen + 4 + saltLen + 8
+		binary.LittleEndian.PutUint64(b[blake2bBlockSize:], uint64(total))
+		if edit != nil {
+			edit(b)
+		}
+		clear(b[:28+off]) // the object's start reused
+		copy(around[len(around)/2-off-28:], b)
+		return around
+	}
+	addr := uintptr(0x10000)
+	for _, off := range []int{0, 12, 16} {
+		if !inArgon2H0Input(layout(off, nil), addr, off, 16) {
+			t.Fatalf("bytes %d..%d of the passphrase in H0's input are not recognised", off, off+16)
+		}
+	}
+	for name, edit := range map[string]func(b []byte){
+		"count one more":     func(b []byte) { b[blake2bBlockSize]++ },
+		"count one less":     func(b []byte) { b[blake2bBlockSize]-- },
+		"salt length longer": func(b []byte) { b[28+passLen]++ },
+		"a secret key":       func(b []byte) { b[28+passLen+4+saltLen] = 1 },
+		"data after it":      func(b []byte) { b[blake2bBlockSize-1] = 1 },
+		"count too big":      func(b []byte) { b[blake2bBlockSize] = blake2bBlockSize + 1 },
+	} {
+		if inArgon2H0Input(layout(12, edit), addr, 12, 16) {
+			t.Errorf("%s: recognised", name)
+		}
+	}
+	if inArgon2H0Input(layout(20, nil), addr, 20, 16) {
+		t.Error("a piece that runs past the passphrase into the salt's length is recognised")
+	}
+}
