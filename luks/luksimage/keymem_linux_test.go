@@ -142,18 +142,7 @@ func TestNoKeysInMemoryAfterClose(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			img, passFile := filepath.Join(dir, "img"), filepath.Join(dir, "pass")
-			// The passphrase is made by another program, so that this one
-			// holds it only where the unlock reads it.
-			if out, err := exec.Command("sh", "-c", "head -c 32 /dev/urandom >"+passFile).CombinedOutput(); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			f, err := os.Create(img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Truncate(17 << 20)
-			f.Close()
+			img, passFile := emptyImage(t, filepath.Join(dir, "img")), randomPassFile(t, filepath.Join(dir, "pass"))
 			args := []string{"luksFormat", "--batch-mode", "--type", c.name, "--key-file", passFile}
 			if c.name == "luks1" {
 				args = append(args, "--hash", c.hash, "--pbkdf-force-iterations", "1000")
@@ -195,19 +184,9 @@ func TestNoKeysInMemoryAfterKeyslotChanges(t *testing.T) {
 	img, added := filepath.Join(dir, "img"), filepath.Join(dir, "img.added")
 	passFiles := make([]string, 3)
 	for i := range passFiles {
-		passFiles[i] = filepath.Join(dir, fmt.Sprintf("pass%d", i))
-		// Made by another program, so that this one holds a passphrase
-		// only where it reads one.
-		if out, err := exec.Command("sh", "-c", "head -c 32 /dev/urandom >"+passFiles[i]).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
+		passFiles[i] = randomPassFile(t, filepath.Join(dir, fmt.Sprintf("pass%d", i)))
 	}
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Truncate(17 << 20)
-	f.Close()
+	emptyImage(t, img)
 	if out, err := exec.Command("cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--key-file", passFiles[0],
 		"--pbkdf", "argon2id", "--pbkdf-memory", "32768", "--pbkdf-force-iterations", "4", "--pbkdf-parallel", "1", img).CombinedOutput(); err != nil {
 		t.Fatalf("cryptsetup luksFormat: %v\n%s", err, out)
@@ -254,4 +233,30 @@ func TestNoKeysInMemoryAfterKeyslotChanges(t *testing.T) {
 	dev := disktest.Attach(t, Format, img, nil, &disk.Secret{KeyFiles: [][]byte{pass}}, false)
 	dev.ReadWrite(t)
 	fps.CheckClose(t, []string{"master key"}, func() { dev.Close(t) })
+}
+
+// randomPassFile writes 32 random bytes to path with another program, so
+// that this one holds the passphrase only where it reads it, and returns
+// path.
+func randomPassFile(t *testing.T, path string) string {
+	t.Helper()
+	if out, err := exec.Command("sh", "-c", "head -c 32 /dev/urandom >"+path).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return path
+}
+
+// emptyImage creates a 17 MiB file of zeros at path for luksFormat, and
+// returns path.
+func emptyImage(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(17 << 20); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
