@@ -347,7 +347,7 @@ func inArgon2Hash(around []byte, addr uintptr, n int) bool {
 // by the state before the buffer (inArgon2Hash): once the object is
 // garbage, the memory holding its start can be reused while the rest
 // still holds the passphrase's tail (seen in one run of the LUKS keyslot
-// memory test in about fifteen, at a 256-byte boundary). The input puts
+// memory test in about twenty, at a 256-byte boundary). The input puts
 // the passphrase at byte 28 of the 128-byte block, then the salt's length
 // and the salt, then two zero lengths (no secret, no associated data);
 // the rest of the block is zero, and the digest's count of buffered bytes
@@ -360,10 +360,11 @@ func inArgon2H0Input(around []byte, addr uintptr, off, n int) bool {
 		return false
 	}
 	b := around[block-base:][:blake2bBlockSize+8]
-	total := int(min(binary.LittleEndian.Uint64(b[blake2bBlockSize:]), blake2bBlockSize+1))
-	if total > blake2bBlockSize {
+	count := binary.LittleEndian.Uint64(b[blake2bBlockSize:])
+	if count > blake2bBlockSize {
 		return false
 	}
+	total := int(count)
 	for l := off + n; passAt+l+4+lenWords <= total; l++ {
 		salt := int(binary.LittleEndian.Uint32(b[passAt+l:]))
 		if passAt+l+4+salt+lenWords == total && !slices.ContainsFunc(b[total-lenWords:blake2bBlockSize], func(c byte) bool { return c != 0 }) {
